@@ -1,0 +1,216 @@
+"""``aeon.toml``: which registered component to use for each role, with its options.
+
+Lookup order: an explicit path (``--config``), then ``$AEON_CONFIG``, then ``./aeon.toml``, then built-in
+defaults. Components are chosen by registered name, never by import path (DESIGN rule 6). Secrets are
+references — ``{ "$env" = "NAME" }`` or ``{ "$file" = "path" }`` — resolved only when the component is built,
+into ``pydantic.SecretStr`` so they print as ``**********`` and never reach a log.
+
+```toml
+[run]
+ttl = 50
+
+[llm]
+use = "scripted"
+responses = "responses.json"
+
+[memory]
+use = "in_memory"
+
+[telemetry]
+use = ["jsonl"]
+[telemetry.jsonl]
+path = "run.jsonl"
+
+[tools]
+enabled = ["calculator", "echo"]     # default: every registered tool
+
+[plugins]
+block = ["some-plugin"]
+```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import SecretStr
+
+from aeon_kernel.errors import ConfigError
+from aeon_kernel.schemas import canonical_json
+
+CONFIG_ENV: Final = "AEON_CONFIG"
+DEFAULT_FILE: Final = "aeon.toml"
+
+#: role -> (the registry it draws from, the default component name)
+ROLES: Final[dict[str, tuple[str, str]]] = {
+    "llm": ("llm_adapters", "llama_cpp"),
+    "memory": ("memory_backends", "in_memory"),
+    "validator": ("validators", "schema"),
+    "supervisor": ("supervisors", "default"),
+    "convergence": ("convergence_engines", "plan_finished"),
+}
+_TOP_LEVEL: Final = {*ROLES, "run", "telemetry", "tools", "plugins"}
+_RUN_KEYS: Final = {"ttl", "max_tokens", "temperature"}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A component chosen by registered name, with the options its factory receives."""
+
+    use: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def resolved_options(self) -> dict[str, Any]:
+        """Options with secret references replaced by their values (as SecretStr)."""
+        return {key: resolve_secrets(value, f"{self.use}.{key}") for key, value in self.options.items()}
+
+
+@dataclass(frozen=True)
+class AeonConfig:
+    """The parsed configuration. Every field has a default, so ``AeonConfig()`` is a working setup."""
+
+    choices: dict[str, Choice] = field(default_factory=lambda: {r: Choice(d) for r, (_, d) in ROLES.items()})
+    telemetry: tuple[Choice, ...] = ()
+    tools_enabled: tuple[str, ...] | None = None
+    tool_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ttl: int = 50
+    max_tokens: int = 512
+    temperature: float = 0.2
+    allow: tuple[str, ...] | None = None
+    block: tuple[str, ...] = ()
+    source: Path | None = None
+
+    def choice(self, role: str) -> Choice:
+        return self.choices[role]
+
+    def with_choice(self, role: str, use: str, **options: Any) -> AeonConfig:
+        """A copy with ``role`` switched to another component (used by CLI flags and tests)."""
+        from dataclasses import replace
+
+        return replace(self, choices={**self.choices, role: Choice(use, options)})
+
+    def fingerprint(self) -> str:
+        """A hash of the configuration with secret references left unresolved: safe to log."""
+        data = {
+            "choices": {r: [c.use, c.options] for r, c in self.choices.items()},
+            "telemetry": [[c.use, c.options] for c in self.telemetry],
+            "tools": [self.tools_enabled, self.tool_options],
+            "run": [self.ttl, self.max_tokens, self.temperature],
+        }
+        return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:16]
+
+
+def find_config(path: str | Path | None = None) -> Path | None:
+    """The file to read, by the lookup order above; None means built-in defaults."""
+    if path is not None:
+        candidate = Path(path)
+        if not candidate.is_file():
+            raise ConfigError(f"config file {str(candidate)!r} does not exist")
+        return candidate
+    from_env = os.environ.get(CONFIG_ENV)
+    if from_env:
+        candidate = Path(from_env)
+        if not candidate.is_file():
+            raise ConfigError(f"${CONFIG_ENV} points to {from_env!r}, which does not exist")
+        return candidate
+    local = Path(DEFAULT_FILE)
+    return local if local.is_file() else None
+
+
+def load_config(path: str | Path | None = None) -> AeonConfig:
+    """Find and parse the configuration; raises ConfigError saying which key is wrong and how to fix it."""
+    found = find_config(path)
+    if found is None:
+        return AeonConfig()
+    try:
+        data = tomllib.loads(found.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{found}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {found}: {exc}") from None
+    return parse_config(data, source=found)
+
+
+def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig:
+    where = str(source) if source else "config"
+    unknown = set(data) - _TOP_LEVEL
+    if unknown:
+        raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; valid sections: {sorted(_TOP_LEVEL)}")
+    choices = {}
+    for role, (_, default) in ROLES.items():
+        table = _table(data, role, where)
+        use = table.pop("use", default)
+        if not isinstance(use, str) or not use:
+            raise ConfigError(f"{where}: [{role}] use must be a component name, got {use!r}")
+        choices[role] = Choice(use, table)
+    run = _table(data, "run", where)
+    bad_run = set(run) - _RUN_KEYS
+    if bad_run:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(bad_run)} in [run]; valid: {sorted(_RUN_KEYS)}")
+    ttl = run.get("ttl", 50)
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 1:
+        raise ConfigError(f"{where}: [run] ttl must be a positive integer, got {ttl!r}")
+    telemetry = _table(data, "telemetry", where)
+    sinks = telemetry.pop("use", [])
+    sinks = [sinks] if isinstance(sinks, str) else sinks
+    if not isinstance(sinks, list) or not all(isinstance(s, str) for s in sinks):
+        raise ConfigError(f"{where}: [telemetry] use must be a list of sink names")
+    tools = _table(data, "tools", where)
+    enabled = tools.pop("enabled", None)
+    if enabled is not None and (not isinstance(enabled, list) or not all(isinstance(t, str) for t in enabled)):
+        raise ConfigError(f"{where}: [tools] enabled must be a list of tool names")
+    plugins = _table(data, "plugins", where)
+    allow, block = plugins.get("allow"), plugins.get("block", [])
+    for name, value in (("allow", allow), ("block", block)):
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            raise ConfigError(f"{where}: [plugins] {name} must be a list of plugin names")
+    return AeonConfig(
+        choices=choices,
+        telemetry=tuple(Choice(name, _sub_table(telemetry, name, "telemetry", where)) for name in sinks),
+        tools_enabled=tuple(enabled) if enabled is not None else None,
+        tool_options={name: _sub_table(tools, name, "tools", where) for name in list(tools)},
+        ttl=ttl,
+        max_tokens=int(run.get("max_tokens", 512)),
+        temperature=float(run.get("temperature", 0.2)),
+        allow=tuple(allow) if allow is not None else None,
+        block=tuple(block),
+        source=source,
+    )
+
+
+def _table(data: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    value = data.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: [{name}] must be a table")
+    return dict(value)
+
+
+def _sub_table(parent: dict[str, Any], name: str, section: str, where: str) -> dict[str, Any]:
+    value = parent.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: [{section}.{name}] must be a table of options")
+    return dict(value)
+
+
+def resolve_secrets(value: Any, where: str = "option") -> Any:
+    """Replace ``{"$env": NAME}`` and ``{"$file": path}`` references, at any depth, with SecretStr values."""
+    if isinstance(value, dict):
+        if set(value) == {"$env"}:
+            name = value["$env"]
+            if name not in os.environ:
+                raise ConfigError(f"{where}: the environment variable {name!r} is not set")
+            return SecretStr(os.environ[name])
+        if set(value) == {"$file"}:
+            try:
+                return SecretStr(Path(value["$file"]).read_text(encoding="utf-8").strip())
+            except OSError as exc:
+                raise ConfigError(f"{where}: cannot read secret file {value['$file']!r}: {exc.strerror}") from None
+        return {key: resolve_secrets(item, f"{where}.{key}") for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_secrets(item, where) for item in value]
+    return value

@@ -1,0 +1,168 @@
+"""The Engine: one plugin manager, its registries, and the components ``aeon.toml`` selects from them.
+
+Components are built on first use, so ``aeon plugins`` or ``aeon tools`` never loads a model. One Engine can
+create many orchestrators; closing it closes the model, memory and sinks it built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from aeon_kernel.config import AeonConfig, Choice, load_config
+from aeon_kernel.contracts import ConvergenceEngine, LLMAdapter, Memory, Supervisor, TelemetrySink, Tool, Validator
+from aeon_kernel.errors import ConfigError, ToolRegistrationError, UnknownComponentError
+from aeon_kernel.llm import ModelClient
+from aeon_kernel.orchestrator import Orchestrator
+from aeon_kernel.plugins import AeonPluginManager, Registries, build_plugin_manager, describe_plugins
+from aeon_kernel.registry import ToolRegistry
+
+
+class Engine:
+    """Builds orchestrators from configuration and plugins.
+
+    :param config: an :class:`AeonConfig`, a path to ``aeon.toml``, or None for the lookup order.
+    :param plugins: plugin objects to register in addition to (or, with ``autoload=False``, instead of) the
+        ``aeon`` entry points.
+    :param autoload: whether to load entry-point plugins (default: yes, unless ``AEON_DISABLE_PLUGIN_AUTOLOAD``).
+    """
+
+    def __init__(
+        self,
+        config: AeonConfig | str | None = None,
+        *,
+        plugins: Iterable[Any] = (),
+        autoload: bool | None = None,
+    ) -> None:
+        self.config = config if isinstance(config, AeonConfig) else load_config(config)
+        self.pm: AeonPluginManager = build_plugin_manager(
+            plugins, autoload=autoload, allow=self.config.allow, block=self.config.block
+        )
+        self.registries = Registries(self.pm)
+        self._llm: ModelClient | None = None
+        self._memory: Memory | None = None
+        self._tools: ToolRegistry | None = None
+        self._validator: Validator | None = None
+        self._supervisor: Supervisor | None = None
+        self._convergence: ConvergenceEngine | None = None
+        self._sinks: list[TelemetrySink] = []
+
+    # --- components, built on first use ------------------------------------------------------------------------
+
+    def _create(self, role: str, kind: str, **deps: Any) -> Any:
+        choice: Choice = self.config.choice(role)
+        try:
+            return self.registries[kind].create(choice.use, **deps, **choice.resolved_options())
+        except TypeError as exc:
+            raise ConfigError(f"[{role}] options for {choice.use!r} are not accepted: {exc}") from None
+
+    @property
+    def llm(self) -> ModelClient:
+        if self._llm is None:
+            adapter: LLMAdapter = self._create("llm", "llm_adapters")
+            self._llm = ModelClient(adapter)
+        return self._llm
+
+    @property
+    def memory(self) -> Memory:
+        if self._memory is None:
+            self._memory = self._create("memory", "memory_backends")
+        return self._memory
+
+    @property
+    def validator(self) -> Validator:
+        if self._validator is None:
+            self._validator = self._create("validator", "validators")
+        return self._validator
+
+    @property
+    def supervisor(self) -> Supervisor:
+        if self._supervisor is None:
+            self._supervisor = self._create(
+                "supervisor", "supervisors", llm=self.llm, validator=self.validator, tools=self.tools
+            )
+        return self._supervisor
+
+    @property
+    def convergence(self) -> ConvergenceEngine:
+        if self._convergence is None:
+            self._convergence = self._create("convergence", "convergence_engines")
+        return self._convergence
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """Every registered tool, or only those ``[tools] enabled`` lists."""
+        if self._tools is None:
+            registry = self.registries["tools"]
+            names = self.config.tools_enabled if self.config.tools_enabled is not None else registry.names()
+            tools = ToolRegistry()
+            for name in names:
+                tool = registry.create(name, **self.config.tool_options.get(name, {}))
+                if not isinstance(tool, Tool) or tool.name != name:
+                    raise ToolRegistrationError(
+                        f"the factory registered as tool {name!r} by {registry.get(name).provider} returned "
+                        f"{getattr(tool, 'name', type(tool).__name__)!r}; it must return a Tool named {name!r}"
+                    )
+                tools.register(tool)
+            self._tools = tools
+        return self._tools
+
+    def add_sink(self, name: str, **options: Any) -> TelemetrySink:
+        """Build a registered telemetry sink and register it on this engine's plugin manager."""
+        sink: TelemetrySink = self.registries["telemetry_sinks"].create(name, **options)
+        self.pm.register(sink, name=f"sink:{name}:{len(self._sinks)}")
+        self._sinks.append(sink)
+        return sink
+
+    # --- runs --------------------------------------------------------------------------------------------------
+
+    def orchestrator(self, ttl: int | None = None) -> Orchestrator:
+        """A new orchestrator on this engine's components (sinks from ``[telemetry]`` are attached once)."""
+        if not self._sinks:
+            for choice in self.config.telemetry:
+                self.add_sink(choice.use, **choice.resolved_options())
+        return Orchestrator(
+            self.llm,
+            self.memory,
+            self.tools,
+            self.supervisor,
+            self.validator,
+            ttl=ttl or self.config.ttl,
+            convergence=self.convergence,
+            plugin_manager=self.pm,
+            max_tokens=self.config.max_tokens,
+            temperature=self.config.temperature,
+        )
+
+    def run(self, request: str, ttl: int | None = None) -> dict[str, Any]:
+        """Convenience: one orchestrator, one request, the result dict."""
+        return self.orchestrator(ttl).execute(request)
+
+    def describe_plugins(self) -> dict[str, Any]:
+        return describe_plugins(self.pm, self.registries)
+
+    def check_choices(self) -> None:
+        """Fail early, listing what is available, when aeon.toml names a component no plugin registered."""
+        from aeon_kernel.config import ROLES
+
+        for role, (kind, _) in ROLES.items():
+            self.registries[kind].get(self.config.choice(role).use)
+        for choice in self.config.telemetry:
+            self.registries["telemetry_sinks"].get(choice.use)
+        for name in self.config.tools_enabled or ():
+            if name not in self.registries["tools"]:
+                raise UnknownComponentError("tools", name, self.registries["tools"].providers())
+
+    def close(self) -> None:
+        for sink in self._sinks:
+            sink.close()
+        if self._memory is not None:
+            self._memory.close()
+        if self._llm is not None:
+            self._llm.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,108 @@
+"""The AeonError hierarchy.
+
+Every failure the spec names has its own class, each with structured fields and a message that says what went
+wrong and what to do next. Names follow spec 002; ``MemoryStoreError`` replaces the spec's ``MemoryError`` so the
+builtin is never shadowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class AeonError(Exception):
+    """Root of every error Aeon raises on purpose. Catch this to catch them all."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description, used in structured results and JSONL logs."""
+        return {"type": type(self).__name__, "message": str(self)}
+
+
+class ConfigError(AeonError):
+    """``aeon.toml`` (or the options passed in code) cannot be used as written."""
+
+
+class UnknownComponentError(ConfigError):
+    """A component was selected by a name no loaded plugin registered."""
+
+    def __init__(self, kind: str, name: str, available: dict[str, str]) -> None:
+        self.kind, self.name, self.available = kind, name, dict(available)
+        listing = ", ".join(f"{n!r} (from {p})" for n, p in sorted(available.items())) or "none"
+        super().__init__(
+            f"no {kind} named {name!r} is registered. Available: {listing}. "
+            f"Install the plugin that provides it, or pick one of these in aeon.toml."
+        )
+
+
+class PluginError(AeonError):
+    """A plugin could not be loaded or registered."""
+
+
+class DuplicateComponentError(PluginError):
+    """Two plugins registered the same name for one kind of component (never silently renamed)."""
+
+    def __init__(self, kind: str, name: str, first: str, second: str) -> None:
+        self.kind, self.name, self.first, self.second = kind, name, first, second
+        super().__init__(
+            f"{kind} {name!r} is registered by both {first!r} and {second!r}. "
+            f"Block one of them with [plugins] block = [...] in aeon.toml."
+        )
+
+
+class ValidationError(AeonError):
+    """Data failed a schema or structural check. ``errors`` holds each problem, exactly as the validator saw it."""
+
+    def __init__(self, message: str, errors: Sequence[str] = ()) -> None:
+        self.errors: list[str] = list(errors) or [message]
+        super().__init__(message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "errors": self.errors}
+
+
+class StateTransitionError(ValidationError):
+    """A step status change that spec 001 forbids (backwards, skipping, or out of order, FR-052)."""
+
+
+class LLMError(AeonError):
+    """The model could not produce a response. Raised by adapters; the kernel ends the run per FR-049."""
+
+
+class LLMTransientError(LLMError):
+    """A failure worth retrying (connection, timeout, 429, 5xx). ``retry_after`` is the server's hint in seconds."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class ToolError(AeonError):
+    """A tool failed while running. Marks the step failed; the run continues (FR-054)."""
+
+
+class ToolRegistrationError(ToolError, ValueError):
+    """A tool could not be registered: duplicate name or invalid schema."""
+
+
+class MemoryStoreError(AeonError):
+    """A memory backend failed to read, write or search."""
+
+
+class SupervisorError(AeonError):
+    """The supervisor could not repair an output within its attempts (FR-051)."""
+
+    def __init__(self, message: str, attempts: int = 0, last_error: str | None = None) -> None:
+        self.attempts, self.last_error = attempts, last_error
+        super().__init__(message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "attempts": self.attempts, "last_error": self.last_error}
+
+
+class ExecutionError(AeonError):
+    """A step could not be executed for a reason other than a tool failure."""
+
+
+class OrchestrationError(AeonError):
+    """The orchestrator was used incorrectly (for example ``execute`` while a run is in progress)."""

@@ -1,0 +1,201 @@
+"""Aeon's hook specifications (pluggy project ``"aeon"``).
+
+Three families, following DESIGN rules 1 and 2:
+
+* ``aeon_register_*`` — discovery. A plugin calls ``register(name, factory)`` once per component it provides;
+  ``aeon.toml`` then chooses components by name. Factories are called only for the components chosen.
+* ``aeon_execute_step`` — a decision hook (``firstresult``). The kernel's own implementation is ``trylast``, so a
+  plugin can take over a step, deny it (``tryfirst``), or wrap it (``wrapper=True``) to time or sandbox it.
+* ``aeon_run_start`` … ``aeon_run_end`` — events, called on every implementation. Telemetry sinks implement them.
+
+Every hook is documented with its exact signature in ``docs/hooks.md``; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from aeon_kernel.executor import StepContext
+    from aeon_kernel.models import (
+        LogEntry,
+        OrchestrationState,
+        PlanStep,
+        StepExecutionResult,
+        StepStatus,
+        SupervisorAction,
+        ToolCall,
+    )
+    from aeon_kernel.registry import Register
+
+#: Bumped when a hook's signature or meaning changes; plugins may declare the version they target.
+HOOKSPEC_VERSION = "1.0"
+
+hookspec = pluggy.HookspecMarker("aeon")
+hookimpl = pluggy.HookimplMarker("aeon")
+
+
+# --- discovery -------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def aeon_register_llm_adapters(register: Register) -> None:
+    """Register LLM adapters.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns an
+        :class:`~aeon_kernel.contracts.LLMAdapter`. ``options`` are the keys of the ``[llm]`` table of
+        ``aeon.toml`` other than ``use``, with secret references already resolved.
+
+    Called once when an engine builds its registries.
+    """
+
+
+@hookspec
+def aeon_register_memory_backends(register: Register) -> None:
+    """Register memory backends.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns a
+        :class:`~aeon_kernel.contracts.Memory`, with ``options`` from the ``[memory]`` table.
+
+    Called once when an engine builds its registries.
+    """
+
+
+@hookspec
+def aeon_register_tools(register: Register) -> None:
+    """Register tools.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns a
+        :class:`~aeon_kernel.contracts.Tool` whose ``name`` equals the registered name. ``options`` come from the
+        ``[tools.<name>]`` table.
+
+    Called once when an engine builds its registries. Every registered tool is enabled unless ``[tools] enabled``
+    lists a subset.
+    """
+
+
+@hookspec
+def aeon_register_validators(register: Register) -> None:
+    """Register validators.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns a
+        :class:`~aeon_kernel.contracts.Validator`, with ``options`` from the ``[validator]`` table.
+
+    Called once when an engine builds its registries.
+    """
+
+
+@hookspec
+def aeon_register_supervisors(register: Register) -> None:
+    """Register supervisors.
+
+    :param register: ``register(name, factory)``; ``factory(llm, validator, tools, **options)`` returns a
+        :class:`~aeon_kernel.contracts.Supervisor`. ``llm`` is the run's model (FR-028: the supervisor uses the same
+        model), already wrapped with the kernel's retry policy; ``validator`` the chosen validator; ``tools`` the
+        :class:`~aeon_kernel.registry.ToolRegistry`.
+
+    Called once when an engine builds its registries.
+    """
+
+
+@hookspec
+def aeon_register_convergence_engines(register: Register) -> None:
+    """Register convergence engines.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns a
+        :class:`~aeon_kernel.contracts.ConvergenceEngine`, with ``options`` from the ``[convergence]`` table.
+
+    Called once when an engine builds its registries.
+    """
+
+
+@hookspec
+def aeon_register_telemetry_sinks(register: Register) -> None:
+    """Register telemetry sinks.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns a
+        :class:`~aeon_kernel.contracts.TelemetrySink`, with ``options`` from the ``[telemetry.<name>]`` table.
+        The engine registers each chosen sink on its plugin manager, so it receives the event hooks below.
+
+    Called once when an engine builds its registries.
+    """
+
+
+# --- decisions -------------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def aeon_execute_step(step: PlanStep, context: StepContext) -> StepExecutionResult | None:
+    """Execute one plan step.
+
+    :param step: the step, already marked ``running``.
+    :param context: the run's components and state (tools, memory, model, supervisor, validator, state).
+    :return: a :class:`~aeon_kernel.models.StepExecutionResult`, or None to leave the step to the next
+        implementation. The kernel's implementation runs last and always returns a result.
+
+    Called once per step, in plan order (FR-052). Stops at the first non-None result. An exception raised here
+    fails the step and the run continues (FR-054).
+    """
+
+
+# --- events ----------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def aeon_run_start(run_id: str, request: str, state: OrchestrationState) -> None:
+    """A run begins.
+
+    :param run_id: the run's identifier (also in every log line).
+    :param request: the user's request.
+    :param state: the initial state (``plan`` is set when an initial plan was given).
+    """
+
+
+@hookspec
+def aeon_cycle_end(entry: LogEntry, state: OrchestrationState) -> None:
+    """An orchestration cycle ended, successfully or not (FR-037…039).
+
+    :param entry: the cycle's log record, with every field of FR-038.
+    :param state: the state after the cycle.
+
+    Called from a ``finally`` block, so failing cycles are reported too. The JSONL sink writes ``entry`` as one line.
+    """
+
+
+@hookspec
+def aeon_step_status_changed(run_id: str, step: PlanStep, previous: StepStatus) -> None:
+    """A step changed status (pending → running → complete | failed).
+
+    :param run_id: the run's identifier.
+    :param step: the step after the change.
+    :param previous: its status before the change.
+    """
+
+
+@hookspec
+def aeon_tool_called(run_id: str, call: ToolCall) -> None:
+    """A tool was invoked (or its arguments were rejected before invocation).
+
+    :param run_id: the run's identifier.
+    :param call: the record, with ``result`` or ``error``.
+    """
+
+
+@hookspec
+def aeon_supervisor_action(run_id: str, action: SupervisorAction) -> None:
+    """The supervisor made one repair attempt.
+
+    :param run_id: the run's identifier.
+    :param action: the attempt, with ``repaired_output`` or ``error``.
+    """
+
+
+@hookspec
+def aeon_run_end(run_id: str, result: dict[str, Any]) -> None:
+    """A run ended.
+
+    :param run_id: the run's identifier.
+    :param result: what ``Orchestrator.execute`` returns: ``plan``, ``status``, ``final_state``, ``answer``.
+    """

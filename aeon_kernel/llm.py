@@ -1,0 +1,109 @@
+"""The run's view of the model: one retry policy, schema hints only where supported, and a record of every call.
+
+Retries live here and nowhere else (FR-048): adapters only say whether a failure is transient, so an adapter
+that also retried would multiply the attempts. Exhaustion becomes an :class:`LLMError` the loop turns into a
+structured failure (FR-049).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from aeon_kernel.contracts import LLMAdapter, LLMResponse
+from aeon_kernel.errors import AeonError, LLMError, LLMTransientError
+
+ATTEMPTS: Final = 3
+
+
+class ModelClient(LLMAdapter):
+    """Wraps an adapter with the kernel's retry policy and keeps every response until the cycle drains them."""
+
+    def __init__(
+        self,
+        adapter: LLMAdapter,
+        *,
+        attempts: int = ATTEMPTS,
+        initial_wait: float = 0.5,
+        max_wait: float = 8.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.adapter = adapter
+        self.supports_json_schema = adapter.supports_json_schema
+        self.model_id = adapter.model_id
+        self._attempts = attempts
+        self._backoff = wait_exponential_jitter(initial=initial_wait, max=max_wait, jitter=initial_wait)
+        self._sleep = sleep
+        self._calls: list[dict[str, Any]] = []
+
+    def _wait(self, state: RetryCallState) -> float:
+        """Exponential backoff with jitter, but never sooner than the server's ``Retry-After``."""
+        backoff = float(self._backoff(state))
+        error = state.outcome.exception() if state.outcome else None
+        retry_after = getattr(error, "retry_after", None)
+        return max(backoff, float(retry_after)) if retry_after else backoff
+
+    def generate(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+    ) -> LLMResponse:
+        schema = json_schema if self.adapter.supports_json_schema else None
+        retrying = Retrying(
+            stop=stop_after_attempt(self._attempts),
+            wait=self._wait,
+            retry=retry_if_exception_type(LLMTransientError),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            response = retrying(self._call_once, prompt, system_prompt, max_tokens, temperature, schema)
+        except LLMTransientError as exc:
+            raise LLMError(f"the model is unavailable after {self._attempts} attempts: {exc}") from exc
+        self._calls.append({**response, "constrained": schema is not None})
+        return response
+
+    def _call_once(
+        self,
+        prompt: str,
+        system_prompt: str | None,
+        max_tokens: int,
+        temperature: float,
+        schema: dict[str, Any] | None,
+    ) -> LLMResponse:
+        kwargs: dict[str, Any] = {"json_schema": schema} if schema is not None else {}
+        try:
+            response = self.adapter.generate(prompt, system_prompt, max_tokens, temperature, **kwargs)
+        except AeonError:
+            raise
+        except Exception as exc:  # an adapter bug must still end the run in a structured result
+            raise LLMError(f"{type(self.adapter).__name__}.generate raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(response, dict) or not isinstance(response.get("text"), str):
+            raise LLMError(f"{type(self.adapter).__name__}.generate must return a dict with a str 'text'")
+        return response
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Every response since the last drain, oldest first (one cycle's worth)."""
+        calls, self._calls = self._calls, []
+        return calls
+
+    def close(self) -> None:
+        self.adapter.close()
+
+
+def total_usage(calls: list[dict[str, Any]]) -> dict[str, int]:
+    """Sum the ``usage`` counters of several responses (tokens per cycle in the JSONL log)."""
+    total: dict[str, int] = {}
+    for call in calls:
+        for key, value in (call.get("usage") or {}).items():
+            if isinstance(value, int):
+                total[key] = total.get(key, 0) + value
+    total["llm_calls"] = len(calls)
+    return total

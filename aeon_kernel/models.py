@@ -1,0 +1,343 @@
+"""The data model of spec 001 as pydantic models.
+
+Models are frozen: state changes go through methods that return a new object (Burr's rule), so a snapshot handed
+to a telemetry sink or an embedder can never change under it. Step status transitions are enforced here, in one
+place (``Plan.transition``), rather than wherever a status happens to be set.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from aeon_kernel.errors import StateTransitionError
+
+
+def utc_now() -> str:
+    """An ISO 8601 timestamp in UTC, the format every record in spec 001 uses."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _check_iso(value: str) -> str:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"timestamp {value!r} is not ISO 8601") from None
+    return value
+
+
+class StepStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (StepStatus.COMPLETE, StepStatus.FAILED)
+
+
+_ALLOWED_TRANSITIONS: dict[StepStatus, frozenset[StepStatus]] = {
+    StepStatus.PENDING: frozenset({StepStatus.RUNNING}),
+    StepStatus.RUNNING: frozenset({StepStatus.COMPLETE, StepStatus.FAILED}),
+    StepStatus.COMPLETE: frozenset(),
+    StepStatus.FAILED: frozenset(),
+}
+
+_FROZEN = ConfigDict(frozen=True, extra="ignore")
+
+
+class PlanStep(BaseModel):
+    """One step of a plan. ``tool`` wins over ``agent``; with neither, the step takes the missing-tool path.
+
+    ``arguments`` (an Aeon extension, pure data) lets a plan carry a tool's arguments when they are known at plan
+    time, so no extra model call is needed. ``result`` and ``failure`` record how the step ended.
+    """
+
+    model_config = _FROZEN
+
+    step_id: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    status: StepStatus = StepStatus.PENDING
+    tool: str | None = None
+    agent: Literal["llm"] | None = None
+    arguments: dict[str, Any] | None = None
+    errors: tuple[str, ...] = ()
+    result: Any = None
+    failure: str | None = None
+
+    @field_validator("step_id", "description")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("tool")
+    @classmethod
+    def _tool_not_blank(cls, value: str | None) -> str | None:
+        return value if value and value.strip() else None
+
+
+class Plan(BaseModel):
+    """A declarative plan (FR-006/007): a goal and an ordered list of steps, executed strictly in order."""
+
+    model_config = _FROZEN
+
+    goal: str = Field(min_length=1)
+    steps: tuple[PlanStep, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_structure(self) -> Plan:
+        ids = [s.step_id for s in self.steps]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"step_id values must be unique; repeated: {duplicates}")
+        # Strict order (FR-052): finished steps, then at most one running step, then pending steps.
+        ranks = [0 if s.status.is_terminal else 1 if s.status is StepStatus.RUNNING else 2 for s in self.steps]
+        if ranks != sorted(ranks) or ranks.count(1) > 1:
+            raise ValueError(
+                "step statuses are out of order: steps must be finished, then at most one running, then pending"
+            )
+        return self
+
+    def step(self, step_id: str) -> PlanStep:
+        for step in self.steps:
+            if step.step_id == step_id:
+                return step
+        raise KeyError(step_id)
+
+    def next_pending(self) -> PlanStep | None:
+        """The step that may start next, or None when none may (one is running, or all are finished)."""
+        for step in self.steps:
+            if step.status is StepStatus.RUNNING:
+                return None
+            if step.status is StepStatus.PENDING:
+                return step
+        return None
+
+    @property
+    def is_finished(self) -> bool:
+        """FR-004: every step is complete or failed."""
+        return all(s.status.is_terminal for s in self.steps)
+
+    def replace_step(self, step: PlanStep) -> Plan:
+        """Swap in a repaired step; its id, position and status must not change (FR-053)."""
+        old = self.step(step.step_id)
+        if old.status is not step.status:
+            raise StateTransitionError(f"replacing step {step.step_id!r} may not change its status")
+        return self.model_copy(update={"steps": tuple(step if s is old else s for s in self.steps)})
+
+    def transition(self, step_id: str, status: StepStatus, **fields: Any) -> Plan:
+        """Move one step to ``status``, enforcing spec 001's transitions and FR-052's strict order.
+
+        ``errors`` are cleared when a step completes or fails. Extra ``fields`` (``result``, ``failure``) are set on
+        the step. Raises :class:`StateTransitionError` on a forbidden move.
+        """
+        index = next((i for i, s in enumerate(self.steps) if s.step_id == step_id), None)
+        if index is None:
+            raise StateTransitionError(f"no step {step_id!r} in the plan")
+        step = self.steps[index]
+        if status not in _ALLOWED_TRANSITIONS[step.status]:
+            raise StateTransitionError(
+                f"step {step_id!r} cannot go from {step.status.value} to {status.value}",
+                [f"allowed from {step.status.value}: {sorted(s.value for s in _ALLOWED_TRANSITIONS[step.status])}"],
+            )
+        if status is StepStatus.RUNNING and any(not s.status.is_terminal for s in self.steps[:index]):
+            raise StateTransitionError(f"step {step_id!r} cannot start before every earlier step has finished")
+        update: dict[str, Any] = {"status": status, **fields}
+        if status.is_terminal:
+            update["errors"] = ()
+        steps = list(self.steps)
+        steps[index] = step.model_copy(update=update)
+        return self.model_copy(update={"steps": tuple(steps)})
+
+
+class ToolCall(BaseModel):
+    """A record of one tool invocation; ``result`` and ``error`` are mutually exclusive."""
+
+    model_config = _FROZEN
+
+    tool_name: str = Field(min_length=1)
+    arguments: dict[str, Any]
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    timestamp: str = Field(default_factory=utc_now)
+    step_id: str = Field(min_length=1)
+    duration_ms: float | None = None
+
+    _iso = field_validator("timestamp")(_check_iso)
+
+    @model_validator(mode="after")
+    def _result_xor_error(self) -> ToolCall:
+        if self.result is not None and self.error is not None:
+            raise ValueError("a tool call has a result or an error, not both")
+        return self
+
+
+SupervisorActionType = Literal["json_repair", "tool_call_repair", "plan_repair", "missing_tool_repair"]
+
+
+class SupervisorAction(BaseModel):
+    """One supervisor repair attempt (FR-050): what came in, what came out or why it failed."""
+
+    model_config = _FROZEN
+
+    action_type: SupervisorActionType
+    original_output: dict[str, Any]
+    repaired_output: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    attempt_number: int = Field(ge=1, le=2)
+    method: Literal["deterministic", "llm"] = "llm"
+    timestamp: str = Field(default_factory=utc_now)
+
+    _iso = field_validator("timestamp")(_check_iso)
+
+    @model_validator(mode="after")
+    def _repaired_xor_error(self) -> SupervisorAction:
+        if (self.repaired_output is None) == (self.error is None):
+            raise ValueError("a supervisor action has exactly one of repaired_output and error")
+        return self
+
+
+class MemoryEntry(BaseModel):
+    """A key/value pair in a memory backend; values must be JSON-serialisable."""
+
+    model_config = _FROZEN
+
+    key: str = Field(min_length=1)
+    value: Any
+    metadata: dict[str, Any] | None = None
+
+
+RunStatus = Literal["running", "completed", "failed", "ttl_expired"]
+
+
+class OrchestrationState(BaseModel):
+    """Everything the kernel knows about a run (FR-011). Append-only histories; every change returns a copy.
+
+    ``plan`` is None only during the first cycle, while the plan is being generated.
+    """
+
+    model_config = _FROZEN
+
+    run_id: str
+    request: str
+    plan: Plan | None = None
+    current_step_id: str | None = None
+    tool_history: tuple[ToolCall, ...] = ()
+    llm_outputs: tuple[dict[str, Any], ...] = ()
+    supervisor_actions: tuple[SupervisorAction, ...] = ()
+    errors: tuple[dict[str, Any], ...] = ()
+    ttl_remaining: int = Field(ge=0)
+    cycle: int = Field(default=0, ge=0)
+    status: RunStatus = "running"
+
+    def with_plan(self, plan: Plan) -> OrchestrationState:
+        return self.model_copy(update={"plan": plan})
+
+    def transition(self, step_id: str, status: StepStatus, **fields: Any) -> OrchestrationState:
+        """Apply a step transition and keep ``current_step_id`` in step with it (spec 001)."""
+        assert self.plan is not None, "no plan yet"
+        plan = self.plan.transition(step_id, status, **fields)
+        if status is StepStatus.RUNNING:
+            current: str | None = step_id
+        else:
+            nxt = plan.next_pending()
+            current = nxt.step_id if nxt else None
+        return self.model_copy(update={"plan": plan, "current_step_id": current})
+
+    def record(
+        self,
+        *,
+        tool_calls: tuple[ToolCall, ...] = (),
+        llm_outputs: tuple[dict[str, Any], ...] = (),
+        supervisor_actions: tuple[SupervisorAction, ...] = (),
+        errors: tuple[dict[str, Any], ...] = (),
+    ) -> OrchestrationState:
+        """Append to the histories (never rewrite them)."""
+        return self.model_copy(
+            update={
+                "tool_history": self.tool_history + tool_calls,
+                "llm_outputs": self.llm_outputs + llm_outputs,
+                "supervisor_actions": self.supervisor_actions + supervisor_actions,
+                "errors": self.errors + errors,
+            }
+        )
+
+    def end_cycle(self) -> OrchestrationState:
+        """FR-035: one cycle done, one unit of TTL spent."""
+        return self.model_copy(update={"cycle": self.cycle + 1, "ttl_remaining": max(0, self.ttl_remaining - 1)})
+
+    def finish(self, status: RunStatus) -> OrchestrationState:
+        return self.model_copy(update={"status": status})
+
+
+class LogEntry(BaseModel):
+    """One JSONL line per orchestration cycle (FR-037/038), written even when the cycle fails (FR-039)."""
+
+    model_config = _FROZEN
+
+    step_number: int = Field(ge=1)
+    plan_state: dict[str, Any] | None
+    llm_output: dict[str, Any]
+    supervisor_actions: tuple[SupervisorAction, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    ttl_remaining: int = Field(ge=0)
+    errors: tuple[dict[str, Any], ...] = ()
+    timestamp: str = Field(default_factory=utc_now)
+    run_id: str
+    phase: Literal["plan", "step"]
+    step_id: str | None = None
+    step_status: StepStatus | None = None
+    usage: dict[str, int] = Field(default_factory=dict)
+    duration_ms: float = 0.0
+
+    _iso = field_validator("timestamp")(_check_iso)
+
+
+class StepExecutionResult(BaseModel):
+    """What executing one step produced (spec 002's StepExecutor)."""
+
+    model_config = _FROZEN
+
+    success: bool
+    result: Any = None
+    error: str | None = None
+    execution_mode: Literal["tool", "llm", "fallback"]
+    tool_calls: tuple[ToolCall, ...] = ()
+    repaired_step: PlanStep | None = None
+
+
+class ConvergenceAssessment(BaseModel):
+    """A convergence engine's verdict (spec 003): whether the run has reached a complete answer."""
+
+    model_config = _FROZEN
+
+    converged: bool
+    reason_codes: tuple[str, ...] = ()
+    completeness_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    coherence_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+EXPORTED_MODELS: tuple[type[BaseModel], ...] = (
+    Plan,
+    PlanStep,
+    OrchestrationState,
+    ToolCall,
+    MemoryEntry,
+    SupervisorAction,
+    LogEntry,
+)
+
+
+def export_json_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of every data-model entity, for external tooling (spec 001)."""
+    from aeon_kernel.contracts import Tool
+
+    models: tuple[type[BaseModel], ...] = (*EXPORTED_MODELS, Tool)
+    return {model.__name__: model.model_json_schema() for model in models}

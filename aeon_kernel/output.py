@@ -1,0 +1,86 @@
+"""Turning model text into trusted data: strict parsing, validation, and routing failures to the supervisor.
+
+FR-003/FR-024/FR-027: nothing the model writes is used before it parses and validates; what fails goes to the
+supervisor, whose repairs are checked again here so that a supervisor plugin cannot smuggle in a tool the
+original output did not name (FR-032) or one that is not registered (FR-066).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from aeon_kernel.contracts import RecordAction, Supervisor, Validator
+from aeon_kernel.errors import SupervisorError, ValidationError
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` that rejects NaN/Infinity and turns every parser failure into ``ValueError``.
+
+    Deep nesting (RecursionError) and oversized integers (ValueError) are parse failures like any other.
+    """
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def parse_json(
+    text: str,
+    supervisor: Supervisor,
+    record: RecordAction,
+    expected_schema: dict[str, Any] | None = None,
+    validator: Validator | None = None,
+) -> Any:
+    """Parse ``text``; when it is not JSON, or (given a validator) does not match ``expected_schema``, repair it."""
+    try:
+        value = loads_strict(text)
+    except ValueError:
+        return supervisor.repair_json(text, expected_schema, record=record)
+    if validator is not None and expected_schema is not None:
+        try:
+            validator.validate_llm_output(value, expected_schema)
+        except ValidationError:
+            return supervisor.repair_json(_dumps(value), expected_schema, record=record)
+    return value
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
+def tool_names(value: Any) -> set[str]:
+    """Every tool a JSON value names: ``tool`` and ``tool_name`` string fields, at any depth (bounded)."""
+    found: set[str] = set()
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > 64:
+            continue
+        if isinstance(item, dict):
+            for key in ("tool", "tool_name"):
+                if isinstance(item.get(key), str):
+                    found.add(item[key])
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return found
+
+
+def ensure_no_new_tools(original: Any, repaired: Any, registered: Iterable[str] | None = None) -> None:
+    """FR-032: a repair may keep or drop tools, never add one. With ``registered``, every tool must exist (FR-066)."""
+    added = tool_names(repaired) - tool_names(original)
+    if added:
+        raise SupervisorError(f"the repair introduced tools the original output did not name: {sorted(added)}")
+    if registered is not None:
+        unknown = tool_names(repaired) - set(registered)
+        if unknown:
+            raise SupervisorError(f"the repair names tools that are not registered: {sorted(unknown)}")

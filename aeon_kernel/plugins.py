@@ -1,0 +1,201 @@
+"""Plugin discovery: one PluginManager per engine, built here, never global (DESIGN rule 3).
+
+Entry points in the ``aeon`` group are walked by hand so that allow/block lists apply *before* ``ep.load()``
+(blocked code is never imported) and a plugin that fails to import or register becomes a recorded error while
+the host keeps working. Built-in plugins arrive through the same entry points as third-party ones.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import pluggy
+
+from aeon_kernel import hookspecs
+from aeon_kernel.errors import DuplicateComponentError
+from aeon_kernel.registry import COMPONENT_KINDS, ComponentRegistry
+
+ENTRY_POINT_GROUP = "aeon"
+#: Set to any non-empty value to skip entry-point discovery (like PYTEST_DISABLE_PLUGIN_AUTOLOAD).
+DISABLE_AUTOLOAD_ENV = "AEON_DISABLE_PLUGIN_AUTOLOAD"
+#: Comma-separated plugin (entry point) or distribution names, applied on top of aeon.toml's lists.
+ALLOW_ENV = "AEON_PLUGINS_ALLOW"
+BLOCK_ENV = "AEON_PLUGINS_BLOCK"
+#: Plugin names the kernel registers itself; no plugin may take them.
+ESSENTIAL_PREFIX = "aeon."
+
+
+@dataclass
+class PluginLoadFailure:
+    plugin: str
+    distribution: str | None
+    stage: str  # "import", "register" or a hook name
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plugin": self.plugin, "distribution": self.distribution, "stage": self.stage, "error": self.error}
+
+
+@dataclass
+class PluginSource:
+    distribution: str | None = None
+    version: str | None = None
+
+
+class AeonPluginManager(pluggy.PluginManager):
+    """A pluggy manager that also remembers where each plugin came from and what failed to load."""
+
+    def __init__(self) -> None:
+        super().__init__(ENTRY_POINT_GROUP)
+        self.add_hookspecs(hookspecs)
+        self.failures: list[PluginLoadFailure] = []
+        self.sources: dict[str, PluginSource] = {}
+        self.skipped: list[str] = []
+
+
+def _names_from_env(var: str) -> set[str]:
+    return {part.strip() for part in os.environ.get(var, "").split(",") if part.strip()}
+
+
+def _permitted(ep: EntryPoint, allow: set[str] | None, block: set[str]) -> bool:
+    names = {ep.name}
+    if ep.dist is not None:
+        names.add(ep.dist.name)
+    if names & block:
+        return False
+    return allow is None or bool(names & allow)
+
+
+def build_plugin_manager(
+    plugins: Iterable[Any] = (),
+    *,
+    autoload: bool | None = None,
+    allow: Sequence[str] | None = None,
+    block: Sequence[str] = (),
+) -> AeonPluginManager:
+    """Build a fresh plugin manager.
+
+    :param plugins: plugin objects (modules, instances) to register directly, as tests and embedders do.
+    :param autoload: walk the ``aeon`` entry points; defaults to True unless ``AEON_DISABLE_PLUGIN_AUTOLOAD`` is set.
+    :param allow: when given, only entry points (or distributions) with these names are loaded.
+    :param block: entry points (or distributions) that are never imported.
+    """
+    from aeon_kernel.executor import KernelStepExecutor
+
+    pm = AeonPluginManager()
+    pm.register(KernelStepExecutor(), name="aeon.executor")
+    if autoload is None:
+        autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
+    if autoload:
+        allowed = set(allow) | _names_from_env(ALLOW_ENV) if allow is not None or os.environ.get(ALLOW_ENV) else None
+        _load_entry_points(pm, allowed, set(block) | _names_from_env(BLOCK_ENV))
+    for plugin in plugins:
+        name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{id(plugin):x}"
+        _register(pm, plugin, name, PluginSource())
+    return pm
+
+
+def _load_entry_points(pm: AeonPluginManager, allow: set[str] | None, block: set[str]) -> None:
+    seen: set[str] = set()
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        source = PluginSource(ep.dist.name, ep.dist.version) if ep.dist is not None else PluginSource()
+        if ep.name in seen:  # the same distribution visible twice on sys.path
+            continue
+        seen.add(ep.name)
+        if not _permitted(ep, allow, block):
+            pm.skipped.append(ep.name)
+            continue
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # a broken plugin must not take the host down (simonw/llm#1280)
+            pm.failures.append(PluginLoadFailure(ep.name, source.distribution, "import", _describe(exc)))
+            continue
+        _register(pm, plugin, ep.name, source)
+
+
+def _register(pm: AeonPluginManager, plugin: Any, name: str, source: PluginSource) -> None:
+    if name.startswith(ESSENTIAL_PREFIX):
+        pm.failures.append(
+            PluginLoadFailure(name, source.distribution, "register", f"the name prefix {ESSENTIAL_PREFIX!r} is reserved")
+        )
+        return
+    if pm.is_registered(plugin) or pm.has_plugin(name):
+        return
+    try:
+        pm.register(plugin, name=name)
+    except Exception as exc:  # pluggy rejects unknown hooks and bad signatures
+        pm.failures.append(PluginLoadFailure(name, source.distribution, "register", _describe(exc)))
+        return
+    pm.sources[name] = source
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Registries:
+    """The component registries of one engine, filled by calling each plugin's ``aeon_register_*`` hooks."""
+
+    def __init__(self, pm: AeonPluginManager) -> None:
+        self.by_kind: dict[str, ComponentRegistry[Any]] = {kind: ComponentRegistry(kind) for kind in COMPONENT_KINDS}
+        self.conflicts: list[DuplicateComponentError] = []
+        for kind in COMPONENT_KINDS:
+            self._collect(pm, kind)
+
+    def __getitem__(self, kind: str) -> ComponentRegistry[Any]:
+        return self.by_kind[kind]
+
+    def _collect(self, pm: AeonPluginManager, kind: str) -> None:
+        """Call each implementation separately so every registration is tagged with its plugin."""
+        hook_name = f"aeon_register_{kind}"
+        registry = self.by_kind[kind]
+        for impl in getattr(pm.hook, hook_name).get_hookimpls():
+            provider = pm.get_name(impl.plugin) or repr(impl.plugin)
+
+            def register(name: str, factory: Any, _provider: str = provider) -> None:
+                try:
+                    registry.add(name, factory, _provider)
+                except DuplicateComponentError as exc:
+                    self.conflicts.append(exc)
+                    registry.mark_conflict(name, exc)
+
+            try:
+                impl.function(*[{"register": register}[arg] for arg in impl.argnames])
+            except Exception as exc:
+                source = pm.sources.get(provider, PluginSource())
+                pm.failures.append(PluginLoadFailure(provider, source.distribution, hook_name, _describe(exc)))
+
+    def provided_by(self, plugin_name: str) -> dict[str, list[str]]:
+        """What a plugin provides, by kind: ``{"tools": ["echo"], ...}`` (kinds with nothing are left out)."""
+        provided: dict[str, list[str]] = {}
+        for kind, registry in self.by_kind.items():
+            names = [n for n, p in registry.providers().items() if p == plugin_name]
+            if names:
+                provided[kind] = sorted(names)
+        return provided
+
+
+def describe_plugins(pm: AeonPluginManager, registries: Registries) -> dict[str, Any]:
+    """What ``aeon plugins`` prints: every loaded plugin, and every failure."""
+    plugins = []
+    for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0] or ""):
+        if name is None or name.startswith(ESSENTIAL_PREFIX) or name.startswith("sink:"):
+            continue
+        source = pm.sources.get(name, PluginSource())
+        hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or ())
+        plugins.append(
+            {
+                "name": name,
+                "distribution": source.distribution,
+                "version": source.version,
+                "hooks": hooks,
+                "components": registries.provided_by(name),
+            }
+        )
+    errors = [f.to_dict() for f in pm.failures]
+    errors += [{"plugin": c.second, "stage": "register", "error": str(c)} for c in registries.conflicts]
+    return {"plugins": plugins, "errors": errors, "skipped": sorted(pm.skipped)}

@@ -1,0 +1,43 @@
+"""The ``jsonl`` telemetry sink: one JSON line per orchestration cycle (FR-037…039, SC-007).
+
+Each line is written with a single ``write`` and flushed at once, so a crash can cut at most the line being
+written, and a reader never sees two cycles interleaved.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import IO
+
+from aeon_kernel import LogEntry, OrchestrationState, Register, TelemetrySink, hookimpl
+
+DEFAULT_PATH = "aeon-log.jsonl"
+
+
+class JsonlSink(TelemetrySink):
+    def __init__(self, path: str | Path = DEFAULT_PATH) -> None:
+        self.path = Path(path)
+        self._file: IO[str] | None = None
+        self._lock = threading.Lock()
+
+    @hookimpl
+    def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
+        line = entry.model_dump_json() + "\n"
+        with self._lock:
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = self.path.open("a", encoding="utf-8")
+            self._file.write(line)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+@hookimpl
+def aeon_register_telemetry_sinks(register: Register) -> None:
+    register("jsonl", JsonlSink)

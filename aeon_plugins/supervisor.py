@@ -1,0 +1,373 @@
+"""The ``default`` supervisor: cheap deterministic repair first, then the model with a repair-only prompt.
+
+Each repair method makes at most two attempts (FR-050). Attempt 1 first tries a deterministic fix
+(``json-repair`` for code fences, trailing commas, truncated JSON; a few structural normalisations for plans);
+if that does not validate, the model is asked, shown the validator's exact error. Attempt 2 asks the model
+again with the error its previous answer produced. Every attempt is reported as a SupervisorAction. A
+candidate that names a tool the original did not (FR-032), or an unregistered tool (FR-066), is rejected in
+code like any other invalid answer.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections.abc import Callable
+from typing import Any, Final
+
+import json_repair
+
+from aeon_kernel import (
+    LLMAdapter,
+    Register,
+    SupervisorAction,
+    SupervisorError,
+    ToolRegistry,
+    ValidationError,
+    Validator,
+    hookimpl,
+)
+from aeon_kernel import Supervisor as SupervisorContract
+from aeon_kernel.contracts import RecordAction
+from aeon_kernel.models import SupervisorActionType
+from aeon_kernel.output import loads_strict, tool_names
+from aeon_kernel.schemas import canonical_json, schema_errors
+
+REPAIR_SYSTEM_PROMPT: Final = (
+    "You repair JSON. Fix only its syntax and structure so that it matches the schema. Keep the meaning, keep "
+    "every value you can, and never add a tool. Reply with the corrected JSON only."
+)
+
+#: The plan shape without the registry's tool list: a repair may keep a tool it cannot check, never add one.
+GENERIC_PLAN_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "goal": {"type": "string", "minLength": 1},
+        "steps": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "step_id": {"type": "string", "minLength": 1},
+                    "description": {"type": "string", "minLength": 1},
+                    "tool": {"type": "string"},
+                    "agent": {"const": "llm"},
+                    "arguments": {"type": "object"},
+                },
+                "required": ["step_id", "description"],
+            },
+        },
+    },
+    "required": ["goal", "steps"],
+}
+
+Check = Callable[[Any], Any]  # returns the accepted value or raises ValidationError
+
+
+class _Rejected(Exception):
+    """A candidate repair failed its check; ``message`` is what the model is told next."""
+
+
+class DefaultSupervisor(SupervisorContract):
+    def __init__(
+        self,
+        llm: LLMAdapter,
+        validator: Validator,
+        tools: ToolRegistry | None = None,
+        system_prompt: str = REPAIR_SYSTEM_PROMPT,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+    ) -> None:
+        self.llm, self.validator, self.tools = llm, validator, tools or ToolRegistry()
+        self.system_prompt, self.max_tokens, self.temperature = system_prompt, max_tokens, temperature
+
+    # --- spec 002 methods --------------------------------------------------------------------------------------
+
+    def repair_json(
+        self,
+        malformed_json: str,
+        expected_schema: dict[str, Any] | None = None,
+        max_attempts: int = 2,
+        *,
+        record: RecordAction | None = None,
+    ) -> Any:
+        text = malformed_json if isinstance(malformed_json, str) else _dumps(malformed_json)
+
+        def check(value: Any) -> Any:
+            _ensure_json(value)
+            if expected_schema is not None:
+                _raise_schema_errors(expected_schema, value)
+            elif not isinstance(value, (dict, list)):
+                raise ValidationError(f"expected a JSON object or array, got {type(value).__name__}")
+            added = {name for name in tool_names(value) if name not in text}
+            if added:
+                raise ValidationError(f"the repair names tools the original did not: {sorted(added)}")
+            return value
+
+        return self._repair(
+            "json_repair", {"text": text}, text, check, expected_schema, lambda: json_repair_loads(text),
+            max_attempts, record,
+        )
+
+    def repair_tool_call(
+        self,
+        malformed_call: dict[str, Any],
+        tool_schema: dict[str, Any],
+        max_attempts: int = 2,
+        *,
+        record: RecordAction | None = None,
+    ) -> dict[str, Any]:
+        call = malformed_call if isinstance(malformed_call, dict) else {"arguments": malformed_call}
+        name = call.get("tool_name") or call.get("tool")
+
+        def check(value: Any) -> dict[str, Any]:
+            arguments = value.get("arguments") if isinstance(value, dict) and "arguments" in value else value
+            repaired = {"tool_name": name, "arguments": arguments}
+            self.validator.validate_tool_call(repaired, tool_schema)
+            _ensure_json(arguments)
+            return repaired
+
+        def deterministic() -> Any:
+            arguments = call.get("arguments")
+            return json_repair_loads(arguments) if isinstance(arguments, str) else arguments
+
+        result: dict[str, Any] = self._repair(
+            "tool_call_repair", _as_dict(call), _dumps(call.get("arguments")), check, tool_schema, deterministic,
+            max_attempts, record, subject=f"the arguments of the tool {name!r}",
+        )
+        return result
+
+    def repair_plan(
+        self,
+        malformed_plan: Any,
+        max_attempts: int = 2,
+        *,
+        record: RecordAction | None = None,
+    ) -> dict[str, Any]:
+        original_tools = tool_names(malformed_plan)
+
+        def check(value: Any) -> dict[str, Any]:
+            self.validator.validate_plan(value)
+            added = tool_names(value) - original_tools
+            if added:
+                raise ValidationError(f"the repair added tools the plan did not name: {sorted(added)}")
+            return dict(value)
+
+        result: dict[str, Any] = self._repair(
+            "plan_repair", _as_dict(malformed_plan), _dumps(malformed_plan), check, GENERIC_PLAN_SCHEMA,
+            lambda: normalize_plan(malformed_plan), max_attempts, record, subject="the plan",
+        )
+        return result
+
+    def repair_missing_tool_step(
+        self,
+        step: dict[str, Any],
+        available_tools: list[dict[str, Any]],
+        plan_goal: str,
+        max_attempts: int = 2,
+        *,
+        record: RecordAction | None = None,
+    ) -> dict[str, Any]:
+        by_name = {tool["name"]: tool for tool in available_tools}
+
+        def check(value: Any) -> dict[str, Any]:
+            if not isinstance(value, dict) or value.get("tool") not in by_name:
+                raise ValidationError(f"'tool' must be one of {sorted(by_name)}")
+            arguments = value.get("arguments")
+            if arguments is not None:
+                _raise_schema_errors(by_name[value["tool"]]["input_schema"], arguments)
+            return {**step, "tool": value["tool"], "arguments": arguments, "errors": []}
+
+        def deterministic() -> Any:
+            """A misspelt or differently cased tool name that closely matches exactly one registered tool."""
+            wanted = str(step.get("tool") or "").strip().lower()
+            matches = difflib.get_close_matches(wanted, list(by_name), n=2, cutoff=0.6) if wanted else []
+            return {"tool": matches[0], "arguments": step.get("arguments")} if len(matches) == 1 else None
+
+        schema = {
+            "type": "object",
+            "properties": {"tool": {"enum": sorted(by_name)}, "arguments": {"type": "object"}},
+            "required": ["tool"],
+        }
+        context = (
+            f"Plan goal: {plan_goal}\nThe step names no usable tool ({'; '.join(step.get('errors') or [])}). "
+            f"Pick the registered tool that does this step.\nTools: "
+            + "; ".join(f"{t['name']}: {t['description']}" for t in available_tools)
+        )
+        result: dict[str, Any] = self._repair(
+            "missing_tool_repair", _as_dict(step), _dumps(step), check, schema, deterministic, max_attempts,
+            record, subject="the step", context=context,
+        )
+        return result
+
+    # --- the attempt loop --------------------------------------------------------------------------------------
+
+    def _repair(
+        self,
+        action_type: SupervisorActionType,
+        original: dict[str, Any],
+        original_text: str,
+        check: Check,
+        schema: dict[str, Any] | None,
+        deterministic: Callable[[], Any],
+        max_attempts: int,
+        record: RecordAction | None,
+        subject: str = "the JSON",
+        context: str = "",
+    ) -> Any:
+        if not 1 <= max_attempts <= 2:
+            raise ValueError("FR-050 allows 1 or 2 repair attempts")
+        emit = record or (lambda action: None)
+        error = _first_error(check, original_text)
+        for attempt in range(1, max_attempts + 1):
+            if attempt == 1:
+                try:
+                    value = check(deterministic())
+                except Exception as exc:  # json-repair or a normaliser can fail on hostile input
+                    error = _message(exc) if isinstance(exc, ValidationError) else error
+                else:
+                    emit(_action(action_type, original, attempt, "deterministic", repaired=value))
+                    return value
+            reply = self.llm.generate(
+                _repair_prompt(subject, original_text, error, schema, context),
+                self.system_prompt,
+                self.max_tokens,
+                self.temperature,
+                json_schema=schema,
+            )["text"]
+            try:
+                value = check(json_repair_loads(reply))
+            except Exception as exc:
+                error = _message(exc)
+                emit(_action(action_type, original, attempt, "llm", error={"message": error, "reply": reply[:2000]}))
+                continue
+            emit(_action(action_type, original, attempt, "llm", repaired=value))
+            return value
+        raise SupervisorError(
+            f"could not repair {subject} in {max_attempts} attempts: {error}", attempts=max_attempts, last_error=error
+        )
+
+
+# --- deterministic repairs -------------------------------------------------------------------------------------
+
+
+def json_repair_loads(text: str) -> Any:
+    """Parse ``text`` as JSON, fixing what json-repair can (fences, trailing commas, truncation, prose around it)."""
+    try:
+        return loads_strict(text)
+    except ValueError:
+        pass
+    try:
+        value = json_repair.repair_json(text, return_objects=True)
+    except RecursionError:
+        raise ValidationError("the JSON is nested too deeply to repair") from None
+    if value == "" and text.strip() not in ('""', "''"):
+        raise ValidationError("no JSON could be recovered from the text")
+    return value
+
+
+def normalize_plan(value: Any) -> Any:
+    """Structural fixes that change no meaning: parse a string, unwrap ``{"plan": ...}``, fill or renumber ids,
+    take a description from ``name``/``action``/``task`` when it is missing."""
+    if isinstance(value, str):
+        value = json_repair_loads(value)
+    if isinstance(value, dict) and isinstance(value.get("plan"), dict):
+        value = value["plan"]
+    if not isinstance(value, dict) or not isinstance(value.get("steps"), list):
+        return value
+    steps = [dict(s) for s in value["steps"] if isinstance(s, dict)]
+    ids = [str(s.get("step_id") or s.get("id") or "").strip() for s in steps]
+    renumber = "" in ids or len(set(ids)) != len(ids)
+    for index, step in enumerate(steps):
+        step.pop("id", None)
+        step["step_id"] = str(index + 1) if renumber else ids[index]
+        if not str(step.get("description") or "").strip():
+            for alias in ("name", "action", "task", "title"):
+                if isinstance(step.get(alias), str) and step[alias].strip():
+                    step["description"] = step[alias]
+                    break
+        for key in ("status", "errors", "result", "failure"):
+            step.pop(key, None)
+    return {**value, "steps": steps}
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _repair_prompt(subject: str, original: str, error: str, schema: dict[str, Any] | None, context: str) -> str:
+    parts = [f"Repair {subject}."]
+    if context:
+        parts.append(context)
+    parts.append(f"Validation error: {error}")
+    if schema is not None:
+        parts.append(f"Schema: {canonical_json(schema)}")
+    parts.append(f"Original:\n{original[:4000]}\nCorrected JSON:")
+    return "\n".join(parts)
+
+
+def _first_error(check: Check, text: str) -> str:
+    try:
+        check(loads_strict(text))
+    except ValueError as exc:
+        return _message(exc) if isinstance(exc, ValidationError) else f"not valid JSON: {exc}"
+    except Exception as exc:
+        return _message(exc)
+    return "unknown error"
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(exc.errors)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _raise_schema_errors(schema: dict[str, Any], value: Any) -> None:
+    errors = schema_errors(schema, value)
+    if errors:
+        raise ValidationError("; ".join(errors), errors)
+
+
+def _ensure_json(value: Any) -> None:
+    """Reject NaN/Infinity and anything else strict JSON cannot carry."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValidationError(f"not strict JSON: {exc}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValidationError("not a finite number")
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _action(
+    action_type: SupervisorActionType,
+    original: dict[str, Any],
+    attempt: int,
+    method: Any,
+    repaired: Any = None,
+    error: dict[str, Any] | None = None,
+) -> SupervisorAction:
+    return SupervisorAction(
+        action_type=action_type,
+        original_output=original,
+        repaired_output=_as_dict(repaired) if error is None else None,
+        error=error,
+        attempt_number=attempt,
+        method=method,
+    )
+
+
+@hookimpl
+def aeon_register_supervisors(register: Register) -> None:
+    register("default", DefaultSupervisor)
