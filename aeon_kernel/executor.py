@@ -166,8 +166,10 @@ def _invoke(tool: Tool, arguments: dict[str, Any], step_id: str) -> ToolCall:
             raise ValidationError(f"{tool.name} returned {type(result).__name__}, not an object")
         tool.validate_output(result)
     except Exception as exc:
-        error = exc.to_dict() if isinstance(exc, AeonError) else {"type": type(exc).__name__, "message": str(exc)}
-        error["message"] = f"{tool.name} failed: {error['message']}"
+        if isinstance(exc, AeonError):
+            error = {**exc.to_dict(), "message": f"{tool.name} failed: {exc}"}
+        else:
+            error = {"type": type(exc).__name__, "message": f"{tool.name} failed: {type(exc).__name__}: {exc}"}
         return ToolCall(
             tool_name=tool.name, arguments=arguments, step_id=step_id, error=error, duration_ms=_ms(started)
         )

@@ -35,7 +35,7 @@ class ModelClient(LLMAdapter):
         self.supports_json_schema = adapter.supports_json_schema
         self.model_id = adapter.model_id
         self._attempts = attempts
-        self._backoff = wait_exponential_jitter(initial=initial_wait, max=max_wait, jitter=initial_wait)
+        self._backoff = wait_exponential_jitter(multiplier=initial_wait, max=max_wait, jitter=initial_wait)
         self._sleep = sleep
         self._calls: list[dict[str, Any]] = []
 

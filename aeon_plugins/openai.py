@@ -50,7 +50,7 @@ def structured_output(preset: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delay-seconds or HTTP-date); None when absent or invalid."""
+    """Seconds to wait per a ``Retry-After`` header (delay-seconds or HTTP-date); None if unusable."""
     if not value or not value.strip():
         return None
     try:
@@ -139,7 +139,8 @@ class OpenAIAdapter(LLMAdapter):
         status = response.status_code
         message = self._scrub(f"{self.base_url} answered HTTP {status}: {_server_message(response)}")
         if status in (408, 429) or status >= 500:
-            return LLMTransientError(message, retry_after=parse_retry_after(response.headers.get("Retry-After")))
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            return LLMTransientError(message, retry_after=retry_after)
         return LLMError(message)
 
     def _parse(self, response: httpx.Response) -> LLMResponse:
@@ -147,7 +148,7 @@ class OpenAIAdapter(LLMAdapter):
         try:
             data = response.json()
         except ValueError:
-            raise LLMError(self._scrub(f"the server's reply is not JSON: {_excerpt(response.text)}")) from None
+            raise LLMError(self._scrub(f"the reply is not JSON: {_excerpt(response.text)}")) from None
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise LLMError(self._scrub(f"the server's reply has no choices: {_excerpt(response.text)}"))
@@ -168,7 +169,7 @@ class OpenAIAdapter(LLMAdapter):
         return result
 
     def _scrub(self, text: str) -> str:
-        """Some servers echo the key back in errors ("Incorrect API key provided: sk-..."); never pass it on."""
+        """Some servers echo the key in errors ("Incorrect API key provided: sk-..."); never pass it on."""
         return text.replace(self._secret, "***") if self._secret else text
 
     def close(self) -> None:
@@ -176,7 +177,7 @@ class OpenAIAdapter(LLMAdapter):
 
 
 def _server_message(response: httpx.Response) -> str:
-    """The server's own explanation: ``error.message`` (OpenAI shape) when present, else the start of the body."""
+    """The server's own explanation: ``error.message`` (OpenAI shape), else the start of the body."""
     try:
         data = response.json()
     except ValueError:

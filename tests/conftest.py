@@ -1,0 +1,124 @@
+"""Shared fixtures: a kernel wired from real built-in components around the scripted model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from aeon_kernel import LogEntry, OrchestrationState, PlanStep, StepStatus, SupervisorAction, ToolCall, hookimpl
+from aeon_kernel.contracts import Tool
+from aeon_kernel.llm import ModelClient
+from aeon_kernel.orchestrator import Orchestrator
+from aeon_kernel.plugins import build_plugin_manager
+from aeon_kernel.registry import ToolRegistry
+from aeon_plugins.calculator import CalculatorTool
+from aeon_plugins.echo import EchoTool
+from aeon_plugins.in_memory import InMemoryKVStore
+from aeon_plugins.plan_finished import PlanFinished
+from aeon_plugins.scripted import ScriptedLLM
+from aeon_plugins.schema_validator import SchemaValidator
+from aeon_plugins.supervisor import DefaultSupervisor
+
+
+class RecordingSink:
+    """Records every event hook call, in order, as (hook name, payload)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def of(self, name: str) -> list[Any]:
+        return [payload for hook, payload in self.events if hook == name]
+
+    @hookimpl
+    def aeon_run_start(self, run_id: str, request: str, state: OrchestrationState) -> None:
+        self.events.append(("aeon_run_start", state))
+
+    @hookimpl
+    def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
+        self.events.append(("aeon_cycle_end", entry))
+
+    @hookimpl
+    def aeon_step_status_changed(self, run_id: str, step: PlanStep, previous: StepStatus) -> None:
+        self.events.append(("aeon_step_status_changed", (step.step_id, previous, step.status)))
+
+    @hookimpl
+    def aeon_tool_called(self, run_id: str, call: ToolCall) -> None:
+        self.events.append(("aeon_tool_called", call))
+
+    @hookimpl
+    def aeon_supervisor_action(self, run_id: str, action: SupervisorAction) -> None:
+        self.events.append(("aeon_supervisor_action", action))
+
+    @hookimpl
+    def aeon_run_end(self, run_id: str, result: dict[str, Any]) -> None:
+        self.events.append(("aeon_run_end", result))
+
+
+@dataclass
+class Harness:
+    orchestrator: Orchestrator
+    llm: ScriptedLLM
+    memory: InMemoryKVStore
+    sink: RecordingSink
+    sleeps: list[float] = field(default_factory=list)
+
+    def run(self, request: str = "calculate the sum of 5 and 10", **kwargs: Any) -> dict[str, Any]:
+        return self.orchestrator.execute(request, **kwargs)
+
+    @property
+    def entries(self) -> list[LogEntry]:
+        return self.sink.of("aeon_cycle_end")
+
+
+def plan(*steps: dict[str, Any], goal: str = "Add 5 and 10") -> dict[str, Any]:
+    return {"goal": goal, "steps": list(steps)}
+
+
+def tool_step(step_id: str, tool: str, arguments: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    step = {"step_id": step_id, "description": f"use {tool}", "tool": tool, **extra}
+    if arguments is not None:
+        step["arguments"] = arguments
+    return step
+
+
+def llm_step(step_id: str, description: str = "report the result") -> dict[str, Any]:
+    return {"step_id": step_id, "description": description, "agent": "llm"}
+
+
+def answer(text: str) -> str:
+    return json.dumps({"answer": text})
+
+
+MakeHarness = Callable[..., Harness]
+
+
+@pytest.fixture
+def make_harness() -> MakeHarness:
+    """Build an orchestrator from real built-in components; the model replays ``responses``."""
+
+    def make(
+        responses: list[Any],
+        *,
+        tools: list[Tool] | None = None,
+        ttl: int = 20,
+        plugins: tuple[Any, ...] = (),
+    ) -> Harness:
+        scripted = ScriptedLLM(responses)
+        sleeps: list[float] = []
+        llm = ModelClient(scripted, sleep=sleeps.append)
+        validator = SchemaValidator()
+        registry = ToolRegistry(tools if tools is not None else [EchoTool(), CalculatorTool()])
+        supervisor = DefaultSupervisor(llm, validator, registry)
+        sink = RecordingSink()
+        pm = build_plugin_manager((*plugins, sink), autoload=False)
+        memory = InMemoryKVStore()
+        orchestrator = Orchestrator(
+            llm, memory, registry, supervisor, validator, ttl=ttl, convergence=PlanFinished(), plugin_manager=pm
+        )
+        return Harness(orchestrator, scripted, memory, sink, sleeps)
+
+    return make
