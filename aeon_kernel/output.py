@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from aeon_kernel.contracts import RecordAction, Supervisor, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
+
+
+#: Deeper model output is refused: nothing Aeon expects nests this far, and unbounded depth breaks serialisers.
+MAX_JSON_DEPTH: Final = 32
 
 
 def _reject_constant(name: str) -> Any:
@@ -22,12 +26,26 @@ def _reject_constant(name: str) -> Any:
 def loads_strict(text: str) -> Any:
     """``json.loads`` that rejects NaN/Infinity and turns every parser failure into ``ValueError``.
 
-    Deep nesting (RecursionError) and oversized integers (ValueError) are parse failures like any other.
+    Nesting deeper than MAX_JSON_DEPTH and oversized integers are parse failures like any other.
     """
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+    check_depth(value)
+    return value
+
+
+def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
+    """Raise ValueError when ``value`` nests deeper than ``limit`` (checked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth >= limit:
+                raise ValueError(f"JSON nested deeper than {limit} levels")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
 
 
 def parse_json(

@@ -13,6 +13,9 @@ from typing import IO
 from aeon_kernel import LogEntry, OrchestrationState, Register, TelemetrySink, hookimpl
 
 DEFAULT_PATH = "aeon-log.jsonl"
+#: Characters some readers (Python's str.splitlines among them) treat as line breaks; JSON allows them raw
+#: inside strings, so they are escaped to keep one record per line for every reader.
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 class JsonlSink(TelemetrySink):
@@ -23,7 +26,7 @@ class JsonlSink(TelemetrySink):
 
     @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
-        line = entry.model_dump_json() + "\n"
+        line = entry.model_dump_json().translate(_LINE_BREAKS) + "\n"
         with self._lock:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ from aeon_kernel import (
 from aeon_kernel import Supervisor as SupervisorContract
 from aeon_kernel.contracts import RecordAction
 from aeon_kernel.models import SupervisorActionType
-from aeon_kernel.output import loads_strict, tool_names
+from aeon_kernel.output import check_depth, loads_strict, tool_names
 from aeon_kernel.schemas import canonical_json, schema_errors
 
 REPAIR_SYSTEM_PROMPT: Final = (
@@ -183,7 +183,12 @@ class DefaultSupervisor(SupervisorContract):
         def deterministic() -> Any:
             """A misspelt or differently cased tool name that closely matches exactly one registered tool."""
             wanted = str(step.get("tool") or "").strip().lower()
-            matches = difflib.get_close_matches(wanted, list(by_name), n=2, cutoff=0.6) if wanted else []
+            if len(wanted) < 3:
+                return None
+            lowered = {name.lower(): name for name in by_name}
+            matches = [name for low, name in lowered.items() if low.startswith(wanted) or wanted.startswith(low)]
+            if not matches:
+                matches = [lowered[m] for m in difflib.get_close_matches(wanted, list(lowered), n=2, cutoff=0.6)]
             return {"tool": matches[0], "arguments": step.get("arguments")} if len(matches) == 1 else None
 
         schema = {
@@ -265,6 +270,10 @@ def json_repair_loads(text: str) -> Any:
         raise ValidationError("the JSON is nested too deeply to repair") from None
     if value == "" and text.strip() not in ('""', "''"):
         raise ValidationError("no JSON could be recovered from the text")
+    try:
+        check_depth(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
     return value
 
 
