@@ -7,6 +7,7 @@ the host keeps working. Built-in plugins arrive through the same entry points as
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -127,8 +128,15 @@ def _register(pm: AeonPluginManager, plugin: Any, name: str, source: PluginSourc
         return
     try:
         pm.register(plugin, name=name)
-    except Exception as exc:  # pluggy rejects unknown hooks and bad signatures
+    except Exception as exc:  # pluggy rejects bad signatures
         pm.failures.append(PluginLoadFailure(name, source.distribution, "register", _describe(exc)))
+        return
+    unknown = [caller.name for caller in pm.get_hookcallers(plugin) or () if not caller.has_spec()]
+    if unknown:  # most likely a typo; pluggy would only notice at check_pending()
+        pm.unregister(plugin)
+        known = [n for n in dir(hookspecs) if n.startswith("aeon_")]
+        hints = [f"{u} (did you mean {difflib.get_close_matches(u, known, n=1)}?)" for u in unknown]
+        pm.failures.append(PluginLoadFailure(name, source.distribution, "register", f"unknown hooks: {hints}"))
         return
     pm.sources[name] = source
 

@@ -1,0 +1,193 @@
+"""Plugin discovery through real entry points (DESIGN rule 3): allow/block before import, failures recorded,
+duplicates reported naming both plugins, no global manager, autoload switch."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aeon_kernel import DuplicateComponentError, Engine, UnknownComponentError
+from aeon_kernel.config import AeonConfig
+from aeon_kernel.plugins import Registries, build_plugin_manager
+
+
+class FakeDistribution:
+    """A real installed distribution on a temporary sys.path entry: dist-info metadata and modules."""
+
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.root = root
+        self.tag = uuid.uuid4().hex[:8]
+        self.entries: dict[str, str] = {}
+        self.markers = root / "imported"
+        self.markers.mkdir()
+        monkeypatch.syspath_prepend(str(root))
+        self._monkeypatch = monkeypatch
+
+    def module(self, entry_name: str, body: str) -> str:
+        name = f"aeon_fake_{entry_name}_{self.tag}"
+        marker = self.markers / entry_name
+        source = f"from pathlib import Path\nPath({str(marker)!r}).touch()\n" + textwrap.dedent(body)
+        (self.root / f"{name}.py").write_text(source)
+        self.entries[entry_name] = name
+        return name
+
+    def install(self, dist: str = "aeon-fake-plugin", version: str = "1.0") -> None:
+        info = self.root / f"{dist.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        lines = "".join(f"{ep} = {mod}\n" for ep, mod in self.entries.items())
+        (info / "entry_points.txt").write_text(f"[aeon]\n{lines}")
+
+    def imported(self, entry_name: str) -> bool:
+        return (self.markers / entry_name).exists()
+
+
+GOOD = """
+from aeon_kernel import FunctionTool, hookimpl
+
+@hookimpl
+def aeon_register_tools(register):
+    register("shout", lambda: FunctionTool(
+        name="shout", description="upper-case a text",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        output_schema={"type": "object"}, function=lambda text: {"text": text.upper()}))
+"""
+
+
+@pytest.fixture
+def dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeDistribution:
+    monkeypatch.delenv("AEON_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.delenv("AEON_PLUGINS_ALLOW", raising=False)
+    monkeypatch.delenv("AEON_PLUGINS_BLOCK", raising=False)
+    (tmp_path / "site").mkdir()
+    return FakeDistribution(tmp_path / "site", monkeypatch)
+
+
+def test_an_installed_plugin_is_discovered_and_described(dist: FakeDistribution) -> None:
+    dist.module("shout", GOOD)
+    dist.install()
+    engine = Engine(AeonConfig())
+    assert engine.tools.get("shout") is not None
+    described = {p["name"]: p for p in engine.describe_plugins()["plugins"]}
+    assert described["shout"] == {
+        "name": "shout", "distribution": "aeon-fake-plugin", "version": "1.0",
+        "hooks": ["aeon_register_tools"], "components": {"tools": ["shout"]},
+    }
+    # built-ins arrive through the same entry points, from the aeon-core distribution
+    assert described["calculator"]["distribution"] == "aeon-core"
+
+
+def test_a_plugin_that_fails_to_import_is_reported_and_the_rest_works(dist: FakeDistribution) -> None:
+    dist.module("broken", "raise RuntimeError('missing dependency xyz')")
+    dist.module("shout", GOOD)
+    dist.install()
+    engine = Engine(AeonConfig())
+    (failure,) = [e for e in engine.describe_plugins()["errors"] if e["plugin"] == "broken"]
+    assert failure["stage"] == "import" and "missing dependency xyz" in failure["error"]
+    assert failure["distribution"] == "aeon-fake-plugin"
+    assert "shout" in engine.tools and "calculator" in engine.tools
+
+
+def test_blocked_plugins_are_never_imported(dist: FakeDistribution, monkeypatch: pytest.MonkeyPatch) -> None:
+    dist.module("shout", GOOD)
+    dist.module("evil", "raise SystemExit('must never run')")
+    dist.install()
+    engine = Engine(AeonConfig(block=("evil",)))
+    assert not dist.imported("evil") and dist.entries["evil"] not in sys.modules
+    assert "evil" in engine.describe_plugins()["skipped"]
+    assert dist.imported("shout")
+
+    monkeypatch.setenv("AEON_PLUGINS_BLOCK", "aeon-fake-plugin")  # by distribution, from the environment
+    dist2_engine = Engine(AeonConfig())
+    assert "shout" not in dist2_engine.registries["tools"]
+
+
+def test_allow_list_loads_only_what_it_names(dist: FakeDistribution) -> None:
+    dist.module("shout", GOOD)
+    dist.module("other", "")
+    dist.install()
+    engine = Engine(AeonConfig(allow=("shout", "echo")))
+    assert sorted(engine.registries["tools"].names()) == ["echo", "shout"]
+    assert not dist.imported("other")
+
+
+def test_autoload_can_be_disabled_by_environment(dist: FakeDistribution, monkeypatch: pytest.MonkeyPatch) -> None:
+    dist.module("shout", GOOD)
+    dist.install()
+    monkeypatch.setenv("AEON_DISABLE_PLUGIN_AUTOLOAD", "1")
+    engine = Engine(AeonConfig())
+    assert len(engine.registries["tools"]) == 0 and not dist.imported("shout")
+    with pytest.raises(UnknownComponentError, match="no llm_adapters named 'llama_cpp'"):
+        engine.check_choices()
+
+
+def test_two_plugins_registering_one_name_is_an_error_naming_both(dist: FakeDistribution) -> None:
+    dist.module("impostor", GOOD.replace('"shout"', '"echo"'))
+    dist.install()
+    engine = Engine(AeonConfig())
+    with pytest.raises(DuplicateComponentError) as info:
+        engine.registries["tools"].get("echo")
+    assert {info.value.first, info.value.second} == {"echo", "impostor"}
+    errors = engine.describe_plugins()["errors"]
+    assert any("impostor" in e["error"] and "echo" in e["error"] for e in errors)
+    assert "calculator" in engine.registries["tools"]  # the rest of the host keeps working
+
+
+def test_a_plugin_whose_registration_hook_raises_is_reported(dist: FakeDistribution) -> None:
+    dist.module("faulty", """
+from aeon_kernel import hookimpl
+
+@hookimpl
+def aeon_register_memory_backends(register):
+    raise ValueError("bad config in plugin")
+""")
+    dist.install()
+    engine = Engine(AeonConfig())
+    (failure,) = [e for e in engine.describe_plugins()["errors"] if e["plugin"] == "faulty"]
+    assert failure["stage"] == "aeon_register_memory_backends" and "bad config" in failure["error"]
+    assert engine.memory is not None
+
+
+def test_a_plugin_with_an_unknown_hook_is_refused_at_registration(dist: FakeDistribution) -> None:
+    dist.module("typo", """
+from aeon_kernel import hookimpl
+
+@hookimpl
+def aeon_register_tool(register):
+    pass
+""")
+    dist.install()
+    engine = Engine(AeonConfig())
+    (failure,) = [e for e in engine.describe_plugins()["errors"] if e["plugin"] == "typo"]
+    assert failure["stage"] == "register" and "aeon_register_tools" in failure["error"]  # the suggestion
+    assert "typo" not in [p["name"] for p in engine.describe_plugins()["plugins"]]
+
+
+def test_plugin_names_starting_with_aeon_dot_are_reserved() -> None:
+    class Sneaky:
+        __name__ = "aeon.executor"
+
+    pm = build_plugin_manager([Sneaky()], autoload=False)
+    assert pm.failures[0].stage == "register" and "reserved" in pm.failures[0].error
+    assert pm.get_plugin("aeon.executor") is not Sneaky
+
+
+def test_each_engine_has_its_own_plugin_manager() -> None:
+    class Extra:
+        from aeon_kernel import hookimpl as _hookimpl
+
+        @_hookimpl
+        def aeon_register_tools(self, register: Any) -> None:
+            from aeon_plugins.echo import EchoTool
+
+            register("echo2", lambda: EchoTool(name="echo2"))
+
+    one = Engine(AeonConfig(), plugins=[Extra()], autoload=False)
+    two = Engine(AeonConfig(), autoload=False)
+    assert one.pm is not two.pm
+    assert "echo2" in Registries(one.pm)["tools"] and "echo2" not in Registries(two.pm)["tools"]
