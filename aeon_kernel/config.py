@@ -56,6 +56,7 @@ ROLES: Final[dict[str, tuple[str, str]]] = {
 }
 _TOP_LEVEL: Final = {*ROLES, "run", "telemetry", "tools", "plugins"}
 _RUN_KEYS: Final = {"ttl", "max_tokens", "temperature"}
+_PLUGIN_KEYS: Final = {"allow", "block"}
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def load_config(path: str | Path | None = None) -> AeonConfig:
         data = tomllib.loads(found.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{found}: not valid TOML: {exc}") from None
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {found}: {exc}") from None
     return parse_config(data, source=found)
 
@@ -155,6 +156,12 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     ttl = run.get("ttl", 50)
     if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 1:
         raise ConfigError(f"{where}: [run] ttl must be a positive integer, got {ttl!r}")
+    max_tokens = run.get("max_tokens", 512)
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise ConfigError(f"{where}: [run] max_tokens must be a positive integer, got {max_tokens!r}")
+    temperature = run.get("temperature", 0.2)
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or temperature < 0:
+        raise ConfigError(f"{where}: [run] temperature must be a number >= 0, got {temperature!r}")
     telemetry = _table(data, "telemetry", where)
     sinks = telemetry.pop("use", [])
     sinks = [sinks] if isinstance(sinks, str) else sinks
@@ -165,6 +172,11 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     if enabled is not None and (not isinstance(enabled, list) or not all(isinstance(t, str) for t in enabled)):
         raise ConfigError(f"{where}: [tools] enabled must be a list of tool names")
     plugins = _table(data, "plugins", where)
+    bad_plugins = set(plugins) - _PLUGIN_KEYS
+    if bad_plugins:
+        raise ConfigError(
+            f"{where}: unknown key(s) {sorted(bad_plugins)} in [plugins]; valid: {sorted(_PLUGIN_KEYS)}"
+        )
     allow, block = plugins.get("allow"), plugins.get("block", [])
     for name, value in (("allow", allow), ("block", block)):
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
@@ -175,8 +187,8 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         tools_enabled=tuple(enabled) if enabled is not None else None,
         tool_options={name: _sub_table(tools, name, "tools", where) for name in list(tools)},
         ttl=ttl,
-        max_tokens=int(run.get("max_tokens", 512)),
-        temperature=float(run.get("temperature", 0.2)),
+        max_tokens=max_tokens,
+        temperature=float(temperature),
         allow=tuple(allow) if allow is not None else None,
         block=tuple(block),
         source=source,
@@ -202,10 +214,14 @@ def resolve_secrets(value: Any, where: str = "option") -> Any:
     if isinstance(value, dict):
         if set(value) == {"$env"}:
             name = value["$env"]
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"{where}: $env must name an environment variable, got {name!r}")
             if name not in os.environ:
                 raise ConfigError(f"{where}: the environment variable {name!r} is not set")
             return SecretStr(os.environ[name])
         if set(value) == {"$file"}:
+            if not isinstance(value["$file"], str) or not value["$file"]:
+                raise ConfigError(f"{where}: $file must be a path, got {value['$file']!r}")
             try:
                 return SecretStr(Path(value["$file"]).read_text(encoding="utf-8").strip())
             except OSError as exc:

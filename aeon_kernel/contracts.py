@@ -88,7 +88,7 @@ class Tool(BaseModel, ABC):
     schemas are rejected up front rather than at the first call. Validators are compiled once per schema.
     """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, validate_default=True)
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = Field(min_length=1)

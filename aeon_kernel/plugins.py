@@ -92,7 +92,9 @@ def build_plugin_manager(
     if autoload is None:
         autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
     if autoload:
-        allowed = set(allow) | _names_from_env(ALLOW_ENV) if allow is not None or os.environ.get(ALLOW_ENV) else None
+        allowed = None
+        if allow is not None or os.environ.get(ALLOW_ENV):
+            allowed = set(allow or ()) | _names_from_env(ALLOW_ENV)
         _load_entry_points(pm, allowed, set(block) | _names_from_env(BLOCK_ENV))
     for plugin in plugins:
         name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{id(plugin):x}"

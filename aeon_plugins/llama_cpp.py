@@ -11,6 +11,7 @@ when this module is imported, so the plugin can always be listed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -25,6 +26,14 @@ INSTALL_HINT = (
 )
 #: Chat formats whose template has no system role: the system prompt is put in front of the user's message.
 _NO_SYSTEM_ROLE = frozenset({"gemma"})
+
+
+def _quiet_stderr() -> Any:
+    try:
+        from llama_cpp._utils import suppress_stdout_stderr
+    except ImportError:  # a future release may move it; noise is better than failure
+        return contextlib.nullcontext()
+    return suppress_stdout_stderr(disable=False)
 
 
 def default_model_path() -> str:
@@ -57,16 +66,17 @@ class LlamaCppAdapter(LLMAdapter):
         path = model_path or default_model_path()
         if not Path(path).is_file():
             raise ConfigError(f"llama_cpp: model_path {path!r} is not a file")
-        self._llama_cpp = llama_cpp
+        self._llama_cpp: Any = llama_cpp  # typed loosely: the bindings' stubs vary between releases
         try:
-            self._llama = llama_cpp.Llama(
-                model_path=path,
-                chat_format=chat_format,
-                n_ctx=n_ctx,
-                n_threads=n_threads or max(1, os.cpu_count() or 1),
-                seed=seed,
-                verbose=False,
-            )
+            with _quiet_stderr():  # llama.cpp prints load-time notices on fd 2 even with verbose=False
+                self._llama: Any = llama_cpp.Llama(
+                    model_path=path,
+                    chat_format=chat_format,
+                    n_ctx=n_ctx,
+                    n_threads=n_threads or max(1, os.cpu_count() or 1),
+                    seed=seed,
+                    verbose=False,
+                )
         except (ValueError, RuntimeError) as exc:
             raise ConfigError(f"llama_cpp: cannot load {path!r}: {exc}") from None
         self.model_id = Path(path).stem
@@ -95,7 +105,7 @@ class LlamaCppAdapter(LLMAdapter):
         *,
         json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
-        messages: list[dict[str, str]] = []
+        messages: list[Any] = []
         if system_prompt and self.chat_format in _NO_SYSTEM_ROLE:
             prompt = f"{system_prompt}\n\n{prompt}"
         elif system_prompt:

@@ -127,10 +127,10 @@ class OpenAIAdapter(LLMAdapter):
         try:
             response = self._client.post(url, json=body)
         except httpx.TransportError as exc:  # connection refused, DNS, timeouts (TimeoutException is one)
-            raise LLMTransientError(self._scrub(f"cannot reach {url}: {type(exc).__name__}: {exc}")) from exc
+            raise LLMTransientError(self._scrub(f"no reply from {url}: {type(exc).__name__}: {exc}")) from exc
         except httpx.HTTPError as exc:
             raise LLMError(self._scrub(f"request to {url} failed: {type(exc).__name__}: {exc}")) from exc
-        if response.status_code != 200:
+        if not response.is_success:
             raise self._status_error(response)
         return self._parse(response)
 

@@ -1,0 +1,5 @@
+"""``python -m aeon_kernel`` is the ``aeon`` command."""
+
+from aeon_kernel.cli import main
+
+main()
