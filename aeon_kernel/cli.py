@@ -41,9 +41,13 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("request")
-@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use (default: $AEON_CONFIG, ./aeon.toml).")
+@click.option(
+    "--config", type=click.Path(dir_okay=False), help="aeon.toml to use (default: $AEON_CONFIG, ./aeon.toml)."
+)
 @click.option("--ttl", type=click.IntRange(min=1), help="Maximum number of cycles (default: [run] ttl, 50).")
-@click.option("--log", "log_path", type=click.Path(dir_okay=False), help="Append one JSON line per cycle here.")
+@click.option(
+    "--log", "log_path", type=click.Path(dir_okay=False), help="Append one JSON line per cycle here."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the live view.")
 def run(request: str, config: str | None, ttl: int | None, log_path: str | None, as_json: bool) -> None:
     """Plan REQUEST with the model, execute the plan step by step, and report the answer.

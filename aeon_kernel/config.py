@@ -141,7 +141,9 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     where = str(source) if source else "config"
     unknown = set(data) - _TOP_LEVEL
     if unknown:
-        raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}; valid sections: {sorted(_TOP_LEVEL)}")
+        raise ConfigError(
+            f"{where}: unknown section(s) {sorted(unknown)}; valid sections: {sorted(_TOP_LEVEL)}"
+        )
     choices = {}
     for role, (_, default) in ROLES.items():
         table = _table(data, role, where)
@@ -169,7 +171,9 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         raise ConfigError(f"{where}: [telemetry] use must be a list of sink names")
     tools = _table(data, "tools", where)
     enabled = tools.pop("enabled", None)
-    if enabled is not None and (not isinstance(enabled, list) or not all(isinstance(t, str) for t in enabled)):
+    if enabled is not None and (
+        not isinstance(enabled, list) or not all(isinstance(t, str) for t in enabled)
+    ):
         raise ConfigError(f"{where}: [tools] enabled must be a list of tool names")
     plugins = _table(data, "plugins", where)
     bad_plugins = set(plugins) - _PLUGIN_KEYS
@@ -225,7 +229,9 @@ def resolve_secrets(value: Any, where: str = "option") -> Any:
             try:
                 return SecretStr(Path(value["$file"]).read_text(encoding="utf-8").strip())
             except OSError as exc:
-                raise ConfigError(f"{where}: cannot read secret file {value['$file']!r}: {exc.strerror}") from None
+                raise ConfigError(
+                    f"{where}: cannot read secret file {value['$file']!r}: {exc.strerror}"
+                ) from None
         return {key: resolve_secrets(item, f"{where}.{key}") for key, item in value.items()}
     if isinstance(value, list):
         return [resolve_secrets(item, where) for item in value]

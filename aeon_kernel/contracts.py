@@ -7,11 +7,12 @@ the extra parameter is keyword-only with a default, so a plain spec implementati
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from aeon_kernel.errors import ValidationError
 from aeon_kernel.schemas import check_schema, schema_errors
@@ -81,6 +82,9 @@ class Memory(ABC):
         """Release resources. Called when the engine is closed."""
 
 
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
 class Tool(BaseModel, ABC):
     """A tool: a name, a description, JSON Schemas for input and output, and ``invoke`` (FR-019).
 
@@ -90,11 +94,26 @@ class Tool(BaseModel, ABC):
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, validate_default=True)
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    description: str = Field(min_length=1)
+    name: str
+    description: str
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
     example: dict[str, Any] | None = None
+
+    # Validators rather than Field constraints: a subclass that redeclares ``name: str = "echo"`` keeps them.
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, name: str) -> str:
+        if not _TOOL_NAME.fullmatch(name):
+            raise ValueError(f"tool names are letters, digits, '_', '.' and '-' (got {name!r})")
+        return name
+
+    @field_validator("description")
+    @classmethod
+    def _valid_description(cls, description: str) -> str:
+        if not description.strip():
+            raise ValueError("a tool needs a description: the model chooses tools by it")
+        return description
 
     @field_validator("input_schema", "output_schema")
     @classmethod

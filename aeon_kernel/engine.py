@@ -10,7 +10,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from aeon_kernel.config import AeonConfig, Choice, load_config
-from aeon_kernel.contracts import ConvergenceEngine, LLMAdapter, Memory, Supervisor, TelemetrySink, Tool, Validator
+from aeon_kernel.contracts import (
+    ConvergenceEngine,
+    LLMAdapter,
+    Memory,
+    Supervisor,
+    TelemetrySink,
+    Tool,
+    Validator,
+)
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, UnknownComponentError
 from aeon_kernel.llm import ModelClient
 from aeon_kernel.orchestrator import Orchestrator

@@ -22,7 +22,13 @@ from aeon_kernel.hookspecs import hookimpl
 from aeon_kernel.llm import ModelClient
 from aeon_kernel.models import OrchestrationState, PlanStep, StepExecutionResult, ToolCall
 from aeon_kernel.output import ensure_no_new_tools, parse_json
-from aeon_kernel.prompts import ANSWER_SCHEMA, SYSTEM_PROMPT, reasoning_prompt, state_summary, tool_arguments_prompt
+from aeon_kernel.prompts import (
+    ANSWER_SCHEMA,
+    SYSTEM_PROMPT,
+    reasoning_prompt,
+    state_summary,
+    tool_arguments_prompt,
+)
 from aeon_kernel.registry import ToolRegistry
 
 
@@ -88,7 +94,9 @@ class KernelStepExecutor:
             ctx.memory.write(ctx.memory_key(step.step_id), call.result)
         except Exception as exc:
             return _failed("tool", f"could not store the result: {_as_memory_error(exc)}", tool_calls=(call,))
-        return StepExecutionResult(success=True, result=call.result, execution_mode="tool", tool_calls=(call,))
+        return StepExecutionResult(
+            success=True, result=call.result, execution_mode="tool", tool_calls=(call,)
+        )
 
     def _arguments(self, step: PlanStep, tool: Tool, ctx: StepContext) -> dict[str, Any]:
         """The plan's arguments, or the model's; validated, and repaired once invalid (FR-025, FR-030)."""
@@ -107,12 +115,16 @@ class KernelStepExecutor:
         except ValidationError:
             repaired = ctx.supervisor.repair_tool_call(call, tool.input_schema, record=ctx.record)
         if repaired.get("tool_name", tool.name) != tool.name:
-            raise SupervisorError(f"the repair changed the tool from {tool.name!r} to {repaired.get('tool_name')!r}")
+            raise SupervisorError(
+                f"the repair changed the tool from {tool.name!r} to {repaired.get('tool_name')!r}"
+            )
         ensure_no_new_tools(call, repaired)
         try:
             ctx.validator.validate_tool_call(repaired, tool.input_schema)
         except ValidationError as exc:
-            raise SupervisorError(f"the repaired arguments are still invalid: {exc}", last_error=str(exc)) from None
+            raise SupervisorError(
+                f"the repaired arguments are still invalid: {exc}", last_error=str(exc)
+            ) from None
         return dict(repaired["arguments"])
 
     def execute_llm_reasoning_step(
@@ -120,9 +132,9 @@ class KernelStepExecutor:
     ) -> StepExecutionResult:
         """Ask the model to do the step from the results so far; the answer is stored in memory like a tool's."""
         prompt = reasoning_prompt(ctx.summary(), ctx.state.request, step.model_dump())
-        text = ctx.llm.generate(prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=ANSWER_SCHEMA)[
-            "text"
-        ]
+        text = ctx.llm.generate(
+            prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=ANSWER_SCHEMA
+        )["text"]
         try:
             value = parse_json(text, ctx.supervisor, ctx.record, ANSWER_SCHEMA, ctx.validator)
             ctx.validator.validate_llm_output(value, ANSWER_SCHEMA)
@@ -169,11 +181,16 @@ def _invoke(tool: Tool, arguments: dict[str, Any], step_id: str) -> ToolCall:
         if isinstance(exc, AeonError):
             error = {**exc.to_dict(), "message": f"{tool.name} failed: {exc}"}
         else:
-            error = {"type": type(exc).__name__, "message": f"{tool.name} failed: {type(exc).__name__}: {exc}"}
+            error = {
+                "type": type(exc).__name__,
+                "message": f"{tool.name} failed: {type(exc).__name__}: {exc}",
+            }
         return ToolCall(
             tool_name=tool.name, arguments=arguments, step_id=step_id, error=error, duration_ms=_ms(started)
         )
-    return ToolCall(tool_name=tool.name, arguments=arguments, step_id=step_id, result=result, duration_ms=_ms(started))
+    return ToolCall(
+        tool_name=tool.name, arguments=arguments, step_id=step_id, result=result, duration_ms=_ms(started)
+    )
 
 
 def _ms(started: float) -> float:

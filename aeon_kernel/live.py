@@ -86,9 +86,13 @@ class LiveView:
             step = self.steps.get(original.step_id, original)
             icon, style = _STATUS_STYLE[step.status]
             outcome = (
-                _short(step.result) if step.status is StepStatus.COMPLETE
-                else _short(step.failure or "", 60) if step.status is StepStatus.FAILED
-                else "…" if step.status is StepStatus.RUNNING else ""
+                _short(step.result)
+                if step.status is StepStatus.COMPLETE
+                else _short(step.failure or "", 60)
+                if step.status is StepStatus.FAILED
+                else "…"
+                if step.status is StepStatus.RUNNING
+                else ""
             )
             using = step.tool or ("model" if step.agent == "llm" else "?")
             table.add_row(Text(icon, style=style), step.step_id, _short(step.description, 50), using, outcome)
@@ -97,7 +101,9 @@ class LiveView:
     def _footer(self) -> Text | None:
         if self.result is not None:
             status = self.result["status"]
-            text = Text.assemble(("\n" + status.replace("_", " ").upper(), f"bold {_RUN_STYLE.get(status, '')}"))
+            text = Text.assemble(
+                ("\n" + status.replace("_", " ").upper(), f"bold {_RUN_STYLE.get(status, '')}")
+            )
             if self.result.get("answer") is not None:
                 text.append("  answer: ", style="bold")
                 text.append(_short(self.result["answer"], 200))

@@ -11,7 +11,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from aeon_kernel.contracts import LLMAdapter, LLMResponse
 from aeon_kernel.errors import AeonError, LLMError, LLMTransientError
@@ -84,7 +90,9 @@ class ModelClient(LLMAdapter):
         except AeonError:
             raise
         except Exception as exc:  # an adapter bug must still end the run in a structured result
-            raise LLMError(f"{type(self.adapter).__name__}.generate raised {type(exc).__name__}: {exc}") from exc
+            raise LLMError(
+                f"{type(self.adapter).__name__}.generate raised {type(exc).__name__}: {exc}"
+            ) from exc
         if not isinstance(response, dict) or not isinstance(response.get("text"), str):
             raise LLMError(f"{type(self.adapter).__name__}.generate must return a dict with a str 'text'")
         return response

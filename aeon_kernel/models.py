@@ -97,7 +97,9 @@ class Plan(BaseModel):
         if duplicates:
             raise ValueError(f"step_id values must be unique; repeated: {duplicates}")
         # Strict order (FR-052): finished steps, then at most one running step, then pending steps.
-        ranks = [0 if s.status.is_terminal else 1 if s.status is StepStatus.RUNNING else 2 for s in self.steps]
+        ranks = [
+            0 if s.status.is_terminal else 1 if s.status is StepStatus.RUNNING else 2 for s in self.steps
+        ]
         if ranks != sorted(ranks) or ranks.count(1) > 1:
             raise ValueError(
                 "step statuses are out of order: steps must be finished, then at most one running, then pending"
@@ -131,11 +133,13 @@ class Plan(BaseModel):
             raise StateTransitionError(f"replacing step {step.step_id!r} may not change its status")
         return self.model_copy(update={"steps": tuple(step if s is old else s for s in self.steps)})
 
-    def transition(self, step_id: str, status: StepStatus, **fields: Any) -> Plan:
+    def transition(
+        self, step_id: str, status: StepStatus, *, result: Any = None, failure: str | None = None
+    ) -> Plan:
         """Move one step to ``status``, enforcing spec 001's transitions and FR-052's strict order.
 
-        ``errors`` are cleared when a step completes or fails. Extra ``fields`` (``result``, ``failure``) are set on
-        the step. Raises :class:`StateTransitionError` on a forbidden move.
+        ``errors`` are cleared when a step completes or fails; ``result`` and ``failure`` record how it ended.
+        Raises :class:`StateTransitionError` on a forbidden move.
         """
         index = next((i for i, s in enumerate(self.steps) if s.step_id == step_id), None)
         if index is None:
@@ -144,13 +148,17 @@ class Plan(BaseModel):
         if status not in _ALLOWED_TRANSITIONS[step.status]:
             raise StateTransitionError(
                 f"step {step_id!r} cannot go from {step.status.value} to {status.value}",
-                [f"allowed from {step.status.value}: {sorted(s.value for s in _ALLOWED_TRANSITIONS[step.status])}"],
+                [
+                    f"allowed from {step.status.value}: {sorted(s.value for s in _ALLOWED_TRANSITIONS[step.status])}"
+                ],
             )
         if status is StepStatus.RUNNING and any(not s.status.is_terminal for s in self.steps[:index]):
-            raise StateTransitionError(f"step {step_id!r} cannot start before every earlier step has finished")
-        update: dict[str, Any] = {"status": status, **fields}
+            raise StateTransitionError(
+                f"step {step_id!r} cannot start before every earlier step has finished"
+            )
+        update: dict[str, Any] = {"status": status}
         if status.is_terminal:
-            update["errors"] = ()
+            update.update(errors=(), result=result, failure=failure)
         steps = list(self.steps)
         steps[index] = step.model_copy(update=update)
         return self.model_copy(update={"steps": tuple(steps)})
@@ -239,10 +247,12 @@ class OrchestrationState(BaseModel):
     def with_plan(self, plan: Plan) -> OrchestrationState:
         return self.model_copy(update={"plan": plan})
 
-    def transition(self, step_id: str, status: StepStatus, **fields: Any) -> OrchestrationState:
+    def transition(
+        self, step_id: str, status: StepStatus, *, result: Any = None, failure: str | None = None
+    ) -> OrchestrationState:
         """Apply a step transition and keep ``current_step_id`` in step with it (spec 001)."""
         assert self.plan is not None, "no plan yet"
-        plan = self.plan.transition(step_id, status, **fields)
+        plan = self.plan.transition(step_id, status, result=result, failure=failure)
         if status is StepStatus.RUNNING:
             current: str | None = step_id
         else:
@@ -270,7 +280,9 @@ class OrchestrationState(BaseModel):
 
     def end_cycle(self) -> OrchestrationState:
         """FR-035: one cycle done, one unit of TTL spent."""
-        return self.model_copy(update={"cycle": self.cycle + 1, "ttl_remaining": max(0, self.ttl_remaining - 1)})
+        return self.model_copy(
+            update={"cycle": self.cycle + 1, "ttl_remaining": max(0, self.ttl_remaining - 1)}
+        )
 
     def finish(self, status: RunStatus) -> OrchestrationState:
         return self.model_copy(update={"status": status})

@@ -129,19 +129,25 @@ class Orchestrator:
             raise OrchestrationError("no run has started yet: call execute() or iter() first")
         return self._state
 
-    def iter(self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None) -> Iterator[LogEntry]:
+    def iter(
+        self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None
+    ) -> Iterator[LogEntry]:
         """Run the loop one cycle at a time, yielding each cycle's log record as soon as it is written.
 
         The final result is in ``self.result`` once the iterator is exhausted.
         """
         if self._running:
-            raise OrchestrationError("this orchestrator is already running; use one orchestrator per run at a time")
+            raise OrchestrationError(
+                "this orchestrator is already running; use one orchestrator per run at a time"
+            )
         if not isinstance(user_request, str) or not user_request.strip():
             raise ValidationError("the request must be a non-empty string")
         plan = self._initial_plan(initial_plan)
         self._running, self._fatal, self.result = True, False, None
         run_id = uuid.uuid4().hex
-        self._state = OrchestrationState(run_id=run_id, request=user_request, plan=plan, ttl_remaining=self.ttl)
+        self._state = OrchestrationState(
+            run_id=run_id, request=user_request, plan=plan, ttl_remaining=self.ttl
+        )
         if plan is not None:
             nxt = plan.next_pending()
             self._state = self._state.model_copy(update={"current_step_id": nxt.step_id if nxt else None})
@@ -179,7 +185,9 @@ class Orchestrator:
     def _assess(self, plan: Plan) -> ConvergenceAssessment:
         """Ask the convergence engine; without one, a finished plan has converged."""
         if self.convergence is None:
-            return ConvergenceAssessment(converged=plan.is_finished, completeness_score=1.0 if plan.is_finished else 0)
+            return ConvergenceAssessment(
+                converged=plan.is_finished, completeness_score=1.0 if plan.is_finished else 0
+            )
         results = [{"step_id": s.step_id, "status": s.status.value, "result": s.result} for s in plan.steps]
         try:
             return self.convergence.assess(plan.model_dump(mode="json"), results)
@@ -256,7 +264,9 @@ class Orchestrator:
             try:
                 self.validator.validate_plan(repaired)
             except ValidationError as exc:
-                raise SupervisorError(f"the repaired plan is still invalid: {exc}", last_error=str(exc)) from None
+                raise SupervisorError(
+                    f"the repaired plan is still invalid: {exc}", last_error=str(exc)
+                ) from None
             value = repaired
         # A new plan starts with every step pending (spec 001), whatever statuses the model wrote.
         plan = Plan.model_validate(value)
@@ -294,7 +304,9 @@ class Orchestrator:
             raise
         except Exception as exc:
             # FR-054: a failing step is marked failed and the run goes on.
-            result = StepExecutionResult(success=False, error=f"{type(exc).__name__}: {exc}", execution_mode="tool")
+            result = StepExecutionResult(
+                success=False, error=f"{type(exc).__name__}: {exc}", execution_mode="tool"
+            )
         if not isinstance(result, StepExecutionResult):
             result = StepExecutionResult(
                 success=False, error="no step executor returned a StepExecutionResult", execution_mode="tool"
@@ -319,15 +331,21 @@ class Orchestrator:
 
     def _fail_running_step(self, message: str) -> None:
         state = self.get_state()
-        if state.plan is not None and state.current_step_id is not None:
-            if state.plan.step(state.current_step_id).status is StepStatus.RUNNING:
-                self._transition(state.current_step_id, StepStatus.FAILED, failure=message)
+        step_id = state.current_step_id
+        if (
+            state.plan is not None
+            and step_id is not None
+            and state.plan.step(step_id).status is StepStatus.RUNNING
+        ):
+            self._transition(step_id, StepStatus.FAILED, failure=message)
 
-    def _transition(self, step_id: str, status: StepStatus, **fields: Any) -> None:
+    def _transition(
+        self, step_id: str, status: StepStatus, *, result: Any = None, failure: str | None = None
+    ) -> None:
         state = self.get_state()
         assert state.plan is not None
         previous = state.plan.step(step_id).status
-        self._state = state.transition(step_id, status, **fields)
+        self._state = state.transition(step_id, status, result=result, failure=failure)
         step = self._state.plan.step(step_id)  # type: ignore[union-attr]
         self._emit("aeon_step_status_changed", run_id=state.run_id, step=step, previous=previous)
 

@@ -14,7 +14,6 @@ from typing import Any, Final
 from aeon_kernel.contracts import RecordAction, Supervisor, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
 
-
 #: Deeper model output is refused: nothing Aeon expects nests this far, and unbounded depth breaks serialisers.
 MAX_JSON_DEPTH: Final = 32
 
@@ -97,7 +96,9 @@ def ensure_no_new_tools(original: Any, repaired: Any, registered: Iterable[str] 
     """FR-032: a repair may keep or drop tools, never add one. With ``registered``, every tool must exist (FR-066)."""
     added = tool_names(repaired) - tool_names(original)
     if added:
-        raise SupervisorError(f"the repair introduced tools the original output did not name: {sorted(added)}")
+        raise SupervisorError(
+            f"the repair introduced tools the original output did not name: {sorted(added)}"
+        )
     if registered is not None:
         unknown = tool_names(repaired) - set(registered)
         if unknown:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -38,7 +38,12 @@ class PluginLoadFailure:
     error: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"plugin": self.plugin, "distribution": self.distribution, "stage": self.stage, "error": self.error}
+        return {
+            "plugin": self.plugin,
+            "distribution": self.distribution,
+            "stage": self.stage,
+            "error": self.error,
+        }
 
 
 @dataclass
@@ -123,7 +128,9 @@ def _load_entry_points(pm: AeonPluginManager, allow: set[str] | None, block: set
 def _register(pm: AeonPluginManager, plugin: Any, name: str, source: PluginSource) -> None:
     if name.startswith(ESSENTIAL_PREFIX):
         pm.failures.append(
-            PluginLoadFailure(name, source.distribution, "register", f"the name prefix {ESSENTIAL_PREFIX!r} is reserved")
+            PluginLoadFailure(
+                name, source.distribution, "register", f"the name prefix {ESSENTIAL_PREFIX!r} is reserved"
+            )
         )
         return
     if pm.is_registered(plugin) or pm.has_plugin(name):
@@ -138,7 +145,9 @@ def _register(pm: AeonPluginManager, plugin: Any, name: str, source: PluginSourc
         pm.unregister(plugin)
         known = [n for n in dir(hookspecs) if n.startswith("aeon_")]
         hints = [f"{u} (did you mean {difflib.get_close_matches(u, known, n=1)}?)" for u in unknown]
-        pm.failures.append(PluginLoadFailure(name, source.distribution, "register", f"unknown hooks: {hints}"))
+        pm.failures.append(
+            PluginLoadFailure(name, source.distribution, "register", f"unknown hooks: {hints}")
+        )
         return
     pm.sources[name] = source
 
@@ -151,7 +160,9 @@ class Registries:
     """The component registries of one engine, filled by calling each plugin's ``aeon_register_*`` hooks."""
 
     def __init__(self, pm: AeonPluginManager) -> None:
-        self.by_kind: dict[str, ComponentRegistry[Any]] = {kind: ComponentRegistry(kind) for kind in COMPONENT_KINDS}
+        self.by_kind: dict[str, ComponentRegistry[Any]] = {
+            kind: ComponentRegistry(kind) for kind in COMPONENT_KINDS
+        }
         self.conflicts: list[DuplicateComponentError] = []
         for kind in COMPONENT_KINDS:
             self._collect(pm, kind)
@@ -177,7 +188,9 @@ class Registries:
                 impl.function(*[{"register": register}[arg] for arg in impl.argnames])
             except Exception as exc:
                 source = pm.sources.get(provider, PluginSource())
-                pm.failures.append(PluginLoadFailure(provider, source.distribution, hook_name, _describe(exc)))
+                pm.failures.append(
+                    PluginLoadFailure(provider, source.distribution, hook_name, _describe(exc))
+                )
 
     def provided_by(self, plugin_name: str) -> dict[str, list[str]]:
         """What a plugin provides, by kind: ``{"tools": ["echo"], ...}`` (kinds with nothing are left out)."""

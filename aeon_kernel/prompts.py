@@ -27,7 +27,7 @@ ANSWER_SCHEMA: Final[dict[str, Any]] = {
 }
 
 _PLAN_EXAMPLE: Final = (
-    'Request: what is 6 times 7?\n'
+    "Request: what is 6 times 7?\n"
     'Plan: {"goal": "Multiply 6 by 7", "steps": ['
     '{"step_id": "1", "description": "Multiply 6 by 7", "tool": "calculator", "arguments": {"expression": "6 * 7"}}, '
     '{"step_id": "2", "description": "Report the product", "agent": "llm"}]}'
@@ -82,7 +82,7 @@ def plan_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _tool_lines(tools: list[dict[str, Any]]) -> str:
     if not tools:
-        return "(no tools: every step uses \"agent\": \"llm\")"
+        return '(no tools: every step uses "agent": "llm")'
     return "\n".join(
         f"- {t['name']}: {t['description']} Arguments: {canonical_json(t['input_schema'].get('properties', {}))}"
         for t in tools
@@ -92,9 +92,9 @@ def _tool_lines(tools: list[dict[str, Any]]) -> str:
 def plan_prompt(request: str, tools: list[dict[str, Any]]) -> str:
     """FR-006: ask for a declarative plan. Stable prefix first, the request last."""
     return (
-        "Write a plan as JSON with a \"goal\" and a list of \"steps\". Each step has a \"step_id\" and a "
-        "\"description\", and either a \"tool\" with its \"arguments\", or \"agent\": \"llm\" for a step that "
-        "thinks or writes the answer. End with an \"agent\": \"llm\" step that reports the answer.\n"
+        'Write a plan as JSON with a "goal" and a list of "steps". Each step has a "step_id" and a '
+        '"description", and either a "tool" with its "arguments", or "agent": "llm" for a step that '
+        'thinks or writes the answer. End with an "agent": "llm" step that reports the answer.\n'
         f"Tools:\n{_tool_lines(tools)}\n"
         f"Example:\n{_PLAN_EXAMPLE}\n\n"
         f"Request: {request}\nPlan:"

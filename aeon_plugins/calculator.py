@@ -11,7 +11,7 @@ import ast
 import math
 import operator
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from aeon_kernel import Register, Tool, ToolError, hookimpl
 
@@ -28,7 +28,10 @@ _BINARY: Final[dict[type[ast.operator], Callable[[Any, Any], Any]]] = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY: Final[dict[type[ast.unaryop], Callable[[Any], Any]]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: Final[dict[type[ast.unaryop], Callable[[Any], Any]]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
 
 
 def evaluate(expression: str) -> int | float:
@@ -36,7 +39,9 @@ def evaluate(expression: str) -> int | float:
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise ToolError(f"expression longer than {MAX_EXPRESSION_LENGTH} characters")
     try:
-        tree = ast.parse(expression.replace("^", "**").replace("×", "*").replace("÷", "/"), mode="eval")
+        tree = ast.parse(
+            expression.replace("^", "**").replace("\u00d7", "*").replace("\u00f7", "/"), mode="eval"
+        )
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ToolError(f"not an arithmetic expression: {expression!r} ({type(exc).__name__})") from None
     try:
@@ -54,7 +59,10 @@ def evaluate(expression: str) -> int | float:
 
 def _eval(node: ast.expr) -> int | float:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value  # type: ignore[no-any-return]
+        number = cast("int | float", node.value)
+        if not math.isfinite(number):
+            raise ToolError("the number is too large")  # a literal such as 1e999 parses as inf
+        return number
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_eval(node.operand))  # type: ignore[no-any-return]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:

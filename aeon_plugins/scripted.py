@@ -15,7 +15,9 @@ from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register
 
 
 def load_script(responses: str | Path | list[Any]) -> list[str]:
+    source = "responses"
     if isinstance(responses, (str, Path)):
+        source = f"responses file {str(responses)!r}"
         path = Path(responses)
         try:
             responses = json.loads(path.read_text(encoding="utf-8"))
@@ -24,7 +26,7 @@ def load_script(responses: str | Path | list[Any]) -> list[str]:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"scripted LLM: cannot read {str(path)!r} as JSON: {exc}") from None
     if not isinstance(responses, list):
-        raise ConfigError("scripted LLM: responses must be a JSON array of response texts")
+        raise ConfigError(f"scripted LLM: {source} must hold a JSON array of response texts")
     return [item if isinstance(item, str) else json.dumps(item) for item in responses]
 
 

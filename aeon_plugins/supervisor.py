@@ -107,8 +107,14 @@ class DefaultSupervisor(SupervisorContract):
             return value
 
         return self._repair(
-            "json_repair", {"text": text}, text, check, expected_schema, lambda: json_repair_loads(text),
-            max_attempts, record,
+            "json_repair",
+            {"text": text},
+            text,
+            check,
+            expected_schema,
+            lambda: json_repair_loads(text),
+            max_attempts,
+            record,
         )
 
     def repair_tool_call(
@@ -134,8 +140,15 @@ class DefaultSupervisor(SupervisorContract):
             return json_repair_loads(arguments) if isinstance(arguments, str) else arguments
 
         result: dict[str, Any] = self._repair(
-            "tool_call_repair", _as_dict(call), _dumps(call.get("arguments")), check, tool_schema, deterministic,
-            max_attempts, record, subject=f"the arguments of the tool {name!r}",
+            "tool_call_repair",
+            _as_dict(call),
+            _dumps(call.get("arguments")),
+            check,
+            tool_schema,
+            deterministic,
+            max_attempts,
+            record,
+            subject=f"the arguments of the tool {name!r}",
         )
         return result
 
@@ -156,8 +169,15 @@ class DefaultSupervisor(SupervisorContract):
             return dict(value)
 
         result: dict[str, Any] = self._repair(
-            "plan_repair", _as_dict(malformed_plan), _dumps(malformed_plan), check, GENERIC_PLAN_SCHEMA,
-            lambda: normalize_plan(malformed_plan), max_attempts, record, subject="the plan",
+            "plan_repair",
+            _as_dict(malformed_plan),
+            _dumps(malformed_plan),
+            check,
+            GENERIC_PLAN_SCHEMA,
+            lambda: normalize_plan(malformed_plan),
+            max_attempts,
+            record,
+            subject="the plan",
         )
         return result
 
@@ -186,9 +206,13 @@ class DefaultSupervisor(SupervisorContract):
             if len(wanted) < 3:
                 return None
             lowered = {name.lower(): name for name in by_name}
-            matches = [name for low, name in lowered.items() if low.startswith(wanted) or wanted.startswith(low)]
+            matches = [
+                name for low, name in lowered.items() if low.startswith(wanted) or wanted.startswith(low)
+            ]
             if not matches:
-                matches = [lowered[m] for m in difflib.get_close_matches(wanted, list(lowered), n=2, cutoff=0.6)]
+                matches = [
+                    lowered[m] for m in difflib.get_close_matches(wanted, list(lowered), n=2, cutoff=0.6)
+                ]
             return {"tool": matches[0], "arguments": step.get("arguments")} if len(matches) == 1 else None
 
         schema = {
@@ -202,8 +226,16 @@ class DefaultSupervisor(SupervisorContract):
             + "; ".join(f"{t['name']}: {t['description']}" for t in available_tools)
         )
         result: dict[str, Any] = self._repair(
-            "missing_tool_repair", _as_dict(step), _dumps(step), check, schema, deterministic, max_attempts,
-            record, subject="the step", context=context,
+            "missing_tool_repair",
+            _as_dict(step),
+            _dumps(step),
+            check,
+            schema,
+            deterministic,
+            max_attempts,
+            record,
+            subject="the step",
+            context=context,
         )
         return result
 
@@ -246,12 +278,18 @@ class DefaultSupervisor(SupervisorContract):
                 value = check(json_repair_loads(reply))
             except Exception as exc:
                 error = _message(exc)
-                emit(_action(action_type, original, attempt, "llm", error={"message": error, "reply": reply[:2000]}))
+                emit(
+                    _action(
+                        action_type, original, attempt, "llm", error={"message": error, "reply": reply[:2000]}
+                    )
+                )
                 continue
             emit(_action(action_type, original, attempt, "llm", repaired=value))
             return value
         raise SupervisorError(
-            f"could not repair {subject} in {max_attempts} attempts: {error}", attempts=max_attempts, last_error=error
+            f"could not repair {subject} in {max_attempts} attempts: {error}",
+            attempts=max_attempts,
+            last_error=error,
         )
 
 
@@ -305,7 +343,9 @@ def normalize_plan(value: Any) -> Any:
 # --- helpers ---------------------------------------------------------------------------------------------------
 
 
-def _repair_prompt(subject: str, original: str, error: str, schema: dict[str, Any] | None, context: str) -> str:
+def _repair_prompt(
+    subject: str, original: str, error: str, schema: dict[str, Any] | None, context: str
+) -> str:
     parts = [f"Repair {subject}."]
     if context:
         parts.append(context)

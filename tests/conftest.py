@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import LogEntry, OrchestrationState, PlanStep, StepStatus, SupervisorAction, ToolCall, hookimpl
+from aeon_kernel import (
+    LogEntry,
+    OrchestrationState,
+    PlanStep,
+    StepStatus,
+    SupervisorAction,
+    ToolCall,
+    hookimpl,
+)
 from aeon_kernel.contracts import Tool
 from aeon_kernel.llm import ModelClient
 from aeon_kernel.orchestrator import Orchestrator
@@ -19,8 +27,8 @@ from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.in_memory import InMemoryKVStore
 from aeon_plugins.plan_finished import PlanFinished
-from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.schema_validator import SchemaValidator
+from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.supervisor import DefaultSupervisor
 
 
@@ -78,7 +86,9 @@ def plan(*steps: dict[str, Any], goal: str = "Add 5 and 10") -> dict[str, Any]:
     return {"goal": goal, "steps": list(steps)}
 
 
-def tool_step(step_id: str, tool: str, arguments: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def tool_step(
+    step_id: str, tool: str, arguments: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
     step = {"step_id": step_id, "description": f"use {tool}", "tool": tool, **extra}
     if arguments is not None:
         step["arguments"] = arguments
@@ -117,7 +127,14 @@ def make_harness() -> MakeHarness:
         pm = build_plugin_manager((*plugins, sink), autoload=False)
         memory = InMemoryKVStore()
         orchestrator = Orchestrator(
-            llm, memory, registry, supervisor, validator, ttl=ttl, convergence=PlanFinished(), plugin_manager=pm
+            llm,
+            memory,
+            registry,
+            supervisor,
+            validator,
+            ttl=ttl,
+            convergence=PlanFinished(),
+            plugin_manager=pm,
         )
         return Harness(orchestrator, scripted, memory, sink, sleeps)
 

@@ -29,7 +29,11 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def aeon(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "aeon_kernel", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "aeon_kernel", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, **(env or {})},
     )
 
@@ -64,7 +68,7 @@ def test_exit_status_reports_failure_and_ttl(project: Path) -> None:
     [
         ('[llm]\nuse = "gpt-17"\n', "no llm_adapters named 'gpt-17' is registered. Available: "),
         ("[llm\n", "not valid TOML"),
-        ('[run]\nttl = 0\n', "ttl must be a positive integer"),
+        ("[run]\nttl = 0\n", "ttl must be a positive integer"),
         ('[llm]\nuse = "scripted"\n', "set responses"),
     ],
 )

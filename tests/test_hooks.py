@@ -37,8 +37,15 @@ class Canned(LLMAdapter):
         self.replies = [r if isinstance(r, str) else json.dumps(r) for r in replies]
         self.model_id = label
 
-    def generate(self, prompt: str, system_prompt: str | None = None, max_tokens: int = 2048,
-                 temperature: float = 0.7, *, json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    def generate(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+    ) -> LLMResponse:
         return {"text": self.replies.pop(0), "model": self.model_id}
 
 
@@ -71,9 +78,13 @@ class PickySupervisor(DefaultSupervisor):
 
 
 class NeverConverges(ConvergenceEngine):
-    def assess(self, plan_state: dict[str, Any], execution_results: list[dict[str, Any]],
-               semantic_validation_report: Any = None,
-               custom_criteria: dict[str, Any] | None = None) -> ConvergenceAssessment:
+    def assess(
+        self,
+        plan_state: dict[str, Any],
+        execution_results: list[dict[str, Any]],
+        semantic_validation_report: Any = None,
+        custom_criteria: dict[str, Any] | None = None,
+    ) -> ConvergenceAssessment:
         return ConvergenceAssessment(converged=False, reason_codes=("answer_not_checked",))
 
 
@@ -228,7 +239,9 @@ def test_supervisor_actions_are_events(make_harness: MakeHarness) -> None:
     assert h.entries[0].supervisor_actions == (action,)
 
 
-@pytest.mark.parametrize("hook", ["aeon_run_start", "aeon_run_end", "aeon_tool_called", "aeon_step_status_changed"])
+@pytest.mark.parametrize(
+    "hook", ["aeon_run_start", "aeon_run_end", "aeon_tool_called", "aeon_step_status_changed"]
+)
 def test_event_hooks_fire(make_harness: MakeHarness, hook: str) -> None:
     h = make_harness([SUM, answer("15")])
     h.run()

@@ -21,8 +21,15 @@ def signature(name: str) -> str:
 
 
 def test_there_are_hooks_for_every_component_kind_and_event() -> None:
-    kinds = ["llm_adapters", "memory_backends", "tools", "validators", "supervisors", "convergence_engines",
-             "telemetry_sinks"]
+    kinds = [
+        "llm_adapters",
+        "memory_backends",
+        "tools",
+        "validators",
+        "supervisors",
+        "convergence_engines",
+        "telemetry_sinks",
+    ]
     assert {f"aeon_register_{k}" for k in kinds} <= set(HOOKS)
     assert {"aeon_execute_step", "aeon_cycle_end", "aeon_step_status_changed"} <= set(HOOKS)
 

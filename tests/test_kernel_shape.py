@@ -41,7 +41,12 @@ def test_no_eval_exec_or_pickle_anywhere_in_the_packages() -> None:
 
 def test_builtin_plugins_use_only_the_public_kernel_api() -> None:
     """Built-ins are written exactly as a third-party plugin would be (DESIGN: aeon_plugins/)."""
-    allowed_private = {"aeon_kernel.contracts", "aeon_kernel.models", "aeon_kernel.output", "aeon_kernel.schemas"}
+    allowed_private = {
+        "aeon_kernel.contracts",
+        "aeon_kernel.models",
+        "aeon_kernel.output",
+        "aeon_kernel.schemas",
+    }
     for path in ROOT.joinpath("aeon_plugins").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aeon_kernel."):

@@ -20,8 +20,15 @@ class Flaky(LLMAdapter):
         self.calls: list[dict[str, Any]] = []
         self.reply = reply if reply is not None else {"text": "ok", "usage": {"prompt_tokens": 3}}
 
-    def generate(self, prompt: str, system_prompt: str | None = None, max_tokens: int = 2048,
-                 temperature: float = 0.7, *, json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    def generate(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+    ) -> LLMResponse:
         self.calls.append({"prompt": prompt, "json_schema": json_schema})
         if self.errors:
             raise self.errors.pop(0)

@@ -38,7 +38,11 @@ def test_sc009_plan_tool_thought(make_harness: MakeHarness) -> None:
     assert h.memory.read(f"run/{state.run_id}/1") == {"expression": "5 + 10", "value": 15}
     assert h.memory.read(f"run/{state.run_id}/2") == "The sum is 15"
     # One log record per cycle, numbered from 1, TTL spent once per cycle (FR-035).
-    assert [(e.step_number, e.phase, e.step_id) for e in h.entries] == [(1, "plan", None), (2, "step", "1"), (3, "step", "2")]
+    assert [(e.step_number, e.phase, e.step_id) for e in h.entries] == [
+        (1, "plan", None),
+        (2, "step", "1"),
+        (3, "step", "2"),
+    ]
     assert [e.ttl_remaining for e in h.entries] == [19, 18, 17]
     assert h.entries[1].tool_calls[0].result == {"expression": "5 + 10", "value": 15}
     assert result["final_state"]["ttl_remaining"] == 17
@@ -59,7 +63,10 @@ def test_steps_run_strictly_in_order(make_harness: MakeHarness) -> None:
     changes = h.sink.of("aeon_step_status_changed")
     expected = []
     for i in range(1, 6):
-        expected += [(str(i), StepStatus.PENDING, StepStatus.RUNNING), (str(i), StepStatus.RUNNING, StepStatus.COMPLETE)]
+        expected += [
+            (str(i), StepStatus.PENDING, StepStatus.RUNNING),
+            (str(i), StepStatus.RUNNING, StepStatus.COMPLETE),
+        ]
     assert changes == expected
 
 
@@ -74,7 +81,9 @@ def test_tool_arguments_come_from_the_model_when_the_plan_has_none(make_harness:
 
 def test_tool_failure_marks_the_step_failed_and_the_run_continues(make_harness: MakeHarness) -> None:
     """FR-054/055: the error is logged and passed to the next LLM cycle; later steps still run."""
-    h = make_harness([plan(tool_step("1", "calculator", {"expression": "1 / 0"}), llm_step("2")), answer("cannot")])
+    h = make_harness(
+        [plan(tool_step("1", "calculator", {"expression": "1 / 0"}), llm_step("2")), answer("cannot")]
+    )
     result = h.run()
     steps = h.orchestrator.get_state().plan.steps
     assert [s.status for s in steps] == [StepStatus.FAILED, StepStatus.COMPLETE]
@@ -105,11 +114,15 @@ def test_a_tool_that_raises_any_exception_fails_only_its_step(make_harness: Make
         raise KeyError("internal")
 
     bad = FunctionTool(
-        name="bad", description="raises", input_schema={"type": "object"}, output_schema={"type": "object"},
+        name="bad",
+        description="raises",
+        input_schema={"type": "object"},
+        output_schema={"type": "object"},
         function=boom,
     )
     h = make_harness(
-        [plan(tool_step("1", "bad", {}), tool_step("2", "echo", {"message": "still here"}))], tools=[bad, EchoTool()]
+        [plan(tool_step("1", "bad", {}), tool_step("2", "echo", {"message": "still here"}))],
+        tools=[bad, EchoTool()],
     )
     result = h.run()
     assert [s["status"] for s in result["plan"]["steps"]] == ["failed", "complete"]
@@ -119,7 +132,9 @@ def test_a_tool_that_raises_any_exception_fails_only_its_step(make_harness: Make
 
 def test_invalid_arguments_are_repaired_by_the_supervisor(make_harness: MakeHarness) -> None:
     """FR-025/030, US4-4: invalid arguments are rejected and routed to the supervisor, with the exact error."""
-    h = make_harness([plan(tool_step("1", "calculator", {"expression": 15})), json.dumps({"expression": "15"})])
+    h = make_harness(
+        [plan(tool_step("1", "calculator", {"expression": 15})), json.dumps({"expression": "15"})]
+    )
     result = h.run()
     assert result["status"] == "completed"
     assert result["answer"]["value"] == 15
@@ -141,8 +156,13 @@ def test_malformed_plan_json_is_repaired_without_the_model(make_harness: MakeHar
 
 def test_structurally_invalid_plan_is_repaired(make_harness: MakeHarness) -> None:
     """US3-3: missing step ids are added; the repaired plan keeps the original's meaning."""
-    broken = {"goal": "echo twice", "steps": [{"description": "first", "tool": "echo", "arguments": {"message": "a"}},
-                                              {"description": "second", "tool": "echo", "arguments": {"message": "b"}}]}
+    broken = {
+        "goal": "echo twice",
+        "steps": [
+            {"description": "first", "tool": "echo", "arguments": {"message": "a"}},
+            {"description": "second", "tool": "echo", "arguments": {"message": "b"}},
+        ],
+    }
     h = make_harness([broken])
     result = h.run()
     assert result["status"] == "completed"
@@ -153,10 +173,21 @@ def test_structurally_invalid_plan_is_repaired(make_harness: MakeHarness) -> Non
 def test_a_repair_may_not_introduce_a_tool(make_harness: MakeHarness) -> None:
     """FR-032, enforced in code: a repaired plan naming a tool the original did not is rejected."""
     broken = {"goal": "say hi", "steps": [{"step_id": "1", "tool": "echo", "arguments": {"message": "hi"}}]}
-    sneaky = {"goal": "say hi", "steps": [{"step_id": "1", "description": "compute", "tool": "calculator",
-                                           "arguments": {"expression": "1+1"}}]}
-    honest = {"goal": "say hi", "steps": [{"step_id": "1", "description": "say hi", "tool": "echo",
-                                           "arguments": {"message": "hi"}}]}
+    sneaky = {
+        "goal": "say hi",
+        "steps": [
+            {
+                "step_id": "1",
+                "description": "compute",
+                "tool": "calculator",
+                "arguments": {"expression": "1+1"},
+            }
+        ],
+    }
+    honest = {
+        "goal": "say hi",
+        "steps": [{"step_id": "1", "description": "say hi", "tool": "echo", "arguments": {"message": "hi"}}],
+    }
     h = make_harness([broken, sneaky, honest])
     result = h.run()
     assert result["status"] == "completed"
@@ -175,7 +206,10 @@ def test_unrepairable_plan_ends_in_a_structured_failure(make_harness: MakeHarnes
     assert result["plan"] is None
     assert "no usable plan" in result["message"]
     (entry,) = h.entries
-    assert [(a.attempt_number, a.error is not None) for a in entry.supervisor_actions] == [(1, True), (2, True)]
+    assert [(a.attempt_number, a.error is not None) for a in entry.supervisor_actions] == [
+        (1, True),
+        (2, True),
+    ]
     assert entry.errors[0]["type"] == "SupervisorError"
     assert len(h.llm.prompts) == 3  # the plan, then exactly two repair attempts
 
@@ -193,7 +227,9 @@ def test_misspelt_tool_is_repaired_to_a_registered_one(make_harness: MakeHarness
 def test_step_without_usable_tool_falls_back_to_the_model(make_harness: MakeHarness) -> None:
     """Missing-tool path: when no registered tool fits, the model answers the step from its description."""
     weather = {"goal": "weather", "steps": [tool_step("1", "weather_lookup", {"city": "Oslo"})]}
-    h = make_harness([weather, json.dumps({"tool": "none"}), json.dumps({"tool": "forecast"}), answer("Unknown")])
+    h = make_harness(
+        [weather, json.dumps({"tool": "none"}), json.dumps({"tool": "forecast"}), answer("Unknown")]
+    )
     result = h.run()
     step = result["plan"]["steps"][0]
     assert step["status"] == "complete" and step["result"] == "Unknown"
@@ -220,8 +256,15 @@ def test_model_unavailable_after_retries_fails_the_step_and_ends_the_run(make_ha
     class Down(LLMAdapter):
         calls = 0
 
-        def generate(self, prompt: str, system_prompt: str | None = None, max_tokens: int = 2048,
-                     temperature: float = 0.7, *, json_schema: dict[str, Any] | None = None) -> LLMResponse:
+        def generate(
+            self,
+            prompt: str,
+            system_prompt: str | None = None,
+            max_tokens: int = 2048,
+            temperature: float = 0.7,
+            *,
+            json_schema: dict[str, Any] | None = None,
+        ) -> LLMResponse:
             Down.calls += 1
             raise LLMTransientError("connection refused", retry_after=None)
 

@@ -26,7 +26,9 @@ class PlanTransitions(RuleBasedStateMachine):
 
     @initialize(n=st.integers(min_value=1, max_value=8))
     def make_plan(self, n: int) -> None:
-        self.plan = Plan(goal="g", steps=tuple(PlanStep(step_id=f"s{i}", description=f"step {i}") for i in range(n)))
+        self.plan = Plan(
+            goal="g", steps=tuple(PlanStep(step_id=f"s{i}", description=f"step {i}") for i in range(n))
+        )
         self.model = [StepStatus.PENDING] * n
         self.history: list[list[StepStatus]] = [list(self.model)]
 

@@ -75,8 +75,11 @@ def test_an_installed_plugin_is_discovered_and_described(dist: FakeDistribution)
     assert engine.tools.get("shout") is not None
     described = {p["name"]: p for p in engine.describe_plugins()["plugins"]}
     assert described["shout"] == {
-        "name": "shout", "distribution": "aeon-fake-plugin", "version": "1.0",
-        "hooks": ["aeon_register_tools"], "components": {"tools": ["shout"]},
+        "name": "shout",
+        "distribution": "aeon-fake-plugin",
+        "version": "1.0",
+        "hooks": ["aeon_register_tools"],
+        "components": {"tools": ["shout"]},
     }
     # built-ins arrive through the same entry points, from the aeon-core distribution
     assert described["calculator"]["distribution"] == "aeon-core"
@@ -116,7 +119,9 @@ def test_allow_list_loads_only_what_it_names(dist: FakeDistribution) -> None:
     assert not dist.imported("other")
 
 
-def test_autoload_can_be_disabled_by_environment(dist: FakeDistribution, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_autoload_can_be_disabled_by_environment(
+    dist: FakeDistribution, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dist.module("shout", GOOD)
     dist.install()
     monkeypatch.setenv("AEON_DISABLE_PLUGIN_AUTOLOAD", "1")
@@ -139,13 +144,16 @@ def test_two_plugins_registering_one_name_is_an_error_naming_both(dist: FakeDist
 
 
 def test_a_plugin_whose_registration_hook_raises_is_reported(dist: FakeDistribution) -> None:
-    dist.module("faulty", """
+    dist.module(
+        "faulty",
+        """
 from aeon_kernel import hookimpl
 
 @hookimpl
 def aeon_register_memory_backends(register):
     raise ValueError("bad config in plugin")
-""")
+""",
+    )
     dist.install()
     engine = Engine(AeonConfig())
     (failure,) = [e for e in engine.describe_plugins()["errors"] if e["plugin"] == "faulty"]
@@ -154,13 +162,16 @@ def aeon_register_memory_backends(register):
 
 
 def test_a_plugin_with_an_unknown_hook_is_refused_at_registration(dist: FakeDistribution) -> None:
-    dist.module("typo", """
+    dist.module(
+        "typo",
+        """
 from aeon_kernel import hookimpl
 
 @hookimpl
 def aeon_register_tool(register):
     pass
-""")
+""",
+    )
     dist.install()
     engine = Engine(AeonConfig())
     (failure,) = [e for e in engine.describe_plugins()["errors"] if e["plugin"] == "typo"]

@@ -14,7 +14,7 @@ def test_embedding_example_runs() -> None:
     (code,) = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - our own documentation, not model data
+        exec(compile(code, "README.md", "exec"), {})
     assert out.getvalue().splitlines() == ["1 plan None None", "2 step 1 complete", "completed {'words': 6}"]
 
 

@@ -40,7 +40,9 @@ def test_repair_json_fixes_common_breakage_without_the_model(text: str) -> None:
     supervisor, scripted, actions = make([])
     assert supervisor.repair_json(text, ANSWER_SCHEMA, record=actions.append) == {"answer": "15"}
     assert scripted.prompts == []
-    assert [(a.method, a.attempt_number, a.action_type) for a in actions] == [("deterministic", 1, "json_repair")]
+    assert [(a.method, a.attempt_number, a.action_type) for a in actions] == [
+        ("deterministic", 1, "json_repair")
+    ]
 
 
 def test_repair_json_asks_the_model_with_the_exact_error_and_a_repair_prompt() -> None:
@@ -90,14 +92,23 @@ def test_repair_tool_call_keeps_the_tool_and_validates_arguments() -> None:
 def test_repair_tool_call_parses_arguments_given_as_a_json_string() -> None:
     supervisor, scripted, actions = make([])
     call = {"tool_name": "calculator", "arguments": '{"expression": "1+1",}'}
-    assert supervisor.repair_tool_call(call, CALC_SCHEMA, record=actions.append)["arguments"] == {"expression": "1+1"}
+    assert supervisor.repair_tool_call(call, CALC_SCHEMA, record=actions.append)["arguments"] == {
+        "expression": "1+1"
+    }
     assert scripted.prompts == [] and actions[0].method == "deterministic"
 
 
 def test_repair_plan_normalises_structure_deterministically() -> None:
     supervisor, scripted, actions = make([])
-    broken = {"plan": {"goal": "g", "steps": [{"id": "a", "name": "first", "tool": "echo"},
-                                              {"id": "a", "action": "second", "agent": "llm", "status": "complete"}]}}
+    broken = {
+        "plan": {
+            "goal": "g",
+            "steps": [
+                {"id": "a", "name": "first", "tool": "echo"},
+                {"id": "a", "action": "second", "agent": "llm", "status": "complete"},
+            ],
+        }
+    }
     repaired = supervisor.repair_plan(broken, record=actions.append)
     assert repaired["steps"][0] == {"step_id": "1", "name": "first", "tool": "echo", "description": "first"}
     assert repaired["steps"][1]["step_id"] == "2" and "status" not in repaired["steps"][1]
@@ -123,8 +134,9 @@ def test_repair_plan_may_drop_a_tool() -> None:
 def test_missing_tool_step_maps_a_close_name_without_the_model() -> None:
     supervisor, scripted, actions = make([])
     step = {"step_id": "1", "description": "add", "tool": "calc", "errors": ["Tool 'calc' not found"]}
-    repaired = supervisor.repair_missing_tool_step(step, supervisor.tools.export_tools_for_llm(), "add",
-                                                   record=actions.append)
+    repaired = supervisor.repair_missing_tool_step(
+        step, supervisor.tools.export_tools_for_llm(), "add", record=actions.append
+    )
     assert repaired["tool"] == "calculator" and repaired["errors"] == [] and repaired["step_id"] == "1"
     assert scripted.prompts == []
 
@@ -134,18 +146,24 @@ def test_missing_tool_step_only_accepts_registered_tools() -> None:
     supervisor, scripted, actions = make(['{"tool": "shell"}', '{"tool": "rm -rf"}'])
     step = {"step_id": "1", "description": "delete files", "errors": ["no tool"]}
     with pytest.raises(SupervisorError):
-        supervisor.repair_missing_tool_step(step, supervisor.tools.export_tools_for_llm(), "clean up",
-                                            record=actions.append)
+        supervisor.repair_missing_tool_step(
+            step, supervisor.tools.export_tools_for_llm(), "clean up", record=actions.append
+        )
     assert "clean up" in scripted.prompts[0]["prompt"] and "no tool" in scripted.prompts[0]["prompt"]
     assert all(a.error is not None for a in actions)
 
 
 def test_missing_tool_step_checks_the_chosen_tools_arguments() -> None:
-    supervisor, _, actions = make([json.dumps({"tool": "calculator", "arguments": {"x": 1}}),
-                                   json.dumps({"tool": "calculator", "arguments": {"expression": "1+2"}})])
+    supervisor, _, actions = make(
+        [
+            json.dumps({"tool": "calculator", "arguments": {"x": 1}}),
+            json.dumps({"tool": "calculator", "arguments": {"expression": "1+2"}}),
+        ]
+    )
     step = {"step_id": "7", "description": "add one and two"}
-    repaired = supervisor.repair_missing_tool_step(step, supervisor.tools.export_tools_for_llm(), "g",
-                                                   record=actions.append)
+    repaired = supervisor.repair_missing_tool_step(
+        step, supervisor.tools.export_tools_for_llm(), "g", record=actions.append
+    )
     assert repaired["arguments"] == {"expression": "1+2"} and repaired["step_id"] == "7"
     assert [a.error is None for a in actions] == [False, True]
 

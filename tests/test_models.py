@@ -1,0 +1,511 @@
+"""The spec 001 data model: validation, enforced step transitions, append-only state, exported schemas."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import jsonschema
+import pydantic
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aeon_kernel import (
+    LogEntry,
+    MemoryEntry,
+    OrchestrationState,
+    Plan,
+    PlanStep,
+    StateTransitionError,
+    StepStatus,
+    SupervisorAction,
+    ToolCall,
+    ValidationError,
+)
+from aeon_kernel.models import export_json_schemas
+
+P, R, C, F = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.COMPLETE, StepStatus.FAILED
+
+
+def make_plan(n: int = 3, **step_fields: Any) -> Plan:
+    steps = tuple(PlanStep(step_id=f"s{i}", description=f"step {i}", **step_fields) for i in range(1, n + 1))
+    return Plan(goal="goal", steps=steps)
+
+
+def statuses(plan: Plan) -> list[StepStatus]:
+    return [s.status for s in plan.steps]
+
+
+# --- PlanStep ---
+
+
+def test_step_defaults() -> None:
+    step = PlanStep(step_id="1", description="d")
+    assert step.status is StepStatus.PENDING
+    assert step.model_dump(exclude={"step_id", "description", "status"}) == {
+        "tool": None,
+        "agent": None,
+        "arguments": None,
+        "errors": (),
+        "result": None,
+        "failure": None,
+    }
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"step_id": "", "description": "d"},
+        {"step_id": "  ", "description": "d"},
+        {"step_id": "1", "description": ""},
+        {"step_id": "1", "description": " \n"},
+        {"description": "d"},
+        {"step_id": "1"},
+        {"step_id": 1, "description": "d"},
+        {"step_id": "1", "description": "d", "status": "done"},
+        {"step_id": "1", "description": "d", "agent": "human"},
+        {"step_id": "1", "description": "d", "errors": "not a list"},
+        {"step_id": "1", "description": "d", "arguments": ["x"]},
+    ],
+)
+def test_invalid_steps(fields: dict[str, Any]) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        PlanStep(**fields)
+
+
+@pytest.mark.parametrize("tool", ["", "   "])
+def test_blank_tool_means_no_tool(tool: str) -> None:
+    assert PlanStep(step_id="1", description="d", tool=tool).tool is None
+
+
+def test_steps_are_frozen() -> None:
+    step = PlanStep(step_id="1", description="d")
+    with pytest.raises(pydantic.ValidationError):
+        step.status = StepStatus.RUNNING  # type: ignore[misc]
+
+
+# --- Plan ---
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"goal": "", "steps": [{"step_id": "1", "description": "d"}]},
+        {"steps": [{"step_id": "1", "description": "d"}]},
+        {"goal": "g", "steps": []},
+        {"goal": "g"},
+        {"goal": "g", "steps": [{"step_id": "1", "description": "a"}, {"step_id": "1", "description": "b"}]},
+    ],
+)
+def test_invalid_plans(data: dict[str, Any]) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        Plan.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("order", "valid"),
+    [
+        ([P, P, P], True),
+        ([R, P, P], True),
+        ([C, R, P], True),
+        ([F, C, F], True),
+        ([C, F, R], True),
+        ([P, C], False),
+        ([P, R], False),
+        ([R, R], False),
+        ([R, C], False),
+        ([C, P, F], False),
+    ],
+)
+def test_plan_status_order(order: list[StepStatus], valid: bool) -> None:
+    data = {
+        "goal": "g",
+        "steps": [{"step_id": str(i), "description": "d", "status": s.value} for i, s in enumerate(order)],
+    }
+    if valid:
+        assert statuses(Plan.model_validate(data)) == order
+    else:
+        with pytest.raises(pydantic.ValidationError, match="out of order"):
+            Plan.model_validate(data)
+
+
+def test_unknown_fields_are_ignored() -> None:
+    plan = Plan.model_validate({"goal": "g", "steps": [{"step_id": "1", "description": "d", "x": 1}], "y": 2})
+    assert "x" not in plan.steps[0].model_dump()
+
+
+def test_next_pending_and_is_finished() -> None:
+    plan = make_plan(2)
+    assert plan.next_pending() == plan.steps[0]
+    plan = plan.transition("s1", R)
+    assert plan.next_pending() is None  # a step is running
+    plan = plan.transition("s1", C)
+    assert plan.next_pending() == plan.steps[1]
+    assert not plan.is_finished
+    plan = plan.transition("s2", R).transition("s2", F)
+    assert plan.next_pending() is None
+    assert plan.is_finished
+
+
+# --- Plan.transition ---
+
+
+def test_happy_path_returns_new_plans() -> None:
+    original = make_plan(2)
+    running = original.transition("s1", R)
+    done = running.transition("s1", C, result={"value": 15})
+    assert statuses(original) == [P, P]
+    assert statuses(running) == [R, P]
+    assert statuses(done) == [C, P]
+    assert done.steps[0].result == {"value": 15}
+    failed = done.transition("s2", R).transition("s2", F, failure="boom")
+    assert statuses(failed) == [C, F]
+    assert failed.steps[1].failure == "boom"
+
+
+@pytest.mark.parametrize(
+    ("path", "forbidden"),
+    [
+        ([], C),
+        ([], F),
+        ([], P),
+        ([R], P),
+        ([R], R),
+        ([R, C], R),
+        ([R, C], P),
+        ([R, C], F),
+        ([R, F], C),
+        ([R, F], R),
+    ],
+)
+def test_forbidden_transitions(path: list[StepStatus], forbidden: StepStatus) -> None:
+    plan = make_plan(1)
+    for status in path:
+        plan = plan.transition("s1", status)
+    with pytest.raises(StateTransitionError) as info:
+        plan.transition("s1", forbidden)
+    assert isinstance(info.value, ValidationError)
+    assert f"cannot go from {plan.steps[0].status.value} to {forbidden.value}" in str(info.value)
+    assert statuses(plan) == (path[-1:] or [P])  # unchanged
+
+
+def test_no_step_starts_before_earlier_steps_finish() -> None:
+    plan = make_plan(3)
+    with pytest.raises(StateTransitionError, match="every earlier step"):
+        plan.transition("s2", R)
+    plan = plan.transition("s1", R)
+    with pytest.raises(StateTransitionError, match="every earlier step"):
+        plan.transition("s2", R)
+    plan = plan.transition("s1", F)
+    with pytest.raises(StateTransitionError, match="every earlier step"):
+        plan.transition("s3", R)
+    assert statuses(plan.transition("s2", R)) == [F, R, P]
+
+
+def test_unknown_step() -> None:
+    with pytest.raises(StateTransitionError, match="no step 'zz'"):
+        make_plan().transition("zz", R)
+
+
+@pytest.mark.parametrize("final", [C, F])
+def test_errors_are_kept_while_running_and_cleared_when_finished(final: StepStatus) -> None:
+    plan = make_plan(1, errors=("tool 'x' not found",))
+    running = plan.transition("s1", R)
+    assert running.steps[0].errors == ("tool 'x' not found",)
+    assert running.transition("s1", final).steps[0].errors == ()
+
+
+moves = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(list(StepStatus))), max_size=25)
+
+
+@given(moves)
+def test_random_moves_follow_the_rules_and_keep_the_plan_valid(
+    sequence: list[tuple[int, StepStatus]],
+) -> None:
+    plan = make_plan(4)
+    model = [P] * 4
+    allowed = {P: {R}, R: {C, F}, C: set(), F: set()}
+    for index, target in sequence:
+        legal = target in allowed[model[index]] and (
+            target is not R or all(s in (C, F) for s in model[:index])
+        )
+        if legal:
+            plan = plan.transition(f"s{index + 1}", target)
+            model[index] = target
+        else:
+            with pytest.raises(StateTransitionError):
+                plan.transition(f"s{index + 1}", target)
+        assert statuses(plan) == model
+        assert Plan.model_validate(plan.model_dump()) == plan  # never leaves a plan its own rules reject
+
+
+# --- Plan.replace_step ---
+
+
+def test_replace_step_keeps_position_and_status() -> None:
+    plan = make_plan(3, errors=("tool 'weather' not found",))
+    repaired = plan.steps[1].model_copy(update={"tool": "echo", "errors": ()})
+    new = plan.replace_step(repaired)
+    assert [s.step_id for s in new.steps] == ["s1", "s2", "s3"]
+    assert new.steps[1].tool == "echo"
+    assert new.steps[1].errors == ()
+    assert plan.steps[1].tool is None  # the original plan is untouched
+
+
+def test_replace_step_refuses_a_status_change() -> None:
+    plan = make_plan(2)
+    with pytest.raises(StateTransitionError, match="may not change its status"):
+        plan.replace_step(plan.steps[0].model_copy(update={"status": C}))
+
+
+def test_replace_step_needs_a_known_id() -> None:
+    with pytest.raises(KeyError):
+        make_plan().replace_step(PlanStep(step_id="zz", description="d"))
+
+
+# --- ToolCall ---
+
+
+def test_tool_call_timestamp_defaults_to_iso_utc() -> None:
+    call = ToolCall(tool_name="echo", arguments={"message": "hi"}, result={"message": "hi"}, step_id="1")
+    offset = datetime.fromisoformat(call.timestamp).utcoffset()
+    assert offset is not None
+    assert offset.total_seconds() == 0
+
+
+def test_tool_call_result_xor_error() -> None:
+    assert ToolCall(tool_name="t", arguments={}, error={"message": "x"}, step_id="1").error == {
+        "message": "x"
+    }
+    with pytest.raises(pydantic.ValidationError, match="not both"):
+        ToolCall(tool_name="t", arguments={}, result={"v": 1}, error={"message": "x"}, step_id="1")
+
+
+@pytest.mark.parametrize("timestamp", ["2025-01-27T10:00:00+00:00", "2025-01-27T10:00:00.123Z", "2025-01-27"])
+def test_tool_call_accepts_iso_timestamps(timestamp: str) -> None:
+    assert ToolCall(tool_name="t", arguments={}, step_id="1", timestamp=timestamp).timestamp == timestamp
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"timestamp": "yesterday"},
+        {"timestamp": ""},
+        {"timestamp": "27/01/2025"},
+        {"tool_name": ""},
+        {"step_id": ""},
+        {"arguments": "x"},
+        {"result": "not a dict"},
+    ],
+)
+def test_invalid_tool_calls(fields: dict[str, Any]) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        ToolCall(**{"tool_name": "t", "arguments": {}, "step_id": "1", **fields})
+
+
+# --- SupervisorAction ---
+
+
+def action(**fields: Any) -> SupervisorAction:
+    return SupervisorAction(**{"action_type": "json_repair", "original_output": {"text": "{"}, **fields})
+
+
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_valid_actions(attempt: int) -> None:
+    assert action(repaired_output={}, attempt_number=attempt).attempt_number == attempt
+    assert action(error={"message": "x"}, attempt_number=attempt).method == "llm"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"attempt_number": 1},  # neither repaired_output nor error
+        {"attempt_number": 1, "repaired_output": {}, "error": {"m": 1}},
+        {"attempt_number": 0, "repaired_output": {}},
+        {"attempt_number": 3, "repaired_output": {}},
+        {"repaired_output": {}},
+        {"attempt_number": 1, "repaired_output": {}, "action_type": "rewrite"},
+        {"attempt_number": 1, "repaired_output": {}, "method": "magic"},
+        {"attempt_number": 1, "repaired_output": {}, "timestamp": "noon"},
+    ],
+)
+def test_invalid_actions(fields: dict[str, Any]) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        action(**fields)
+
+
+# --- LogEntry and MemoryEntry ---
+
+
+def log_entry(**fields: Any) -> LogEntry:
+    values = {
+        "step_number": 1,
+        "plan_state": None,
+        "llm_output": {},
+        "ttl_remaining": 0,
+        "run_id": "r",
+        "phase": "plan",
+    }
+    return LogEntry(**{**values, **fields})
+
+
+def test_log_entry_defaults() -> None:
+    entry = log_entry()
+    assert (entry.supervisor_actions, entry.tool_calls, entry.errors) == ((), (), ())
+    datetime.fromisoformat(entry.timestamp)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"step_number": 0},
+        {"step_number": -1},
+        {"ttl_remaining": -1},
+        {"timestamp": "now"},
+        {"phase": "other"},
+    ],
+)
+def test_invalid_log_entries(fields: dict[str, Any]) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        log_entry(**fields)
+
+
+def test_memory_entry_key_must_not_be_empty() -> None:
+    assert MemoryEntry(key="k", value=[1]).value == [1]
+    with pytest.raises(pydantic.ValidationError):
+        MemoryEntry(key="", value=1)
+
+
+# --- OrchestrationState ---
+
+
+def state(ttl: int = 3, **fields: Any) -> OrchestrationState:
+    return OrchestrationState(run_id="r", request="q", ttl_remaining=ttl, **fields)
+
+
+def test_record_appends_and_returns_a_new_state() -> None:
+    call1 = ToolCall(tool_name="t", arguments={}, step_id="1")
+    call2 = ToolCall(tool_name="t", arguments={"n": 2}, step_id="2")
+    act = action(repaired_output={}, attempt_number=1)
+    s0 = state()
+    s1 = s0.record(tool_calls=(call1,), llm_outputs=({"text": "a"},), errors=({"type": "X"},))
+    s2 = s1.record(tool_calls=(call2,), supervisor_actions=(act,), llm_outputs=({"text": "b"},))
+    assert s0.tool_history == () and s0.llm_outputs == () and s0.errors == ()
+    assert s1.tool_history == (call1,)
+    assert s2.tool_history == (call1, call2)
+    assert s2.llm_outputs == ({"text": "a"}, {"text": "b"})
+    assert s2.supervisor_actions == (act,)
+    assert s2.errors == ({"type": "X"},)
+    assert s1 is not s0 and s2 is not s1
+
+
+def test_state_is_frozen() -> None:
+    with pytest.raises(pydantic.ValidationError):
+        state().ttl_remaining = 10  # type: ignore[misc]
+
+
+def test_end_cycle_spends_ttl_but_never_below_zero() -> None:
+    s = state(ttl=2)
+    seen = []
+    for _ in range(4):
+        s = s.end_cycle()
+        seen.append((s.cycle, s.ttl_remaining))
+    assert seen == [(1, 1), (2, 0), (3, 0), (4, 0)]
+
+
+def test_negative_ttl_is_rejected() -> None:
+    with pytest.raises(pydantic.ValidationError):
+        state(ttl=-1)
+
+
+def test_state_transition_tracks_the_current_step() -> None:
+    s = state(plan=make_plan(2))
+    assert s.current_step_id is None
+    s = s.transition("s1", R)
+    assert s.current_step_id == "s1"
+    s = s.transition("s1", C)
+    assert s.current_step_id == "s2"  # the next step to run
+    s = s.transition("s2", R).transition("s2", F)
+    assert s.current_step_id is None
+    assert s.plan is not None
+    assert statuses(s.plan) == [C, F]
+
+
+def test_finish_sets_the_run_status() -> None:
+    assert state().finish("ttl_expired").status == "ttl_expired"
+    with pytest.raises(pydantic.ValidationError):
+        OrchestrationState(run_id="r", request="q", ttl_remaining=1, status="weird")  # type: ignore[arg-type]
+
+
+# --- exported JSON Schemas ---
+
+SCHEMAS = export_json_schemas()
+
+
+def test_every_entity_is_exported() -> None:
+    assert set(SCHEMAS) == {
+        "Plan",
+        "PlanStep",
+        "OrchestrationState",
+        "Tool",
+        "ToolCall",
+        "MemoryEntry",
+        "SupervisorAction",
+        "LogEntry",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_exported_schemas_are_valid_json_schemas(name: str) -> None:
+    schema = SCHEMAS[name]
+    jsonschema.validators.validator_for(schema).check_schema(schema)
+
+
+def validator(name: str) -> jsonschema.protocols.Validator:
+    schema = SCHEMAS[name]
+    return jsonschema.validators.validator_for(schema)(schema)  # type: ignore[no-any-return]
+
+
+def test_a_real_plan_validates_against_the_plan_schema() -> None:
+    plan = {
+        "goal": "add 5 and 10, then explain",
+        "steps": [
+            {"step_id": "1", "description": "add", "status": "complete", "tool": "calculator", "errors": []},
+            {"step_id": "2", "description": "explain", "status": "pending", "agent": "llm"},
+        ],
+    }
+    Plan.model_validate(plan)
+    validator("Plan").validate(plan)
+    validator("Plan").validate(make_plan().transition("s1", R).model_dump(mode="json"))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"steps": [{"step_id": "1", "description": "d"}]},
+        {"goal": "g", "steps": []},
+        {"goal": "g", "steps": [{"step_id": "1", "description": "d", "status": "done"}]},
+        {"goal": "g", "steps": [{"step_id": "1"}]},
+        {"goal": "g", "steps": [{"step_id": "1", "description": "d", "agent": "human"}]},
+    ],
+)
+def test_invalid_plans_fail_the_plan_schema(bad: dict[str, Any]) -> None:
+    assert not validator("Plan").is_valid(bad)
+
+
+def test_dumped_records_validate_against_their_schemas() -> None:
+    call = ToolCall(tool_name="echo", arguments={"message": "hi"}, result={"message": "hi"}, step_id="1")
+    act = action(repaired_output={"a": 1}, attempt_number=2)
+    s = state(plan=make_plan(2)).transition("s1", R).record(tool_calls=(call,), supervisor_actions=(act,))
+    assert s.plan is not None
+    entry = log_entry(
+        plan_state=s.plan.model_dump(mode="json"), tool_calls=(call,), supervisor_actions=(act,)
+    )
+    validator("ToolCall").validate(call.model_dump(mode="json"))
+    validator("SupervisorAction").validate(act.model_dump(mode="json"))
+    validator("OrchestrationState").validate(s.model_dump(mode="json"))
+    validator("LogEntry").validate(entry.model_dump(mode="json"))
+    validator("MemoryEntry").validate(MemoryEntry(key="k", value={"x": 1}).model_dump(mode="json"))
+    assert not validator("SupervisorAction").is_valid({**act.model_dump(mode="json"), "attempt_number": 3})
+    assert not validator("LogEntry").is_valid({**entry.model_dump(mode="json"), "step_number": 0})
