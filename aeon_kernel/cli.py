@@ -22,10 +22,10 @@ EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3}
 EXIT_SETUP_ERROR: Final = 2
 
 
-def _engine(config: str | None) -> Any:
+def _engine(config: str | None, **options: Any) -> Any:
     from aeon_kernel.engine import Engine
 
-    return Engine(config)
+    return Engine(config, **options)
 
 
 def _fail_setup(exc: AeonError) -> None:
@@ -49,13 +49,27 @@ def cli() -> None:
     "--log", "log_path", type=click.Path(dir_okay=False), help="Append one JSON line per cycle here."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the live view.")
-def run(request: str, config: str | None, ttl: int | None, log_path: str | None, as_json: bool) -> None:
+@click.option(
+    "--record", type=click.Path(dir_okay=False), help="Append every model request/response to this cassette."
+)
+@click.option(
+    "--replay", type=click.Path(dir_okay=False), help="Answer from this cassette instead of the model."
+)
+def run(
+    request: str,
+    config: str | None,
+    ttl: int | None,
+    log_path: str | None,
+    as_json: bool,
+    record: str | None,
+    replay: str | None,
+) -> None:
     """Plan REQUEST with the model, execute the plan step by step, and report the answer.
 
     Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start.
     """
     try:
-        engine = _engine(config)
+        engine = _engine(config, record=record, replay=replay)
         engine.check_choices()
         if log_path:
             engine.add_sink("jsonl", path=log_path)

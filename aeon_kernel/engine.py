@@ -7,9 +7,11 @@ create many orchestrators; closing it closes the model, memory and sinks it buil
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from aeon_kernel.config import AeonConfig, Choice, load_config
+from aeon_kernel.cassette import RecordingAdapter, ReplayAdapter
+from aeon_kernel.config import ROLES, AeonConfig, Choice, load_config
 from aeon_kernel.contracts import (
     ConvergenceEngine,
     LLMAdapter,
@@ -33,6 +35,8 @@ class Engine:
     :param plugins: plugin objects to register in addition to (or, with ``autoload=False``, instead of) the
         ``aeon`` entry points.
     :param autoload: whether to load entry-point plugins (default: yes, unless ``AEON_DISABLE_PLUGIN_AUTOLOAD``).
+    :param record: append every model request and response to this cassette file.
+    :param replay: serve model responses from this cassette instead of the configured model (which is not loaded).
     """
 
     def __init__(
@@ -41,7 +45,12 @@ class Engine:
         *,
         plugins: Iterable[Any] = (),
         autoload: bool | None = None,
+        record: str | Path | None = None,
+        replay: str | Path | None = None,
     ) -> None:
+        if record is not None and replay is not None:
+            raise ConfigError("choose one of record and replay")
+        self.record, self.replay = record, replay
         self.config = config if isinstance(config, AeonConfig) else load_config(config)
         self.pm: AeonPluginManager = build_plugin_manager(
             plugins, autoload=autoload, allow=self.config.allow, block=self.config.block
@@ -67,7 +76,13 @@ class Engine:
     @property
     def llm(self) -> ModelClient:
         if self._llm is None:
-            adapter: LLMAdapter = self._create("llm", "llm_adapters")
+            adapter: LLMAdapter
+            if self.replay is not None:
+                adapter = ReplayAdapter(self.replay)
+            else:
+                adapter = self._create("llm", "llm_adapters")
+                if self.record is not None:
+                    adapter = RecordingAdapter(adapter, self.record)
             self._llm = ModelClient(adapter)
         return self._llm
 
@@ -151,10 +166,9 @@ class Engine:
 
     def check_choices(self) -> None:
         """Fail early, listing what is available, when aeon.toml names a component no plugin registered."""
-        from aeon_kernel.config import ROLES
-
         for role, (kind, _) in ROLES.items():
-            self.registries[kind].get(self.config.choice(role).use)
+            if role != "llm" or self.replay is None:
+                self.registries[kind].get(self.config.choice(role).use)
         for choice in self.config.telemetry:
             self.registries["telemetry_sinks"].get(choice.use)
         for name in self.config.tools_enabled or ():

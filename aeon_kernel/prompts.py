@@ -34,6 +34,14 @@ _PLAN_EXAMPLE: Final = (
 )
 
 
+_ANSWER_EXAMPLE: Final = (
+    "Request: what is 6 times 7?\n"
+    'Result of step 1: {"expression": "6 * 7", "value": 42}\n'
+    "Step 2: Report the product\n"
+    'Answer: {"answer": "6 times 7 is 42."}'
+)
+
+
 def plan_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
     """The plan a model may write: each step either uses one registered tool (with its arguments) or thinks.
 
@@ -123,7 +131,8 @@ def tool_arguments_prompt(state: str, step: dict[str, Any], tool: dict[str, Any]
 def reasoning_prompt(state: str, request: str, step: dict[str, Any]) -> str:
     """An ``agent: "llm"`` step, or the fallback for a step no tool could serve: answer from the results."""
     return (
-        'Do the step below using the results so far. Reply as JSON: {"answer": "<your answer>"}.\n'
+        'Do the step below, using the results so far. Reply as JSON with one key, "answer".\n'
+        f"Example:\n{_ANSWER_EXAMPLE}\n\n"
         f"Request: {request}\n{state}\n"
         f"Step {step['step_id']}: {step['description']}\nAnswer:"
     )

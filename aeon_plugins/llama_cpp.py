@@ -88,11 +88,13 @@ class LlamaCppAdapter(LLMAdapter):
         self._lock = threading.Lock()  # a llama.cpp context serves one request at a time
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
+        # The grammar writes properties in the schema's order, so it is built from the schema as given (a plan
+        # step names its tool before its arguments); only the cache key is canonical.
         key = json.dumps(schema, sort_keys=True)
         grammar = self._grammars.get(key)
         if grammar is None:
             try:
-                grammar = self._llama_cpp.LlamaGrammar.from_json_schema(key, verbose=False)
+                grammar = self._llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
             except Exception as exc:  # the converter rejects some schema features
                 raise LLMError(f"llama_cpp: cannot turn the JSON Schema into a grammar: {exc}") from None
             self._grammars[key] = grammar
