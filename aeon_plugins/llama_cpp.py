@@ -60,6 +60,7 @@ class LlamaCppAdapter(LLMAdapter):
         top_k: int = 40,
         top_p: float = 0.95,
         repeat_penalty: float = 1.0,
+        constrain: bool = True,
     ) -> None:
         try:
             import llama_cpp
@@ -82,6 +83,8 @@ class LlamaCppAdapter(LLMAdapter):
         except (ValueError, RuntimeError) as exc:
             raise ConfigError(f"llama_cpp: cannot load {path!r}: {exc}") from None
         self.model_id = Path(path).stem
+        # constrain = false turns grammars off (to measure what they buy); the kernel still validates everything.
+        self.supports_json_schema = constrain
         self.chat_format = chat_format
         self.seed, self.top_k, self.top_p, self.repeat_penalty = seed, top_k, top_p, repeat_penalty
         self._grammars: dict[str, Any] = {}
