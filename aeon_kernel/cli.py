@@ -114,5 +114,26 @@ def tools(config: str | None) -> None:
     click.echo(json.dumps(exported, indent=2))
 
 
+@cli.command()
+@click.option(
+    "--dir", "directory", type=click.Path(file_okay=False), help="Write one <Model>.json per model here."
+)
+def schemas(directory: str | None) -> None:
+    """Print (or write) the JSON Schemas of the data model: Plan, PlanStep, OrchestrationState, Tool, ..."""
+    from pathlib import Path
+
+    from aeon_kernel.models import export_json_schemas
+
+    exported = export_json_schemas()
+    if directory is None:
+        click.echo(json.dumps(exported, indent=2))
+        return
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    for name, schema in exported.items():
+        (target / f"{name}.json").write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+    click.echo(f"wrote {len(exported)} schemas to {target}")
+
+
 def main() -> None:
     cli()

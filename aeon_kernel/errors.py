@@ -23,6 +23,18 @@ class ConfigError(AeonError):
     """``aeon.toml`` (or the options passed in code) cannot be used as written."""
 
 
+#: How each registry kind is named in messages.
+KIND_LABELS = {
+    "llm_adapters": "LLM adapter",
+    "memory_backends": "memory backend",
+    "tools": "tool",
+    "validators": "validator",
+    "supervisors": "supervisor",
+    "convergence_engines": "convergence engine",
+    "telemetry_sinks": "telemetry sink",
+}
+
+
 class UnknownComponentError(ConfigError):
     """A component was selected by a name no loaded plugin registered."""
 
@@ -30,7 +42,7 @@ class UnknownComponentError(ConfigError):
         self.kind, self.name, self.available = kind, name, dict(available)
         listing = ", ".join(f"{n!r} (from {p})" for n, p in sorted(available.items())) or "none"
         super().__init__(
-            f"no {kind} named {name!r} is registered. Available: {listing}. "
+            f"no {KIND_LABELS.get(kind, kind)} named {name!r} is registered. Available: {listing}. "
             f"Install the plugin that provides it, or pick one of these in aeon.toml."
         )
 
@@ -45,7 +57,7 @@ class DuplicateComponentError(PluginError):
     def __init__(self, kind: str, name: str, first: str, second: str) -> None:
         self.kind, self.name, self.first, self.second = kind, name, first, second
         super().__init__(
-            f"{kind} {name!r} is registered by both {first!r} and {second!r}. "
+            f"{KIND_LABELS.get(kind, kind)} {name!r} is registered by both {first!r} and {second!r}. "
             f"Block one of them with [plugins] block = [...] in aeon.toml."
         )
 

@@ -66,7 +66,7 @@ def test_exit_status_reports_failure_and_ttl(project: Path) -> None:
 @pytest.mark.parametrize(
     ("toml", "message"),
     [
-        ('[llm]\nuse = "gpt-17"\n', "no llm_adapters named 'gpt-17' is registered. Available: "),
+        ('[llm]\nuse = "gpt-17"\n', "no LLM adapter named 'gpt-17' is registered. Available: "),
         ("[llm\n", "not valid TOML"),
         ("[run]\nttl = 0\n", "ttl must be a positive integer"),
         ('[llm]\nuse = "scripted"\n', "set responses"),
@@ -112,3 +112,15 @@ def test_secrets_never_reach_the_log(project: Path) -> None:
     proc = aeon("run", "x", "--json", cwd=project, env={"AEON_TEST_SECRET": "sk-very-secret"})
     assert proc.returncode == 0
     assert "sk-very-secret" not in (project / "log.jsonl").read_text() + proc.stdout + proc.stderr
+
+
+def test_exported_schemas_in_docs_are_current(tmp_path: Path) -> None:
+    """docs/schemas/ is what `aeon schemas --dir` writes; regenerate it when a model changes."""
+    result = CliRunner().invoke(cli, ["schemas", "--dir", str(tmp_path)])
+    assert result.exit_code == 0
+    docs = Path(__file__).resolve().parent.parent / "docs" / "schemas"
+    generated = {p.name: p.read_text() for p in tmp_path.glob("*.json")}
+    assert generated == {p.name: p.read_text() for p in docs.glob("*.json")}
+    assert {"Plan.json", "PlanStep.json", "Tool.json", "LogEntry.json", "SupervisorAction.json"} <= set(
+        generated
+    )

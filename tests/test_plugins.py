@@ -127,7 +127,7 @@ def test_autoload_can_be_disabled_by_environment(
     monkeypatch.setenv("AEON_DISABLE_PLUGIN_AUTOLOAD", "1")
     engine = Engine(AeonConfig())
     assert len(engine.registries["tools"]) == 0 and not dist.imported("shout")
-    with pytest.raises(UnknownComponentError, match="no llm_adapters named 'llama_cpp'"):
+    with pytest.raises(UnknownComponentError, match="no LLM adapter named 'llama_cpp'"):
         engine.check_choices()
 
 
