@@ -81,7 +81,7 @@ class AeonConfig:
     tool_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     ttl: int = 50
     max_tokens: int = 512
-    temperature: float = 0.2
+    temperature: float = 0.0
     allow: tuple[str, ...] | None = None
     block: tuple[str, ...] = ()
     source: Path | None = None
@@ -161,7 +161,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     max_tokens = run.get("max_tokens", 512)
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise ConfigError(f"{where}: [run] max_tokens must be a positive integer, got {max_tokens!r}")
-    temperature = run.get("temperature", 0.2)
+    temperature = run.get("temperature", 0.0)
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or temperature < 0:
         raise ConfigError(f"{where}: [run] temperature must be a number >= 0, got {temperature!r}")
     telemetry = _table(data, "telemetry", where)

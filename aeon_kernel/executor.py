@@ -44,7 +44,7 @@ class StepContext:
     validator: Validator
     record: RecordAction
     max_tokens: int = 512
-    temperature: float = 0.2
+    temperature: float = 0.0
 
     def memory_key(self, step_id: str) -> str:
         """Where a step's result lives in memory: ``run/<run_id>/<step_id>``."""

@@ -89,7 +89,7 @@ class Orchestrator:
         convergence: ConvergenceEngine | None = None,
         plugin_manager: AeonPluginManager | None = None,
         max_tokens: int = 512,
-        temperature: float = 0.2,
+        temperature: float = 0.0,
     ) -> None:
         if ttl < 1:
             raise ValueError(f"ttl must be at least 1, got {ttl}")

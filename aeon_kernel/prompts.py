@@ -26,11 +26,17 @@ ANSWER_SCHEMA: Final[dict[str, Any]] = {
     "additionalProperties": False,
 }
 
-_PLAN_EXAMPLE: Final = (
+_PLAN_EXAMPLES: Final = (
     "Request: what is 6 times 7?\n"
     'Plan: {"goal": "Multiply 6 by 7", "steps": ['
     '{"step_id": "1", "description": "Multiply 6 by 7", "tool": "calculator", "arguments": {"expression": "6 * 7"}}, '
-    '{"step_id": "2", "description": "Report the product", "agent": "llm"}]}'
+    '{"step_id": "2", "description": "Report the product", "agent": "llm"}]}\n'
+    "Request: say good morning\n"
+    'Plan: {"goal": "Say good morning", "steps": ['
+    '{"step_id": "1", "description": "Say good morning", "tool": "echo", "arguments": {"message": "good morning"}}]}\n'
+    "Request: who wrote Hamlet?\n"
+    'Plan: {"goal": "Name the author of Hamlet", "steps": ['
+    '{"step_id": "1", "description": "Answer who wrote Hamlet", "agent": "llm"}]}'
 )
 
 
@@ -40,6 +46,11 @@ _ANSWER_EXAMPLE: Final = (
     "Step 2: Report the product\n"
     'Answer: {"answer": "6 times 7 is 42."}'
 )
+
+
+# Bounded strings keep a small model from running away inside a string until max_tokens cuts the JSON.
+_SHORT_ID: Final = {"type": "string", "minLength": 1, "maxLength": 16}
+_TEXT: Final = {"type": "string", "minLength": 1, "maxLength": 200}
 
 
 def plan_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -52,8 +63,8 @@ def plan_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
         {
             "type": "object",
             "properties": {
-                "step_id": {"type": "string", "minLength": 1},
-                "description": {"type": "string", "minLength": 1},
+                "step_id": _SHORT_ID,
+                "description": _TEXT,
                 "tool": {"const": tool["name"]},
                 "arguments": tool["input_schema"],
             },
@@ -65,8 +76,8 @@ def plan_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
     thinking_step = {
         "type": "object",
         "properties": {
-            "step_id": {"type": "string", "minLength": 1},
-            "description": {"type": "string", "minLength": 1},
+            "step_id": _SHORT_ID,
+            "description": _TEXT,
             "agent": {"const": "llm"},
         },
         "required": ["step_id", "description", "agent"],
@@ -75,7 +86,7 @@ def plan_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            "goal": {"type": "string", "minLength": 1},
+            "goal": _TEXT,
             "steps": {
                 "type": "array",
                 "items": {"anyOf": [*tool_steps, thinking_step]},
@@ -104,7 +115,7 @@ def plan_prompt(request: str, tools: list[dict[str, Any]]) -> str:
         '"description", and either a "tool" with its "arguments", or "agent": "llm" for a step that '
         'thinks or writes the answer. End with an "agent": "llm" step that reports the answer.\n'
         f"Tools:\n{_tool_lines(tools)}\n"
-        f"Example:\n{_PLAN_EXAMPLE}\n\n"
+        f"Examples:\n{_PLAN_EXAMPLES}\n\n"
         f"Request: {request}\nPlan:"
     )
 

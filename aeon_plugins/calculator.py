@@ -15,7 +15,7 @@ from typing import Any, Final, cast
 
 from aeon_kernel import Register, Tool, ToolError, hookimpl
 
-MAX_EXPRESSION_LENGTH: Final = 500
+MAX_EXPRESSION_LENGTH: Final = 200
 MAX_EXPONENT: Final = 512
 MAX_MAGNITUDE: Final = 1e300
 
@@ -81,7 +81,15 @@ class CalculatorTool(Tool):
     description: str = "Evaluate an arithmetic expression such as '5 + 10' or '(2 + 3) * 4'."
     input_schema: dict[str, Any] = {
         "type": "object",
-        "properties": {"expression": {"type": "string", "minLength": 1, "maxLength": MAX_EXPRESSION_LENGTH}},
+        "properties": {
+            "expression": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_EXPRESSION_LENGTH,
+                # Numbers and operators only: a model constrained by this schema cannot write words here.
+                "pattern": r"^[-+*/%^().0-9eE ]+$",
+            }
+        },
         "required": ["expression"],
         "additionalProperties": False,
     }

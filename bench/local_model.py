@@ -91,6 +91,9 @@ def run_case(engine: Engine, case: Case) -> dict[str, Any]:
         "cycles_first_attempt_valid": sum(1 for e in llm_cycles if not e.supervisor_actions),
         "llm_cycles": len(llm_cycles),
         "repairs": sum(len(e.supervisor_actions) for e in cycles),
+        "tools": [
+            [c["tool_name"], c["arguments"], c["result"]] for c in result["final_state"]["tool_history"]
+        ],
     }
 
 
@@ -131,6 +134,11 @@ def run_mode(constrained: bool, record: Path | None, cases: list[Case]) -> dict[
             f"{'OK ' if row['success'] else 'BAD'} {str(row['answer'])[:60]!r}",
             flush=True,
         )
+    if record is not None:  # what the replay tests expect each cassette to reproduce
+        expected = {
+            r["case"]: {"status": r["status"], "answer": r["answer"], "tools": r["tools"]} for r in rows
+        }
+        (record / "expected.json").write_text(json.dumps(expected, indent=2, ensure_ascii=False) + "\n")
     return {"constrained": constrained, "summary": summarise(rows), "rows": rows}
 
 
