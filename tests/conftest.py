@@ -11,18 +11,13 @@ import pytest
 
 from aeon_kernel import (
     LogEntry,
-    OrchestrationState,
-    PlanStep,
-    StepStatus,
-    SupervisorAction,
-    ToolCall,
-    hookimpl,
 )
 from aeon_kernel.contracts import Tool
 from aeon_kernel.llm import ModelClient
 from aeon_kernel.orchestrator import Orchestrator
 from aeon_kernel.plugins import build_plugin_manager
 from aeon_kernel.registry import ToolRegistry
+from aeon_kernel.testing import RecordingSink
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.in_memory import InMemoryKVStore
@@ -30,40 +25,6 @@ from aeon_plugins.plan_finished import PlanFinished
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.supervisor import DefaultSupervisor
-
-
-class RecordingSink:
-    """Records every event hook call, in order, as (hook name, payload)."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Any]] = []
-
-    def of(self, name: str) -> list[Any]:
-        return [payload for hook, payload in self.events if hook == name]
-
-    @hookimpl
-    def aeon_run_start(self, run_id: str, request: str, state: OrchestrationState) -> None:
-        self.events.append(("aeon_run_start", state))
-
-    @hookimpl
-    def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
-        self.events.append(("aeon_cycle_end", entry))
-
-    @hookimpl
-    def aeon_step_status_changed(self, run_id: str, step: PlanStep, previous: StepStatus) -> None:
-        self.events.append(("aeon_step_status_changed", (step.step_id, previous, step.status)))
-
-    @hookimpl
-    def aeon_tool_called(self, run_id: str, call: ToolCall) -> None:
-        self.events.append(("aeon_tool_called", call))
-
-    @hookimpl
-    def aeon_supervisor_action(self, run_id: str, action: SupervisorAction) -> None:
-        self.events.append(("aeon_supervisor_action", action))
-
-    @hookimpl
-    def aeon_run_end(self, run_id: str, result: dict[str, Any]) -> None:
-        self.events.append(("aeon_run_end", result))
 
 
 @dataclass

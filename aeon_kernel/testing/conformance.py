@@ -1,0 +1,316 @@
+"""Conformance suites: the contract of each component kind as tests any implementation can run on itself.
+
+Apply one to your class in one line (LangGraph's checkpoint-conformance kit is the model)::
+
+    TestMyMemory = memory_conformance(MyMemory)                # factory: () -> Memory
+    TestMyTool = tool_conformance(MyTool)                      # factory: () -> Tool
+    TestMyAdapter = llm_adapter_conformance(MyAdapter, failing=lambda: MyAdapter(base_url="http://127.0.0.1:9"))
+    TestMySink = telemetry_sink_conformance(lambda: MySink(path=...))
+
+Every built-in backend runs these suites too. The suites are plain pytest classes; the ``make_*`` helpers only
+fill in the factory.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import pytest
+
+from aeon_kernel.config import AeonConfig
+from aeon_kernel.contracts import LLMAdapter, Memory, TelemetrySink, Tool
+from aeon_kernel.engine import Engine
+from aeon_kernel.errors import LLMError, MemoryStoreError, ValidationError
+from aeon_kernel.llm import ModelClient
+from aeon_kernel.plugins import build_plugin_manager
+from aeon_kernel.registry import ToolRegistry
+from aeon_kernel.schemas import check_schema, schema_errors
+from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
+
+# --- Memory ----------------------------------------------------------------------------------------------------
+
+TRICKY_KEYS = [
+    "a",
+    "a%",
+    "a_",
+    "a%b",
+    "a_b",
+    "ab",
+    "abc",
+    "b",
+    "é",
+    "éa",
+    "日本",
+    "日本語",
+    "a/b",
+    "a b",
+    "A",
+    "%",
+    "_",
+]
+
+
+class MemoryConformance:
+    """Spec 002's Memory contract (FR-014…018) for any backend."""
+
+    factory: ClassVar[Callable[[], Memory]]
+
+    @pytest.fixture
+    def memory(self) -> Any:
+        backend = type(self).factory()
+        yield backend
+        backend.close()
+
+    def test_write_then_read(self, memory: Memory) -> None:
+        memory.write("k", {"nested": [1, 2.5, "x", None, True]})
+        assert memory.read("k") == {"nested": [1, 2.5, "x", None, True]}
+
+    def test_missing_key_reads_none(self, memory: Memory) -> None:
+        assert memory.read("never-written") is None
+
+    def test_overwrite_replaces(self, memory: Memory) -> None:
+        memory.write("k", 1)
+        memory.write("k", "two")
+        assert memory.read("k") == "two"
+
+    def test_prefix_search_is_exact_and_ordered(self, memory: Memory) -> None:
+        for key in TRICKY_KEYS:
+            memory.write(key, key)
+        for prefix in ["a", "a%", "a_", "é", "日本", "%", "_", "A", "zz"]:
+            expected = sorted((k, k) for k in TRICKY_KEYS if k.startswith(prefix))
+            assert memory.search(prefix) == expected, prefix
+
+    def test_empty_prefix_finds_everything(self, memory: Memory) -> None:
+        for key in ["x", "y", "z"]:
+            memory.write(key, 0)
+        assert [k for k, _ in memory.search("")] == ["x", "y", "z"]
+
+    def test_search_is_case_sensitive(self, memory: Memory) -> None:
+        memory.write("Key", 1)
+        memory.write("key", 2)
+        assert memory.search("K") == [("Key", 1)]
+
+    @pytest.mark.parametrize("value", [object(), {1, 2}, float("nan"), b"bytes"])
+    def test_non_json_values_are_refused(self, memory: Memory, value: Any) -> None:
+        with pytest.raises(MemoryStoreError):
+            memory.write("bad", value)
+        assert memory.read("bad") is None  # atomic: nothing half-written
+
+    @pytest.mark.parametrize("key", ["", None, 5])
+    def test_invalid_keys_are_refused(self, memory: Memory, key: Any) -> None:
+        with pytest.raises(MemoryStoreError):
+            memory.write(key, 1)
+
+    def test_behaves_like_a_dict(self) -> None:
+        """A Hypothesis state machine: any sequence of writes, reads and searches agrees with a dict."""
+        pytest.importorskip("hypothesis")
+        from hypothesis import HealthCheck, settings
+        from hypothesis import strategies as st
+        from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+        factory = type(self).factory
+
+        class Machine(RuleBasedStateMachine):
+            def __init__(self) -> None:
+                super().__init__()
+                self.memory = factory()
+                self.model: dict[str, Any] = {}
+
+            @rule(key=st.sampled_from(TRICKY_KEYS), value=st.integers() | st.text(max_size=5) | st.none())
+            def write(self, key: str, value: Any) -> None:
+                self.memory.write(key, value)
+                self.model[key] = value
+
+            @rule(key=st.sampled_from([*TRICKY_KEYS, "missing"]))
+            def read(self, key: str) -> None:
+                assert self.memory.read(key) == self.model.get(key)
+
+            @rule(prefix=st.sampled_from(["", "a", "a%", "a_", "é", "日", "%", "_", "b"]))
+            def search(self, prefix: str) -> None:
+                assert self.memory.search(prefix) == sorted(
+                    (k, v) for k, v in self.model.items() if k.startswith(prefix)
+                )
+
+            @invariant()
+            def everything_written_is_there(self) -> None:
+                assert dict(self.memory.search("")) == self.model
+
+            def teardown(self) -> None:
+                self.memory.close()
+
+        Machine.TestCase.settings = settings(
+            max_examples=25,
+            stateful_step_count=20,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        Machine.TestCase().runTest()
+
+
+# --- Tool ------------------------------------------------------------------------------------------------------
+
+
+class ToolConformance:
+    """Spec 002's Tool contract: valid schemas, validated input, results that match ``output_schema``."""
+
+    factory: ClassVar[Callable[[], Tool]]
+
+    @pytest.fixture
+    def tool(self) -> Tool:
+        return type(self).factory()
+
+    def test_is_a_tool_with_valid_schemas(self, tool: Tool) -> None:
+        assert isinstance(tool, Tool) and tool.name and tool.description.strip()
+        check_schema(tool.input_schema)
+        check_schema(tool.output_schema)
+
+    def test_schemas_describe_objects(self, tool: Tool) -> None:
+        """Tools are called with keyword arguments and return a JSON object (the kernel enforces both)."""
+        assert tool.input_schema.get("type") == "object"
+        assert tool.output_schema.get("type") == "object"
+
+    def test_example_is_valid_and_its_result_matches_the_output_schema(self, tool: Tool) -> None:
+        if tool.example is None:
+            pytest.skip("the tool declares no example")
+        assert tool.validate_input(**tool.example)
+        result = tool.invoke(**tool.example)
+        assert isinstance(result, dict) and schema_errors(tool.output_schema, result) == []
+        json.dumps(result)
+        assert tool.invoke(**tool.example) == result, "invoke must be deterministic (spec 001)"
+
+    def test_invalid_input_and_output_are_rejected(self, tool: Tool) -> None:
+        if tool.input_schema.get("required"):
+            with pytest.raises(ValidationError):
+                tool.validate_input()
+        with pytest.raises(ValidationError):
+            tool.validate_output("not an object")  # type: ignore[arg-type]
+
+    def test_is_listed_for_the_model(self, tool: Tool) -> None:
+        (exported,) = ToolRegistry([tool]).export_tools_for_llm()
+        assert {"name", "description", "input_schema", "output_schema"} <= set(exported)
+
+
+# --- LLM adapter -----------------------------------------------------------------------------------------------
+
+
+class LLMAdapterConformance:
+    """Spec 002's LLMAdapter contract: the response format, and failures that surface as LLMError."""
+
+    factory: ClassVar[Callable[[], LLMAdapter]]
+    #: Builds an adapter that cannot reach its model (e.g. a closed port); None skips the failure test.
+    failing: ClassVar[Callable[[], LLMAdapter] | None] = None
+
+    @pytest.fixture(scope="class")
+    def adapter(self) -> Any:
+        adapter = type(self).factory()
+        yield adapter
+        adapter.close()
+
+    def test_response_format(self, adapter: LLMAdapter) -> None:
+        response = adapter.generate("Say hello.", "Be brief.", max_tokens=16, temperature=0.0)
+        assert isinstance(response, dict) and isinstance(response["text"], str)
+        assert all(isinstance(v, int) for v in response.get("usage", {}).values())
+        assert isinstance(response.get("model", ""), str)
+
+    def test_declares_its_capabilities(self, adapter: LLMAdapter) -> None:
+        assert isinstance(adapter.supports_json_schema, bool)
+        assert isinstance(adapter.supports_streaming(), bool)
+        assert isinstance(adapter.model_id, str) and adapter.model_id
+
+    def test_constrained_output_matches_the_schema(self, adapter: LLMAdapter) -> None:
+        if not adapter.supports_json_schema:
+            pytest.skip("the adapter cannot constrain decoding")
+        schema = {
+            "type": "object",
+            "properties": {"answer": {"type": "string", "maxLength": 20}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        }
+        text = adapter.generate('Reply with {"answer": "yes"}.', None, 64, 0.0, json_schema=schema)["text"]
+        assert schema_errors(schema, json.loads(text)) == []
+
+    def test_failures_surface_as_llm_error_after_the_kernel_retries(self) -> None:
+        if type(self).failing is None:
+            pytest.skip("no failing factory given")
+        failing = type(self).failing
+        assert failing is not None
+        client = ModelClient(failing(), initial_wait=0.01, max_wait=0.02)
+        with pytest.raises(LLMError):
+            client.generate("hello", max_tokens=4)
+
+
+# --- Telemetry sink --------------------------------------------------------------------------------------------
+
+
+class TelemetrySinkConformance:
+    """A telemetry sink registers cleanly, receives a whole run, and closes (twice, safely)."""
+
+    factory: ClassVar[Callable[[], TelemetrySink]]
+
+    def test_implements_only_known_hooks(self) -> None:
+        sink = type(self).factory()
+        pm = build_plugin_manager([sink], autoload=False)
+        assert pm.failures == [] and pm.is_registered(sink)
+        assert pm.get_hookcallers(sink), "a sink should implement at least one event hook"
+        sink.close()
+
+    def test_survives_a_whole_run_and_closes(self) -> None:
+        plan = {
+            "goal": "g",
+            "steps": [{"step_id": "1", "description": "d", "tool": "echo", "arguments": {"message": "hi"}}],
+        }
+        sink = type(self).factory()
+        config = AeonConfig().with_choice("llm", "scripted", responses=[plan])
+        engine = Engine(config, plugins=[importlib.import_module(n) for n in BUILTIN_PLUGINS], autoload=False)
+        engine.pm.register(sink, name="sink:under-test")
+        orchestrator = engine.orchestrator(5)
+        result = orchestrator.execute("say hi")
+        assert result["status"] == "completed"
+        assert orchestrator.telemetry_errors == [], orchestrator.telemetry_errors
+        sink.close()
+        sink.close()
+
+
+# --- one-line application --------------------------------------------------------------------------------------
+
+
+def _suite(base: type, name: str, **attributes: Any) -> type:
+    return type(
+        name,
+        (base,),
+        {key: staticmethod(value) if callable(value) else value for key, value in attributes.items()},
+    )
+
+
+def memory_conformance(factory: Callable[[], Memory]) -> type:
+    return _suite(
+        MemoryConformance, f"TestMemoryConformance_{getattr(factory, '__name__', 'backend')}", factory=factory
+    )
+
+
+def tool_conformance(factory: Callable[[], Tool]) -> type:
+    return _suite(
+        ToolConformance, f"TestToolConformance_{getattr(factory, '__name__', 'tool')}", factory=factory
+    )
+
+
+def llm_adapter_conformance(
+    factory: Callable[[], LLMAdapter], failing: Callable[[], LLMAdapter] | None = None
+) -> type:
+    return _suite(
+        LLMAdapterConformance,
+        f"TestLLMAdapterConformance_{getattr(factory, '__name__', 'adapter')}",
+        factory=factory,
+        failing=failing,
+    )
+
+
+def telemetry_sink_conformance(factory: Callable[[], TelemetrySink]) -> type:
+    return _suite(
+        TelemetrySinkConformance,
+        f"TestTelemetrySinkConformance_{getattr(factory, '__name__', 'sink')}",
+        factory=factory,
+    )
