@@ -93,13 +93,18 @@ def run(
 
 @cli.command()
 @click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
-def plugins(config: str | None) -> None:
+@click.option("--check", is_flag=True, help="Exit with status 1 when any plugin failed to load or register.")
+def plugins(config: str | None, check: bool) -> None:
     """Print the loaded plugins as JSON: name, distribution, version, hooks, components, load errors."""
     try:
         engine = _engine(config)
     except AeonError as exc:
         _fail_setup(exc)
-    click.echo(json.dumps(engine.describe_plugins(), indent=2))
+    described = engine.describe_plugins()
+    click.echo(json.dumps(described, indent=2))
+    if check and described["errors"]:
+        click.echo(f'{len(described["errors"])} plugin problem(s); see "errors" above', err=True)
+        sys.exit(1)
 
 
 @cli.command()

@@ -124,3 +124,21 @@ def test_exported_schemas_in_docs_are_current(tmp_path: Path) -> None:
     assert {"Plan.json", "PlanStep.json", "Tool.json", "LogEntry.json", "SupervisorAction.json"} <= set(
         generated
     )
+
+
+def test_plugins_check_exit_status(project: Path, tmp_path: Path) -> None:
+    assert aeon("plugins", "--check", cwd=project).returncode == 0
+    site = tmp_path / "site"
+    (site / "broken_dist-1.0.dist-info").mkdir(parents=True)
+    (site / "broken_dist-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: broken-dist\nVersion: 1.0\n"
+    )
+    (site / "broken_dist-1.0.dist-info" / "entry_points.txt").write_text("[aeon]\nbroken = aeon_broken_mod\n")
+    (site / "aeon_broken_mod.py").write_text("raise ImportError('needs libfoo')\n")
+    env = {"PYTHONPATH": str(site)}
+    proc = aeon("plugins", "--check", cwd=project, env=env)
+    assert proc.returncode == 1 and "1 plugin problem" in proc.stderr
+    assert json.loads(proc.stdout)["errors"][0]["error"] == "ImportError: needs libfoo"
+    assert aeon("plugins", cwd=project, env=env).returncode == 0  # without --check it only reports
+    run = aeon("run", "x", "--json", cwd=project, env=env)
+    assert run.returncode == 0  # one broken plugin never takes the host down

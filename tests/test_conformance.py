@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from aeon_kernel.testing import (
+    RecordingSink,
     memory_conformance,
     telemetry_sink_conformance,
     tool_conformance,
@@ -16,7 +17,6 @@ from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.in_memory import InMemoryKVStore
 from aeon_plugins.jsonl import JsonlSink
-from aeon_kernel.testing import RecordingSink
 
 TestInMemoryKVStore = memory_conformance(InMemoryKVStore)
 TestEchoTool = tool_conformance(EchoTool)

@@ -57,4 +57,6 @@ def test_hook_has_a_docstring_in_pytest_style(name: str) -> None:
 @pytest.mark.parametrize("name", HOOKS)
 def test_hook_is_exercised_by_a_test(name: str) -> None:
     tests = [p for p in (ROOT / "tests").rglob("*.py") if p.name != Path(__file__).name]
-    assert any(re.search(rf"\b{name}\b", p.read_text(encoding="utf-8")) for p in tests), f"no test uses {name}"
+    assert any(re.search(rf"\b{name}\b", p.read_text(encoding="utf-8")) for p in tests), (
+        f"no test uses {name}"
+    )
