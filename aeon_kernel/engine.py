@@ -24,7 +24,13 @@ from aeon_kernel.contracts import (
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, UnknownComponentError
 from aeon_kernel.llm import ModelClient
 from aeon_kernel.orchestrator import Orchestrator
-from aeon_kernel.plugins import AeonPluginManager, Registries, build_plugin_manager, describe_plugins
+from aeon_kernel.plugins import (
+    AeonPluginManager,
+    Registries,
+    build_plugin_manager,
+    describe_plugins,
+    loaded_plugins,
+)
 from aeon_kernel.registry import ToolRegistry
 
 
@@ -155,7 +161,26 @@ class Engine:
             plugin_manager=self.pm,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
+            manifest=self.manifest(),
         )
+
+    def manifest(self) -> dict[str, Any]:
+        """What a run on this engine depends on; the JSONL sink writes it as the run's first line."""
+        from aeon_kernel import __version__
+        from aeon_kernel.hookspecs import HOOKSPEC_VERSION
+
+        return {
+            "aeon_version": __version__,
+            "hookspec_version": HOOKSPEC_VERSION,
+            "plugins": loaded_plugins(self.pm),
+            "config_fingerprint": self.config.fingerprint(),
+            "model": self.llm.model_id,
+            "cassette": {"record": str(self.record)}
+            if self.record
+            else {"replay": str(self.replay)}
+            if self.replay
+            else None,
+        }
 
     def run(self, request: str, ttl: int | None = None) -> dict[str, Any]:
         """Convenience: one orchestrator, one request, the result dict."""

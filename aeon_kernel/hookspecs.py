@@ -144,12 +144,15 @@ def aeon_execute_step(step: PlanStep, context: StepContext) -> StepExecutionResu
 
 
 @hookspec
-def aeon_run_start(run_id: str, request: str, state: OrchestrationState) -> None:
+def aeon_run_start(run_id: str, request: str, state: OrchestrationState, manifest: dict[str, Any]) -> None:
     """A run begins.
 
     :param run_id: the run's identifier (also in every log line).
     :param request: the user's request.
     :param state: the initial state (``plan`` is set when an initial plan was given).
+    :param manifest: what produced this run: ``aeon_version``, ``hookspec_version``, ``plugins`` (name,
+        distribution, version, targeted hookspec), ``config_fingerprint`` (secrets excluded) and ``model``. The
+        JSONL sink writes it as the first line of the run.
     """
 
 

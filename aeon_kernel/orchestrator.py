@@ -32,9 +32,10 @@ from aeon_kernel.models import (
     StepStatus,
     SupervisorAction,
     ToolCall,
+    utc_now,
 )
 from aeon_kernel.output import ensure_no_new_tools, parse_json
-from aeon_kernel.plugins import AeonPluginManager, build_plugin_manager
+from aeon_kernel.plugins import AeonPluginManager, build_plugin_manager, loaded_plugins
 from aeon_kernel.prompts import SYSTEM_PROMPT, plan_prompt, plan_schema
 from aeon_kernel.registry import ToolRegistry
 
@@ -90,6 +91,7 @@ class Orchestrator:
         plugin_manager: AeonPluginManager | None = None,
         max_tokens: int = 512,
         temperature: float = 0.0,
+        manifest: dict[str, Any] | None = None,
     ) -> None:
         if ttl < 1:
             raise ValueError(f"ttl must be at least 1, got {ttl}")
@@ -103,6 +105,7 @@ class Orchestrator:
         self.pm = plugin_manager if plugin_manager is not None else build_plugin_manager(autoload=False)
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.manifest = manifest
         self._state: OrchestrationState | None = None
         self._cycle: _Cycle | None = None
         self._running = False
@@ -152,7 +155,10 @@ class Orchestrator:
             nxt = plan.next_pending()
             self._state = self._state.model_copy(update={"current_step_id": nxt.step_id if nxt else None})
         try:
-            self._emit("aeon_run_start", run_id=run_id, request=user_request, state=self._state)
+            manifest = {**(self.manifest or self._default_manifest()), "run_id": run_id, "started": utc_now()}
+            self._emit(
+                "aeon_run_start", run_id=run_id, request=user_request, state=self._state, manifest=manifest
+            )
             status, assessment = self._status()
             while status is None:
                 yield self._run_cycle()
@@ -162,6 +168,19 @@ class Orchestrator:
             self._running = False
 
     # --- the loop ----------------------------------------------------------------------------------------------
+
+    def _default_manifest(self) -> dict[str, Any]:
+        """What produced a run, when no Engine supplied the manifest (issue: run manifest)."""
+        from aeon_kernel import __version__
+        from aeon_kernel.hookspecs import HOOKSPEC_VERSION
+
+        return {
+            "aeon_version": __version__,
+            "hookspec_version": HOOKSPEC_VERSION,
+            "plugins": loaded_plugins(self.pm),
+            "config_fingerprint": None,
+            "model": self.llm.model_id,
+        }
 
     def _initial_plan(self, initial_plan: Plan | dict[str, Any] | None) -> Plan | None:
         if initial_plan is None or isinstance(initial_plan, Plan):

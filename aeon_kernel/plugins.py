@@ -135,6 +135,10 @@ def _register(pm: AeonPluginManager, plugin: Any, name: str, source: PluginSourc
         return
     if pm.is_registered(plugin) or pm.has_plugin(name):
         return
+    problem = _hookspec_mismatch(getattr(plugin, "AEON_HOOKSPEC_VERSION", None))
+    if problem:
+        pm.failures.append(PluginLoadFailure(name, source.distribution, "register", problem))
+        return
     try:
         pm.register(plugin, name=name)
     except Exception as exc:  # pluggy rejects bad signatures
@@ -150,6 +154,18 @@ def _register(pm: AeonPluginManager, plugin: Any, name: str, source: PluginSourc
         )
         return
     pm.sources[name] = source
+
+
+def _hookspec_mismatch(declared: object) -> str | None:
+    """A plugin may declare ``AEON_HOOKSPEC_VERSION``; a different major version cannot work with this kernel."""
+    if declared is None:
+        return None
+    ours = hookspecs.HOOKSPEC_VERSION
+    if not isinstance(declared, str) or declared.split(".")[0] != ours.split(".")[0]:
+        return (
+            f"targets hookspec version {declared!r} but this aeon-core provides {ours!r}; upgrade one of them"
+        )
+    return None
 
 
 def _describe(exc: BaseException) -> str:
@@ -202,23 +218,31 @@ class Registries:
         return provided
 
 
-def describe_plugins(pm: AeonPluginManager, registries: Registries) -> dict[str, Any]:
-    """What ``aeon plugins`` prints: every loaded plugin, and every failure."""
-    plugins = []
+def loaded_plugins(pm: AeonPluginManager) -> list[dict[str, Any]]:
+    """Every plugin a run depends on, for its manifest: name, distribution, version, targeted hookspec."""
+    found = []
     for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0] or ""):
-        if name is None or name.startswith(ESSENTIAL_PREFIX) or name.startswith("sink:"):
+        if not name or name.startswith((ESSENTIAL_PREFIX, "sink:")):
             continue
         source = pm.sources.get(name, PluginSource())
-        hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or ())
-        plugins.append(
+        found.append(
             {
                 "name": name,
                 "distribution": source.distribution,
                 "version": source.version,
-                "hooks": hooks,
-                "components": registries.provided_by(name),
+                "hookspec_version": getattr(plugin, "AEON_HOOKSPEC_VERSION", None),
             }
         )
+    return found
+
+
+def describe_plugins(pm: AeonPluginManager, registries: Registries) -> dict[str, Any]:
+    """What ``aeon plugins`` prints: every loaded plugin, and every failure."""
+    plugins = []
+    for info in loaded_plugins(pm):
+        callers = pm.get_hookcallers(pm.get_plugin(info["name"])) or ()
+        hooks = sorted(caller.name for caller in callers)
+        plugins.append({**info, "hooks": hooks, "components": registries.provided_by(info["name"])})
     errors = [f.to_dict() for f in pm.failures]
     errors += [{"plugin": c.second, "stage": "register", "error": str(c)} for c in registries.conflicts]
     return {"plugins": plugins, "errors": errors, "skipped": sorted(pm.skipped)}

@@ -1,4 +1,4 @@
-"""The ``jsonl`` telemetry sink: one JSON line per orchestration cycle (FR-037…039, SC-007).
+"""The ``jsonl`` telemetry sink: a manifest line per run, then one JSON line per cycle (FR-037…039, SC-007).
 
 Each line is written with a single ``write`` and flushed at once, so a crash can cut at most the line being
 written, and a reader never sees two cycles interleaved.
@@ -6,9 +6,10 @@ written, and a reader never sees two cycles interleaved.
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from aeon_kernel import LogEntry, OrchestrationState, Register, TelemetrySink, hookimpl
 
@@ -25,8 +26,20 @@ class JsonlSink(TelemetrySink):
         self._lock = threading.Lock()
 
     @hookimpl
+    def aeon_run_start(
+        self, run_id: str, request: str, state: OrchestrationState, manifest: dict[str, Any]
+    ) -> None:
+        """The first line of every run: what produced it (kernel, plugins, config hash, model)."""
+        self._write(
+            json.dumps({"manifest": manifest}, ensure_ascii=False, default=str).translate(_LINE_BREAKS)
+        )
+
+    @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
-        line = entry.model_dump_json().translate(_LINE_BREAKS) + "\n"
+        self._write(entry.model_dump_json().translate(_LINE_BREAKS))
+
+    def _write(self, record: str) -> None:
+        line = record + "\n"
         with self._lock:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -44,8 +44,16 @@ def test_run_json_prints_the_result(project: Path) -> None:
     result = json.loads(proc.stdout)
     assert result["status"] == "completed" and result["answer"] == "The sum is 15"
     assert set(result) >= {"plan", "status", "final_state"}
-    lines = (project / "run.jsonl").read_text().splitlines()
-    assert [json.loads(line)["step_number"] for line in lines] == [1, 2, 3]
+    manifest, *cycles = [json.loads(line) for line in (project / "run.jsonl").read_text().splitlines()]
+    assert manifest["manifest"]["run_id"] == result["run_id"]
+    assert manifest["manifest"]["model"] == "scripted" and manifest["manifest"]["config_fingerprint"]
+    assert {
+        "name": "calculator",
+        "distribution": "aeon-core",
+        "version": "0.1.0",
+        "hookspec_version": None,
+    } in (manifest["manifest"]["plugins"])
+    assert [cycle["step_number"] for cycle in cycles] == [1, 2, 3]
 
 
 def test_run_live_view_shows_the_plan_and_the_answer(project: Path) -> None:

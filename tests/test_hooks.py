@@ -222,7 +222,9 @@ def test_a_failing_event_hook_never_breaks_the_run(make_harness: MakeHarness) ->
             raise OSError("disk full")
 
         @hookimpl
-        def aeon_run_start(self, run_id: str, request: str, state: OrchestrationState) -> None:
+        def aeon_run_start(
+            self, run_id: str, request: str, state: OrchestrationState, manifest: dict[str, Any]
+        ) -> None:
             raise OSError("no")
 
     h = make_harness([SUM, answer("15")], plugins=(Broken(),))

@@ -76,6 +76,7 @@ def test_the_readme_main_job_works_from_the_command_line(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert "15" in str(result["answer"])
-    lines = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
+    manifest, *lines = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
+    assert manifest["manifest"]["model"] == "gemma-3-270m-q4_k_m"
     model_cycles = [line for line in lines if line["usage"]["llm_calls"] > 0]
     assert model_cycles and all(line["usage"]["total_tokens"] > 0 for line in model_cycles)

@@ -107,6 +107,8 @@ def test_any_model_output_ends_in_a_structured_result(outputs: list[str], ttl: i
     assert result["status"] in {"completed", "failed", "ttl_expired"}
     cycles = result["final_state"]["cycle"]
     assert 1 <= cycles <= ttl
+    manifest, *lines = lines
+    assert manifest["manifest"]["run_id"] == result["run_id"]
     assert len(lines) == cycles  # SC-007: one line per cycle, every one complete
     assert [line["step_number"] for line in lines] == list(range(1, cycles + 1))
     for line in lines:

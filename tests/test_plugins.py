@@ -78,6 +78,7 @@ def test_an_installed_plugin_is_discovered_and_described(dist: FakeDistribution)
         "name": "shout",
         "distribution": "aeon-fake-plugin",
         "version": "1.0",
+        "hookspec_version": None,
         "hooks": ["aeon_register_tools"],
         "components": {"tools": ["shout"]},
     }
@@ -202,3 +203,14 @@ def test_each_engine_has_its_own_plugin_manager() -> None:
     two = Engine(AeonConfig(), autoload=False)
     assert one.pm is not two.pm
     assert "echo2" in Registries(one.pm)["tools"] and "echo2" not in Registries(two.pm)["tools"]
+
+
+def test_a_plugin_targeting_another_hookspec_major_version_is_refused(dist: FakeDistribution) -> None:
+    dist.module("future", 'AEON_HOOKSPEC_VERSION = "2.0"\n' + GOOD)
+    dist.module("current", 'AEON_HOOKSPEC_VERSION = "1.0"\n' + GOOD.replace('"shout"', '"shout2"'))
+    dist.install()
+    described = Engine(AeonConfig()).describe_plugins()
+    (failure,) = [e for e in described["errors"] if e["plugin"] == "future"]
+    assert "targets hookspec version '2.0'" in failure["error"] and "'1.0'" in failure["error"]
+    current = next(p for p in described["plugins"] if p["name"] == "current")
+    assert current["hookspec_version"] == "1.0" and current["components"] == {"tools": ["shout2"]}

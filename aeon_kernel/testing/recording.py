@@ -21,6 +21,7 @@ class RecordingSink(TelemetrySink):
 
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []
+        self.manifest: dict[str, Any] | None = None
         self.closed = False
 
     def of(self, name: str) -> list[Any]:
@@ -32,7 +33,10 @@ class RecordingSink(TelemetrySink):
         return self.of("aeon_cycle_end")
 
     @hookimpl
-    def aeon_run_start(self, run_id: str, request: str, state: OrchestrationState) -> None:
+    def aeon_run_start(
+        self, run_id: str, request: str, state: OrchestrationState, manifest: dict[str, Any]
+    ) -> None:
+        self.manifest = manifest
         self.events.append(("aeon_run_start", state))
 
     @hookimpl
