@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         Validator,
     )
     from aeon_kernel.engine import Engine
+    from aeon_kernel.idempotency import current_idempotency_key
+    from aeon_kernel.state_store import RunStoreError, StateStore
     from aeon_kernel.errors import (
         AeonError,
         ConfigError,
@@ -106,10 +108,16 @@ _EXPORTS: dict[str, str] = {
     "Register": "aeon_kernel.registry",
     "ToolRegistry": "aeon_kernel.registry",
     "Engine": "aeon_kernel.engine",
+    "current_idempotency_key": "aeon_kernel.idempotency",
+    "StateStore": "aeon_kernel.state_store",
+    "RunStoreError": "aeon_kernel.state_store",
     "Orchestrator": "aeon_kernel.orchestrator",
 }
 
 __all__ = [
+    "RunStoreError",
+    "StateStore",
+    "current_idempotency_key",
     "HOOKSPEC_VERSION",
     "AeonError",
     "ConfigError",

@@ -54,7 +54,7 @@ ROLES: Final[dict[str, tuple[str, str]]] = {
     "supervisor": ("supervisors", "default"),
     "convergence": ("convergence_engines", "plan_finished"),
 }
-_TOP_LEVEL: Final = {*ROLES, "run", "telemetry", "tools", "plugins"}
+_TOP_LEVEL: Final = {*ROLES, "run", "telemetry", "tools", "plugins", "state"}
 _RUN_KEYS: Final = {"ttl", "max_tokens", "temperature"}
 _PLUGIN_KEYS: Final = {"allow", "block"}
 
@@ -84,6 +84,7 @@ class AeonConfig:
     temperature: float = 0.0
     allow: tuple[str, ...] | None = None
     block: tuple[str, ...] = ()
+    state: Choice | None = None  # durable runs: off unless [state] names a store
     source: Path | None = None
 
     def choice(self, role: str) -> Choice:
@@ -93,6 +94,8 @@ class AeonConfig:
         """A copy with ``role`` switched to another component (used by CLI flags and tests)."""
         from dataclasses import replace
 
+        if role == "state":
+            return replace(self, state=Choice(use, options))
         return replace(self, choices={**self.choices, role: Choice(use, options)})
 
     def fingerprint(self) -> str:
@@ -102,6 +105,7 @@ class AeonConfig:
             "telemetry": [[c.use, c.options] for c in self.telemetry],
             "tools": [self.tools_enabled, self.tool_options],
             "run": [self.ttl, self.max_tokens, self.temperature],
+            "state": [self.state.use, self.state.options] if self.state else None,
         }
         return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:16]
 
@@ -185,6 +189,20 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     for name, value in (("allow", allow), ("block", block)):
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
             raise ConfigError(f"{where}: [plugins] {name} must be a list of plugin names")
+    state = None
+    if "state" in data:
+        table = _table(data, "state", where)
+        use = table.pop("use", "sqlite")
+        if not isinstance(use, str) or not use:
+            raise ConfigError(f"{where}: [state] use must be a state store name, got {use!r}")
+        state = Choice(use, table)
+    state = None
+    if "state" in data:
+        table = _table(data, "state", where)
+        use = table.pop("use", "sqlite")
+        if not isinstance(use, str) or not use:
+            raise ConfigError(f"{where}: [state] use must be a state store name, got {use!r}")
+        state = Choice(use, table)
     return AeonConfig(
         choices=choices,
         telemetry=tuple(Choice(name, _sub_table(telemetry, name, "telemetry", where)) for name in sinks),
@@ -195,6 +213,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         temperature=float(temperature),
         allow=tuple(allow) if allow is not None else None,
         block=tuple(block),
+        state=state,
         source=source,
     )
 

@@ -32,6 +32,7 @@ from aeon_kernel.plugins import (
     loaded_plugins,
 )
 from aeon_kernel.registry import ToolRegistry
+from aeon_kernel.state_store import StateStore
 
 
 class Engine:
@@ -69,6 +70,7 @@ class Engine:
         self._supervisor: Supervisor | None = None
         self._convergence: ConvergenceEngine | None = None
         self._sinks: list[TelemetrySink] = []
+        self._state_store: StateStore | None = None
 
     # --- components, built on first use ------------------------------------------------------------------------
 
@@ -136,6 +138,16 @@ class Engine:
             self._tools = tools
         return self._tools
 
+    @property
+    def state_store(self) -> StateStore | None:
+        """The store ``[state]`` names, or None: runs are then kept in memory only."""
+        if self._state_store is None and self.config.state is not None:
+            choice = self.config.state
+            self._state_store = self.registries["state_stores"].create(
+                choice.use, **choice.resolved_options()
+            )
+        return self._state_store
+
     def add_sink(self, name: str, **options: Any) -> TelemetrySink:
         """Build a registered telemetry sink and register it on this engine's plugin manager."""
         sink: TelemetrySink = self.registries["telemetry_sinks"].create(name, **options)
@@ -162,6 +174,7 @@ class Engine:
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
             manifest=self.manifest(),
+            state_store=self.state_store,
         )
 
     def manifest(self) -> dict[str, Any]:
@@ -186,6 +199,14 @@ class Engine:
         """Convenience: one orchestrator, one request, the result dict."""
         return self.orchestrator(ttl).execute(request)
 
+    def resume(self, run_id: str) -> dict[str, Any]:
+        """Continue an interrupted run from the state store to the end; the result dict."""
+        orchestrator = self.orchestrator()
+        for _ in orchestrator.resume(run_id):
+            pass
+        assert orchestrator.result is not None
+        return orchestrator.result
+
     def describe_plugins(self) -> dict[str, Any]:
         return describe_plugins(self.pm, self.registries)
 
@@ -196,6 +217,8 @@ class Engine:
                 self.registries[kind].get(self.config.choice(role).use)
         for choice in self.config.telemetry:
             self.registries["telemetry_sinks"].get(choice.use)
+        if self.config.state is not None:
+            self.registries["state_stores"].get(self.config.state.use)
         for name in self.config.tools_enabled or ():
             if name not in self.registries["tools"]:
                 raise UnknownComponentError("tools", name, self.registries["tools"].providers())
@@ -205,6 +228,8 @@ class Engine:
             sink.close()
         if self._memory is not None:
             self._memory.close()
+        if self._state_store is not None:
+            self._state_store.close()
         if self._llm is not None:
             self._llm.close()
 

@@ -32,6 +32,7 @@ KIND_LABELS = {
     "supervisors": "supervisor",
     "convergence_engines": "convergence engine",
     "telemetry_sinks": "telemetry sink",
+    "state_stores": "state store",
 }
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from aeon_kernel.contracts import Memory, RecordAction, Supervisor, Tool, Validator
 from aeon_kernel.errors import AeonError, MemoryStoreError, SupervisorError, ValidationError
 from aeon_kernel.hookspecs import hookimpl
+from aeon_kernel.idempotency import idempotency_scope
 from aeon_kernel.llm import ModelClient
 from aeon_kernel.models import OrchestrationState, PlanStep, StepExecutionResult, ToolCall
 from aeon_kernel.output import ensure_no_new_tools, parse_json
@@ -30,6 +31,11 @@ from aeon_kernel.prompts import (
     tool_arguments_prompt,
 )
 from aeon_kernel.registry import ToolRegistry
+
+
+def memory_key(run_id: str, step_id: str) -> str:
+    """Where a step's result lives in memory: ``run/<run_id>/<step_id>``."""
+    return f"run/{run_id}/{step_id}"
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,7 @@ class StepContext:
     temperature: float = 0.0
 
     def memory_key(self, step_id: str) -> str:
-        """Where a step's result lives in memory: ``run/<run_id>/<step_id>``."""
-        return f"run/{self.state.run_id}/{step_id}"
+        return memory_key(self.state.run_id, step_id)
 
     def summary(self) -> str:
         """FR-002: goal, earlier results (read back from memory, FR-018), errors, and TTL, for the next prompt."""
@@ -87,7 +92,8 @@ class KernelStepExecutor:
         except SupervisorError as exc:
             call = ToolCall(tool_name=tool.name, arguments={}, step_id=step.step_id, error=exc.to_dict())
             return _failed("tool", f"invalid arguments for {tool.name}: {exc}", tool_calls=(call,))
-        call = _invoke(tool, arguments, step.step_id)
+        with idempotency_scope(ctx.state.run_id, step.step_id):
+            call = _invoke(tool, arguments, step.step_id)
         if call.error is not None:
             return _failed("tool", call.error["message"], tool_calls=(call,))
         try:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from aeon_kernel.registry import Register
 
 #: Bumped when a hook's signature or meaning changes; plugins may declare the version they target.
-HOOKSPEC_VERSION = "1.0"
+HOOKSPEC_VERSION = "1.1"
 
 hookspec = pluggy.HookspecMarker("aeon")
 hookimpl = pluggy.HookimplMarker("aeon")
@@ -123,6 +123,17 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
     """
 
 
+@hookspec
+def aeon_register_state_stores(register: Register) -> None:
+    """Register state stores (durable runs).
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns a
+        :class:`~aeon_kernel.state_store.StateStore`, with ``options`` from the ``[state]`` table.
+
+    Called once when an engine builds its registries. Runs are persisted only when ``[state] use`` names a store.
+    """
+
+
 # --- decisions -------------------------------------------------------------------------------------------------
 
 
@@ -153,6 +164,19 @@ def aeon_run_start(run_id: str, request: str, state: OrchestrationState, manifes
     :param manifest: what produced this run: ``aeon_version``, ``hookspec_version``, ``plugins`` (name,
         distribution, version, targeted hookspec), ``config_fingerprint`` (secrets excluded) and ``model``. The
         JSONL sink writes it as the first line of the run.
+    """
+
+
+@hookspec
+def aeon_run_resumed(run_id: str, state: OrchestrationState, entries: tuple[LogEntry, ...]) -> None:
+    """An interrupted run is about to continue (``aeon resume``).
+
+    :param run_id: the run's identifier.
+    :param state: the state as the store committed it; a step that was running is executed again.
+    :param entries: every committed cycle record, oldest first, so a sink can repair its log (the JSONL sink drops
+        a torn last line and appends the records it is missing).
+
+    Called before ``aeon_run_start`` of the resumed run.
     """
 
 

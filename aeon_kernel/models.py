@@ -121,6 +121,10 @@ class Plan(BaseModel):
                 return step
         return None
 
+    def running_step(self) -> PlanStep | None:
+        """The step in progress, if any (after a crash, the one to execute again on resume)."""
+        return next((s for s in self.steps if s.status is StepStatus.RUNNING), None)
+
     @property
     def is_finished(self) -> bool:
         """FR-004: every step is complete or failed."""

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from aeon_kernel.contracts import ConvergenceEngine, LLMAdapter, Memory, Supervisor, Validator
 from aeon_kernel.errors import AeonError, LLMError, OrchestrationError, SupervisorError, ValidationError
-from aeon_kernel.executor import StepContext
+from aeon_kernel.executor import StepContext, memory_key
 from aeon_kernel.llm import ModelClient, total_usage
 from aeon_kernel.models import (
     ConvergenceAssessment,
@@ -38,6 +38,7 @@ from aeon_kernel.output import ensure_no_new_tools, parse_json
 from aeon_kernel.plugins import AeonPluginManager, build_plugin_manager, loaded_plugins
 from aeon_kernel.prompts import SYSTEM_PROMPT, plan_prompt, plan_schema
 from aeon_kernel.registry import ToolRegistry
+from aeon_kernel.state_store import StateStore, StoredRun
 
 log = logging.getLogger("aeon")
 
@@ -76,6 +77,8 @@ class Orchestrator:
     :param ttl: maximum number of cycles (FR-034).
     :param convergence: decides, when the plan is finished, whether the run reached its answer.
     :param plugin_manager: hooks for step execution and telemetry; a bare kernel-only manager when omitted.
+    :param state_store: when given, every cycle is committed to it before it is logged, and interrupted runs
+        can be continued with :meth:`resume` (FR-013).
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class Orchestrator:
         max_tokens: int = 512,
         temperature: float = 0.0,
         manifest: dict[str, Any] | None = None,
+        state_store: StateStore | None = None,
     ) -> None:
         if ttl < 1:
             raise ValueError(f"ttl must be at least 1, got {ttl}")
@@ -106,6 +110,7 @@ class Orchestrator:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.manifest = manifest
+        self.state_store = state_store
         self._state: OrchestrationState | None = None
         self._cycle: _Cycle | None = None
         self._running = False
@@ -139,26 +144,50 @@ class Orchestrator:
 
         The final result is in ``self.result`` once the iterator is exhausted.
         """
+        if not isinstance(user_request, str) or not user_request.strip():
+            raise ValidationError("the request must be a non-empty string")
+        plan = self._initial_plan(initial_plan)
+        nxt = plan.next_pending() if plan is not None else None
+        state = OrchestrationState(
+            run_id=uuid.uuid4().hex,
+            request=user_request,
+            plan=plan,
+            current_step_id=nxt.step_id if nxt else None,
+            ttl_remaining=self.ttl,
+        )
+        yield from self._drive(state, resumed=None)
+
+    def resume(self, run_id: str) -> Iterator[LogEntry]:
+        """Continue an interrupted run from its state store, one cycle at a time (like :meth:`iter`).
+
+        Completed steps are never executed again; a step that was running when the process died is executed
+        again with the same idempotency key; the TTL continues from what was left. A finished, corrupt or
+        unknown run, or one another live process holds, raises ``RunStoreError`` — never a silent fresh start.
+        """
+        if self.state_store is None:
+            raise OrchestrationError('resuming needs a state store: set [state] use = "sqlite" in aeon.toml')
+        stored = self.state_store.load(run_id)
+        self.state_store.claim(run_id)
+        yield from self._drive(stored.state, resumed=stored)
+
+    def _drive(self, state: OrchestrationState, resumed: StoredRun | None) -> Iterator[LogEntry]:
         if self._running:
             raise OrchestrationError(
                 "this orchestrator is already running; use one orchestrator per run at a time"
             )
-        if not isinstance(user_request, str) or not user_request.strip():
-            raise ValidationError("the request must be a non-empty string")
-        plan = self._initial_plan(initial_plan)
         self._running, self._fatal, self.result = True, False, None
-        run_id = uuid.uuid4().hex
-        self._state = OrchestrationState(
-            run_id=run_id, request=user_request, plan=plan, ttl_remaining=self.ttl
-        )
-        if plan is not None:
-            nxt = plan.next_pending()
-            self._state = self._state.model_copy(update={"current_step_id": nxt.step_id if nxt else None})
+        self._state = state
+        run_id = state.run_id
+        manifest = {**(self.manifest or self._default_manifest()), "run_id": run_id, "started": utc_now()}
         try:
-            manifest = {**(self.manifest or self._default_manifest()), "run_id": run_id, "started": utc_now()}
-            self._emit(
-                "aeon_run_start", run_id=run_id, request=user_request, state=self._state, manifest=manifest
-            )
+            if resumed is None:
+                if self.state_store is not None:
+                    self.state_store.create_run(state, manifest)
+            else:
+                manifest["resumed_at_cycle"] = state.cycle
+                self._restore_memory(state)
+                self._emit("aeon_run_resumed", run_id=run_id, state=state, entries=resumed.entries)
+            self._emit("aeon_run_start", run_id=run_id, request=state.request, state=state, manifest=manifest)
             status, assessment = self._status()
             while status is None:
                 yield self._run_cycle()
@@ -166,6 +195,15 @@ class Orchestrator:
             self._finish(status, assessment)
         finally:
             self._running = False
+            if self.result is None and self.state_store is not None:
+                self.state_store.release(run_id)  # interrupted: stays resumable
+
+    def _restore_memory(self, state: OrchestrationState) -> None:
+        """A resumed run may have a fresh memory: put back what completed steps stored (read by later prompts)."""
+        for step in state.plan.steps if state.plan else ():
+            key = memory_key(state.run_id, step.step_id)
+            if step.status is StepStatus.COMPLETE and self.memory.read(key) is None:
+                self.memory.write(key, step.result)
 
     # --- the loop ----------------------------------------------------------------------------------------------
 
@@ -261,7 +299,22 @@ class Orchestrator:
             duration_ms=round((time.perf_counter() - cycle.started) * 1000, 3),
         )
         self._cycle = None
-        self._emit("aeon_cycle_end", entry=entry, state=state)
+        if self.state_store is not None:
+            entry = self._commit(state, entry, calls)
+        self._emit("aeon_cycle_end", entry=entry, state=self.get_state())
+        return entry
+
+    def _commit(self, state: OrchestrationState, entry: LogEntry, calls: list[dict[str, Any]]) -> LogEntry:
+        """Store the cycle before it is logged; a store that fails ends the run, and the log says why."""
+        assert self.state_store is not None
+        try:
+            self.state_store.commit_cycle(state, entry, calls)
+        except Exception as exc:
+            log.error("the state store failed: %s: %s", type(exc).__name__, exc)
+            error = _error(exc, entry.step_id, phase="state_store")
+            self._state = state.record(errors=(error,))
+            self._fatal = True
+            return entry.model_copy(update={"errors": (*entry.errors, error)})
         return entry
 
     def _generate_plan(self, state: OrchestrationState) -> None:
@@ -301,10 +354,11 @@ class Orchestrator:
         """FR-052: start the next pending step, execute it through the hook, record complete or failed."""
         state = self.get_state()
         assert state.plan is not None
-        step = state.plan.next_pending()
-        assert step is not None, "the loop only runs a step cycle while a step is pending"
+        step = state.plan.running_step() or state.plan.next_pending()
+        assert step is not None, "the loop only runs a step cycle while a step is pending or running"
         cycle.step_id = step.step_id
-        self._transition(step.step_id, StepStatus.RUNNING)
+        if step.status is StepStatus.PENDING:  # a running step is one a crashed process left: run it again
+            self._transition(step.step_id, StepStatus.RUNNING)
         running = self.get_state().plan.step(step.step_id)  # type: ignore[union-attr]
         context = StepContext(
             state=self.get_state(),
@@ -387,6 +441,12 @@ class Orchestrator:
             "convergence": assessment.model_dump(mode="json") if assessment else None,
             "final_state": state.model_dump(mode="json"),
         }
+        if self.state_store is not None:
+            try:
+                self.state_store.finish_run(state, self.result)
+            except Exception as exc:
+                log.error("the state store could not record the end of run %s: %s", state.run_id, exc)
+                self.result["errors"].append(_error(exc, phase="state_store"))
         self._emit("aeon_run_end", run_id=state.run_id, result=self.result)
 
     def _emit(self, hook_name: str, **kwargs: Any) -> None:

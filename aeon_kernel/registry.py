@@ -26,6 +26,7 @@ COMPONENT_KINDS: tuple[str, ...] = (
     "supervisors",
     "convergence_engines",
     "telemetry_sinks",
+    "state_stores",
 )
 
 

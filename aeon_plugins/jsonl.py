@@ -35,6 +35,40 @@ class JsonlSink(TelemetrySink):
         )
 
     @hookimpl
+    def aeon_run_resumed(self, run_id: str, state: OrchestrationState, entries: tuple[LogEntry, ...]) -> None:
+        """Repair the log of an interrupted run: drop a torn last line, append the committed cycles it lacks.
+
+        The state store commits a cycle before its line is written, so after a crash the store may hold cycles
+        the log does not (or holds half of); afterwards every committed cycle is in the log exactly once.
+        """
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            logged = self._repair_and_scan(run_id)
+        for entry in entries:
+            if entry.step_number not in logged:
+                self._write(entry.model_dump_json().translate(_LINE_BREAKS))
+
+    def _repair_and_scan(self, run_id: str) -> set[int]:
+        if not self.path.exists():
+            return set()
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            data = data[: data.rfind(b"\n") + 1]
+            with self.path.open("r+b") as file:
+                file.truncate(len(data))
+        logged = set()
+        for line in data.splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("run_id") == run_id and "step_number" in record:
+                logged.add(record["step_number"])
+        return logged
+
+    @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
         self._write(entry.model_dump_json().translate(_LINE_BREAKS))
 

@@ -40,6 +40,10 @@ class RecordingSink(TelemetrySink):
         self.events.append(("aeon_run_start", state))
 
     @hookimpl
+    def aeon_run_resumed(self, run_id: str, state: OrchestrationState, entries: tuple[LogEntry, ...]) -> None:
+        self.events.append(("aeon_run_resumed", entries))
+
+    @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
         self.events.append(("aeon_cycle_end", entry))
 
