@@ -26,8 +26,6 @@ if TYPE_CHECKING:
         Validator,
     )
     from aeon_kernel.engine import Engine
-    from aeon_kernel.idempotency import current_idempotency_key
-    from aeon_kernel.state_store import RunStoreError, StateStore
     from aeon_kernel.errors import (
         AeonError,
         ConfigError,
@@ -49,6 +47,7 @@ if TYPE_CHECKING:
         HOOKSPEC_VERSION,
         hookimpl,
     )
+    from aeon_kernel.idempotency import current_idempotency_key
     from aeon_kernel.models import (
         ConvergenceAssessment,
         LogEntry,
@@ -66,6 +65,7 @@ if TYPE_CHECKING:
         Register,
         ToolRegistry,
     )
+    from aeon_kernel.state_store import RunStoreError, StateStore
 
 _EXPORTS: dict[str, str] = {
     "ConvergenceEngine": "aeon_kernel.contracts",
@@ -115,9 +115,6 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
-    "RunStoreError",
-    "StateStore",
-    "current_idempotency_key",
     "HOOKSPEC_VERSION",
     "AeonError",
     "ConfigError",
@@ -142,6 +139,8 @@ __all__ = [
     "PlanStep",
     "PluginError",
     "Register",
+    "RunStoreError",
+    "StateStore",
     "StateTransitionError",
     "StepExecutionResult",
     "StepStatus",
@@ -159,6 +158,7 @@ __all__ = [
     "ValidationError",
     "Validator",
     "__version__",
+    "current_idempotency_key",
     "hookimpl",
 ]
 

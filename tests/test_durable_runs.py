@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import sqlite3
@@ -69,7 +70,7 @@ def test_each_cycle_writes_a_delta_not_the_history(workdir: Path) -> None:
         changes = []
         for _ in orchestrator.iter("record ten things"):
             changes.append(store._db.total_changes)
-    per_cycle = [b - a for a, b in zip(changes, changes[1:], strict=False)]
+    per_cycle = [b - a for a, b in itertools.pairwise(changes)]
     assert per_cycle == [3] * 10
 
 
