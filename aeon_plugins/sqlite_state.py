@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from aeon_kernel import LogEntry, OrchestrationState, Plan, PlanStep, Register, hookimpl
+from aeon_kernel import LogEntry, OrchestrationState, Plan, PlanStep, Register, StepStatus, hookimpl
 from aeon_kernel.models import utc_now
 from aeon_kernel.state_store import RunStoreError, RunSummary, StateStore, StoredRun
 
@@ -129,14 +129,12 @@ class SqliteStateStore(StateStore):
                 else:
                     changed = [i for i, s in enumerate(state.plan.steps) if s.step_id == entry.step_id]
                 self._write_steps(db, state.run_id, state.plan, changed)
+            # The plan snapshot is left out: the steps table holds the plan, and load() rebuilds each snapshot.
+            # Keeping it would make every cycle row as large as the plan (quadratic growth over a long run).
+            record = entry.model_dump_json(exclude={"plan_state"})
             db.execute(
                 "INSERT INTO cycles VALUES (?, ?, ?, ?)",
-                (
-                    state.run_id,
-                    entry.step_number,
-                    entry.model_dump_json(),
-                    json.dumps(llm_outputs, default=str),
-                ),
+                (state.run_id, entry.step_number, record, json.dumps(llm_outputs, default=str)),
             )
 
     def finish_run(self, state: OrchestrationState, result: dict[str, Any]) -> None:
@@ -203,7 +201,9 @@ class SqliteStateStore(StateStore):
                 if steps
                 else None
             )
-            entries = tuple(LogEntry.model_validate_json(e) for e, _ in cycles)
+            entries = _with_plan_snapshots(
+                tuple(LogEntry.model_validate({**json.loads(e), "plan_state": None}) for e, _ in cycles), plan
+            )
             outputs = tuple(o for _, raw in cycles for o in json.loads(raw))
             state = OrchestrationState(
                 run_id=run_id,
@@ -262,6 +262,35 @@ class SqliteStateStore(StateStore):
             "INSERT OR REPLACE INTO steps VALUES (?, ?, ?)",
             [(run_id, i, plan.steps[i].model_dump_json()) for i in indexes],
         )
+
+
+def _with_plan_snapshots(entries: tuple[LogEntry, ...], plan: Plan | None) -> tuple[LogEntry, ...]:
+    """Rebuild each cycle's ``plan_state`` (the plan at cycle start) from the final plan.
+
+    Steps run strictly in order and a step changes only in its own cycle, so the plan at the start of a cycle is
+    the final plan with every step not yet finished put back to pending. (A step repaired in its cycle shows its
+    repaired definition in earlier snapshots; nothing else differs.)
+    """
+    if plan is None:
+        return entries
+    finished: set[str] = set()
+    rebuilt = []
+    for entry in entries:
+        snapshot = None
+        if entry.phase == "step":
+            steps = [
+                s
+                if s.step_id in finished
+                else s.model_copy(
+                    update={"status": StepStatus.PENDING, "result": None, "failure": None, "errors": ()}
+                )
+                for s in plan.steps
+            ]
+            snapshot = plan.model_copy(update={"steps": tuple(steps)}).model_dump(mode="json")
+        rebuilt.append(entry.model_copy(update={"plan_state": snapshot}))
+        if entry.step_id is not None and entry.step_status in ("complete", "failed"):
+            finished.add(entry.step_id)
+    return tuple(rebuilt)
 
 
 class _Transaction:

@@ -182,6 +182,13 @@ def test_resume_repairs_a_torn_log(workdir: Path) -> None:
         engine.resume(run_id)
     records = [json.loads(line) for line in log.read_text().splitlines()]  # every line parses
     assert cycles_in_log(workdir, run_id) == list(range(1, 12))
+    # the re-logged cycles are the records that were lost, plan snapshot included (rebuilt from the store)
+    originals = {r["step_number"]: r for r in map(json.loads, lines[1:])}
+    relogged = {r["step_number"]: r for r in records if r.get("step_number") in (3, 4)}
+    for number in (3, 4):
+        assert {k: v for k, v in relogged[number].items() if k != "duration_ms"} == {
+            k: v for k, v in originals[number].items() if k != "duration_ms"
+        }
     assert [r["manifest"].get("resumed_at_cycle") for r in records if "manifest" in r] == [None, 4]
 
 
