@@ -78,6 +78,17 @@ class Memory(ABC):
     def search(self, prefix: str) -> list[tuple[str, Any]]:
         """Every ``(key, value)`` whose key starts with ``prefix`` (case-sensitive; FR-017), in key order."""
 
+    def increment(self, key: str, amount: int = 1) -> int:
+        """Atomically add ``amount`` to the integer under ``key`` (a missing key counts as 0); return the new value.
+
+        Optional: a read-then-write in the caller would lose updates under concurrency, so only backends that can
+        do it atomically override this. Raises MemoryStoreError when the stored value is not an integer.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not support atomic increment; use a memory backend that does "
+            f"(for example 'sqlite' or 'redis')"
+        )
+
     def close(self) -> None:  # noqa: B027 - optional hook with nothing to do by default
         """Release resources. Called when the engine is closed."""
 
