@@ -140,5 +140,50 @@ def schemas(directory: str | None) -> None:
     click.echo(f"wrote {len(exported)} schemas to {target}")
 
 
+@cli.group()
+def plugin() -> None:
+    """Create a plugin package."""
+
+
+def _plugin_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from aeon_kernel.scaffold import ScaffoldError, check_name
+
+    try:
+        return check_name(value)
+    except ScaffoldError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+@plugin.command("new")
+@click.argument("name", callback=_plugin_name)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=".",
+    help="Create the package in this directory (default: the current one).",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(["tool", "llm", "memory", "sink"]),
+    default="tool",
+    show_default=True,
+    help="What the example in the generated module implements; the other hooks stay as commented stubs.",
+)
+def plugin_new(name: str, directory: str, kind: str) -> None:
+    """Create the package aeon-NAME: a working example plugin, its tests, a README and a pyproject.toml.
+
+    NAME is lower-case letters, digits and hyphens; the module is aeon_NAME with hyphens as underscores.
+    Exit status: 0 created, 2 invalid name or the directory already exists.
+    """
+    from aeon_kernel.scaffold import ScaffoldError, new_plugin, report
+
+    try:
+        target = new_plugin(name, directory, kind)
+    except ScaffoldError as exc:
+        _fail_setup(exc)
+    click.echo(report(target, name, kind))
+
+
 def main() -> None:
     cli()

@@ -21,12 +21,14 @@ import json
 import math
 import time
 from email.utils import parsedate_to_datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import httpx
 from pydantic import SecretStr
 
 from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, LLMTransientError, Register, hookimpl
+
+if TYPE_CHECKING:  # imported when an adapter is built, so listing plugins never needs httpx
+    import httpx
 
 PRESETS: Final = ("openai", "vllm", "ollama", "llama_cpp")
 USAGE_KEYS: Final = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -98,6 +100,11 @@ class OpenAIAdapter(LLMAdapter):
         self.extra_body = dict(extra_body or {})
         self._secret = api_key or None  # kept only to scrub it from server error messages
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        try:
+            import httpx
+        except ImportError:
+            raise ConfigError("the openai backend needs httpx: pip install 'aeon-core[openai]'") from None
+        self._httpx = httpx
         self._client = httpx.Client(headers=headers, timeout=float(timeout))
 
     def __repr__(self) -> str:
@@ -126,9 +133,9 @@ class OpenAIAdapter(LLMAdapter):
         url = f"{self.base_url}/chat/completions"
         try:
             response = self._client.post(url, json=body)
-        except httpx.TransportError as exc:  # connection refused, DNS, timeouts (TimeoutException is one)
+        except self._httpx.TransportError as exc:  # connection refused, DNS, timeouts (TimeoutException is one)
             raise LLMTransientError(self._scrub(f"no reply from {url}: {type(exc).__name__}: {exc}")) from exc
-        except httpx.HTTPError as exc:
+        except self._httpx.HTTPError as exc:
             raise LLMError(self._scrub(f"request to {url} failed: {type(exc).__name__}: {exc}")) from exc
         if not response.is_success:
             raise self._status_error(response)
