@@ -133,7 +133,9 @@ class OpenAIAdapter(LLMAdapter):
         url = f"{self.base_url}/chat/completions"
         try:
             response = self._client.post(url, json=body)
-        except self._httpx.TransportError as exc:  # connection refused, DNS, timeouts (TimeoutException is one)
+        except (
+            self._httpx.TransportError
+        ) as exc:  # connection refused, DNS, timeouts (TimeoutException is one)
             raise LLMTransientError(self._scrub(f"no reply from {url}: {type(exc).__name__}: {exc}")) from exc
         except self._httpx.HTTPError as exc:
             raise LLMError(self._scrub(f"request to {url} failed: {type(exc).__name__}: {exc}")) from exc

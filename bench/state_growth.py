@@ -29,7 +29,12 @@ def main() -> None:
             "llm", "scripted", responses=[]
         )
         steps = [
-            {"step_id": str(i), "description": f"echo {i}", "tool": "echo", "arguments": {"message": f"message {i}"}}
+            {
+                "step_id": str(i),
+                "description": f"echo {i}",
+                "tool": "echo",
+                "arguments": {"message": f"message {i}"},
+            }
             for i in range(1, args.steps + 1)
         ]
         plan = Plan.model_validate({"goal": "many steps", "steps": steps})
@@ -43,7 +48,9 @@ def main() -> None:
                         check.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                     samples.append((entry.step_number, db.stat().st_size))
             elapsed = time.perf_counter() - started
-    print(f"{args.steps} cycles in {elapsed:.2f} s ({elapsed / args.steps * 1e6:.0f} µs per cycle, SQLite store on)")
+    print(
+        f"{args.steps} cycles in {elapsed:.2f} s ({elapsed / args.steps * 1e6:.0f} µs per cycle, SQLite store on)"
+    )
     print("cycle   db bytes   bytes/cycle since previous sample")
     previous = (0, samples[0][1])
     for cycle, size in samples:

@@ -211,6 +211,8 @@ def test_a_plugin_targeting_another_hookspec_major_version_is_refused(dist: Fake
     dist.install()
     described = Engine(AeonConfig()).describe_plugins()
     (failure,) = [e for e in described["errors"] if e["plugin"] == "future"]
-    assert "targets hookspec version '2.0'" in failure["error"] and f"'{HOOKSPEC_VERSION}'" in failure["error"]
+    assert (
+        "targets hookspec version '2.0'" in failure["error"] and f"'{HOOKSPEC_VERSION}'" in failure["error"]
+    )
     current = next(p for p in described["plugins"] if p["name"] == "current")
     assert current["hookspec_version"] == "1.0" and current["components"] == {"tools": ["shout2"]}
