@@ -14,6 +14,13 @@ if [[ "${1:-}" == "--dev" ]]; then
     llama="llama-cpp-python[server]>=0.3.2"  # the tests start llama.cpp's OpenAI-compatible server
 fi
 
+if [[ "$extras" == *dev* ]] && ! command -v redis-server >/dev/null; then
+    # The Redis memory backend's tests start their own redis-server on loopback; they need the binary.
+    sudo=""
+    [[ "$(id -u)" == 0 ]] || sudo="sudo"
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server
+fi
+
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}"
 
 "$PYTHON" -m pip install --quiet --upgrade pip
