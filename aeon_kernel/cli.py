@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import click
 
 from aeon_kernel import __version__
-from aeon_kernel.errors import AeonError
+from aeon_kernel.errors import AeonError, ConfigError
 
 EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3}
 EXIT_SETUP_ERROR: Final = 2
@@ -39,35 +40,48 @@ def cli() -> None:
     """Aeon: plan → tool → thought, with every model output validated."""
 
 
-@cli.command()
-@click.argument("request")
-@click.option(
-    "--config", type=click.Path(dir_okay=False), help="aeon.toml to use (default: $AEON_CONFIG, ./aeon.toml)."
-)
-@click.option("--ttl", type=click.IntRange(min=1), help="Maximum number of cycles (default: [run] ttl, 50).")
-@click.option(
-    "--log", "log_path", type=click.Path(dir_okay=False), help="Append one JSON line per cycle here."
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the live view.")
-@click.option(
-    "--record", type=click.Path(dir_okay=False), help="Append every model request/response to this cassette."
-)
-@click.option(
-    "--replay", type=click.Path(dir_okay=False), help="Answer from this cassette instead of the model."
-)
-def run(
-    request: str,
+def _run_options(command: Any) -> Any:
+    """The options `aeon run` and `aeon resume` share."""
+    options = [
+        click.option(
+            "--config",
+            type=click.Path(dir_okay=False),
+            help="aeon.toml to use (default: $AEON_CONFIG, ./aeon.toml).",
+        ),
+        click.option(
+            "--log", "log_path", type=click.Path(dir_okay=False), help="Append one JSON line per cycle here."
+        ),
+        click.option(
+            "--json", "as_json", is_flag=True, help="Print the result as JSON instead of the live view."
+        ),
+        click.option(
+            "--record",
+            type=click.Path(dir_okay=False),
+            help="Append every model request/response to this cassette.",
+        ),
+        click.option(
+            "--replay",
+            type=click.Path(dir_okay=False),
+            help="Answer from this cassette instead of the model.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _drive(
+    label: str,
+    start: Callable[[Any], Iterator[Any]],
+    *,
     config: str | None,
-    ttl: int | None,
     log_path: str | None,
     as_json: bool,
     record: str | None,
     replay: str | None,
+    ttl: int | None = None,
 ) -> None:
-    """Plan REQUEST with the model, execute the plan step by step, and report the answer.
-
-    Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start.
-    """
+    """Build the engine, run ``start(orchestrator)`` to the end (live view or JSON), exit with the run's status."""
     try:
         engine = _engine(config, record=record, replay=replay)
         engine.check_choices()
@@ -77,18 +91,67 @@ def run(
     except AeonError as exc:
         _fail_setup(exc)
     try:
+        cycles = start(orchestrator)
         if as_json:
-            result = orchestrator.execute(request)
+            for _ in cycles:
+                pass
+            result = orchestrator.result
             click.echo(json.dumps(result, ensure_ascii=False, default=str))
         else:
             from aeon_kernel.live import LiveView
 
-            result = LiveView(request).run(engine, orchestrator)
-    except AeonError as exc:  # raised before the loop starts (an invalid request, a model that cannot load)
+            result = LiveView(label).run(engine, orchestrator, cycles)
+    except AeonError as exc:  # raised before the loop starts (an invalid request, a run that cannot resume)
         _fail_setup(exc)
     finally:
         engine.close()
     sys.exit(EXIT_CODES.get(result["status"], 1))
+
+
+@cli.command()
+@click.argument("request")
+@click.option("--ttl", type=click.IntRange(min=1), help="Maximum number of cycles (default: [run] ttl, 50).")
+@_run_options
+def run(request: str, ttl: int | None, **options: Any) -> None:
+    """Plan REQUEST with the model, execute the plan step by step, and report the answer.
+
+    Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start.
+    """
+    _drive(request, lambda orchestrator: orchestrator.iter(request), ttl=ttl, **options)
+
+
+@cli.command()
+@click.argument("run_id")
+@_run_options
+def resume(run_id: str, **options: Any) -> None:
+    """Continue the interrupted run RUN_ID from the state store ([state] in aeon.toml).
+
+    Finished steps are not run again; the TTL goes on from where it was. Exit status as for `aeon run`.
+    """
+    _drive(f"resume {run_id}", lambda orchestrator: orchestrator.resume(run_id), **options)
+
+
+@cli.command()
+@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list.")
+def runs(config: str | None, as_json: bool) -> None:
+    """List the stored runs, newest first: run_id, request, status, cycles, started."""
+    try:
+        with _engine(config) as engine:
+            store = engine.state_store
+            if store is None:
+                raise ConfigError('no state store is configured: set [state] use = "sqlite" in aeon.toml')
+            summaries = [summary.to_dict() for summary in store.list_runs()]
+    except AeonError as exc:
+        _fail_setup(exc)
+    if as_json:
+        click.echo(json.dumps(summaries, ensure_ascii=False))
+        return
+    for run in summaries:
+        request = run["request"] if len(run["request"]) <= 50 else run["request"][:49] + "…"
+        click.echo(
+            f"{run['run_id']}  {run['status']:<11}  {run['cycles']:>4} cycles  {run['started']}  {request}"
+        )
 
 
 @cli.command()

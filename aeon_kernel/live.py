@@ -116,13 +116,14 @@ class LiveView:
 
     # --- driving a run -----------------------------------------------------------------------------------------
 
-    def run(self, engine: Any, orchestrator: Any) -> dict[str, Any]:
-        """Drive ``orchestrator`` with the view attached to ``engine``'s plugin manager; return the result."""
+    def run(self, engine: Any, orchestrator: Any, cycles: Any) -> dict[str, Any]:
+        """Drive ``cycles`` (``orchestrator.iter(...)`` or ``.resume(...)``) with the view attached to ``engine``'s
+        plugin manager; return the result."""
         engine.pm.register(self, name="aeon.live_view")
         try:
             with Live(self.render(), console=self.console, refresh_per_second=8, transient=False) as live:
                 self._live = live
-                for _ in orchestrator.iter(self.request):
+                for _ in cycles:
                     pass
                 self.result = orchestrator.result
                 live.update(self.render())

@@ -150,3 +150,38 @@ def test_plugins_check_exit_status(project: Path, tmp_path: Path) -> None:
     assert aeon("plugins", cwd=project, env=env).returncode == 0  # without --check it only reports
     run = aeon("run", "x", "--json", cwd=project, env=env)
     assert run.returncode == 0  # one broken plugin never takes the host down
+
+
+def test_runs_and_resume_from_the_command_line(project: Path) -> None:
+    """`aeon runs` lists stored runs newest first; `aeon resume` finishes an interrupted one, with the same options."""
+    from aeon_kernel import Engine
+
+    (project / "aeon.toml").write_text(
+        '[llm]\nuse = "scripted"\nresponses = "responses.json"\n[state]\nuse = "sqlite"\npath = "state.db"\n'
+    )
+    with Engine(str(project / "aeon.toml")) as engine:
+        cycles = engine.orchestrator().iter("calculate the sum of 5 and 10")
+        run_id = [next(cycles).run_id for _ in range(2)][-1]  # the plan and the calculator, then "a crash"
+        cycles.close()
+    listed = json.loads(aeon("runs", "--json", cwd=project).stdout)
+    assert [(r["run_id"], r["status"], r["cycles"]) for r in listed] == [(run_id, "running", 2)]
+    assert run_id in aeon("runs", cwd=project).stdout
+
+    (project / "responses.json").write_text(
+        json.dumps([answer("15")])
+    )  # only the last step still needs the model
+    proc = aeon("resume", run_id, "--json", "--log", "resumed.jsonl", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert (result["run_id"], result["status"], result["answer"]) == (run_id, "completed", "15")
+    assert json.loads(aeon("runs", "--json", cwd=project).stdout)[0]["status"] == "completed"
+
+    again = aeon("resume", run_id, cwd=project)
+    assert again.returncode == 2 and "already finished" in again.stderr and "Traceback" not in again.stderr
+    unknown = aeon("resume", "nope", cwd=project)
+    assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr
+
+
+def test_runs_without_a_state_store_says_how_to_configure_one(project: Path) -> None:
+    proc = aeon("runs", cwd=project)
+    assert proc.returncode == 2 and '[state] use = "sqlite"' in proc.stderr
