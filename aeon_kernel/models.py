@@ -7,11 +7,12 @@ place (``Plan.transition``), rather than wherever a status happens to be set.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from aeon_kernel.errors import StateTransitionError
 
@@ -89,11 +90,13 @@ class Plan(BaseModel):
 
     goal: str = Field(min_length=1)
     steps: tuple[PlanStep, ...] = Field(min_length=1)
+    # step_id -> position. Ids and order never change once a plan exists (FR-053), so copies share it.
+    _index: dict[str, int] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check_structure(self) -> Plan:
-        ids = [s.step_id for s in self.steps]
-        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        counts = Counter(s.step_id for s in self.steps)
+        duplicates = sorted(i for i, n in counts.items() if n > 1)
         if duplicates:
             raise ValueError(f"step_id values must be unique; repeated: {duplicates}")
         # Strict order (FR-052): finished steps, then at most one running step, then pending steps.
@@ -106,11 +109,26 @@ class Plan(BaseModel):
             )
         return self
 
+    def __eq__(self, other: object) -> bool:
+        """Plans are values: equal when their goal and steps are (the index cache does not count)."""
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return self.goal == other.goal and self.steps == other.steps
+
+    __hash__ = None  # type: ignore[assignment]  # steps hold dicts: a plan was never hashable
+
+    def index_of(self, step_id: str) -> int:
+        """The position of ``step_id`` (KeyError if absent), from a cache built once per plan lineage."""
+        private = self.__pydantic_private__  # direct access: pydantic's __getattr__ is slow on a hot path
+        index: dict[str, int] | None = private.get("_index") if private is not None else None
+        if index is None:
+            index = {step.step_id: i for i, step in enumerate(self.steps)}
+            if private is not None:
+                private["_index"] = index
+        return index[step_id]
+
     def step(self, step_id: str) -> PlanStep:
-        for step in self.steps:
-            if step.step_id == step_id:
-                return step
-        raise KeyError(step_id)
+        return self.steps[self.index_of(step_id)]
 
     def next_pending(self) -> PlanStep | None:
         """The step that may start next, or None when none may (one is running, or all are finished)."""
@@ -145,9 +163,10 @@ class Plan(BaseModel):
         ``errors`` are cleared when a step completes or fails; ``result`` and ``failure`` record how it ended.
         Raises :class:`StateTransitionError` on a forbidden move.
         """
-        index = next((i for i, s in enumerate(self.steps) if s.step_id == step_id), None)
-        if index is None:
-            raise StateTransitionError(f"no step {step_id!r} in the plan")
+        try:
+            index = self.index_of(step_id)
+        except KeyError:
+            raise StateTransitionError(f"no step {step_id!r} in the plan") from None
         step = self.steps[index]
         if status not in _ALLOWED_TRANSITIONS[step.status]:
             raise StateTransitionError(
@@ -156,7 +175,7 @@ class Plan(BaseModel):
                     f"allowed from {step.status.value}: {sorted(s.value for s in _ALLOWED_TRANSITIONS[step.status])}"
                 ],
             )
-        if status is StepStatus.RUNNING and any(not s.status.is_terminal for s in self.steps[:index]):
+        if status is StepStatus.RUNNING and index and not self.steps[index - 1].status.is_terminal:
             raise StateTransitionError(
                 f"step {step_id!r} cannot start before every earlier step has finished"
             )
@@ -259,9 +278,9 @@ class OrchestrationState(BaseModel):
         plan = self.plan.transition(step_id, status, result=result, failure=failure)
         if status is StepStatus.RUNNING:
             current: str | None = step_id
-        else:
-            nxt = plan.next_pending()
-            current = nxt.step_id if nxt else None
+        else:  # strict order: the step after a finished one is the next to run (FR-052)
+            following = plan.index_of(step_id) + 1
+            current = plan.steps[following].step_id if following < len(plan.steps) else None
         return self.model_copy(update={"plan": plan, "current_step_id": current})
 
     def record(
@@ -282,11 +301,13 @@ class OrchestrationState(BaseModel):
             }
         )
 
-    def end_cycle(self) -> OrchestrationState:
-        """FR-035: one cycle done, one unit of TTL spent."""
-        return self.model_copy(
-            update={"cycle": self.cycle + 1, "ttl_remaining": max(0, self.ttl_remaining - 1)}
-        )
+    def end_cycle(self, **histories: tuple[Any, ...]) -> OrchestrationState:
+        """FR-035: one cycle done, one unit of TTL spent; ``histories`` are appended as ``record`` does."""
+        update: dict[str, Any] = {"cycle": self.cycle + 1, "ttl_remaining": max(0, self.ttl_remaining - 1)}
+        for name, items in histories.items():
+            if items:
+                update[name] = getattr(self, name) + items
+        return self.model_copy(update=update)
 
     def finish(self, status: RunStatus) -> OrchestrationState:
         return self.model_copy(update={"status": status})
@@ -298,7 +319,9 @@ class LogEntry(BaseModel):
     model_config = _FROZEN
 
     step_number: int = Field(ge=1)
-    plan_state: dict[str, Any] | None
+    #: The plan at cycle start. Plans are immutable, so the snapshot is the object itself: it is serialised
+    #: only when a sink writes the record, not on every cycle.
+    plan_state: Plan | None
     llm_output: dict[str, Any]
     supervisor_actions: tuple[SupervisorAction, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()

@@ -56,7 +56,7 @@ class _Cycle:
 
     def __init__(self, state: OrchestrationState) -> None:
         self.started = time.perf_counter()
-        self.plan_state = state.plan.model_dump(mode="json") if state.plan else None
+        self.plan_state = state.plan  # immutable: a reference is a snapshot
         self.phase: Any = "plan" if state.plan is None else "step"
         self.step_id: str | None = None
         self.actions: list[SupervisorAction] = []
@@ -231,7 +231,7 @@ class Orchestrator:
         state = self.get_state()
         if self._fatal or (state.plan is None and state.cycle > 0):
             return "failed", None
-        if state.plan is not None and state.plan.next_pending() is None and state.current_step_id is None:
+        if state.plan is not None and state.current_step_id is None:
             assessment = self._assess(state.plan)
             all_complete = all(s.status is StepStatus.COMPLETE for s in state.plan.steps)
             return ("completed" if all_complete and assessment.converged else "failed"), assessment
@@ -275,15 +275,16 @@ class Orchestrator:
 
     def _close_cycle(self, cycle: _Cycle) -> LogEntry:
         calls = self.llm.drain()
-        state = self.get_state().record(
-            tool_calls=tuple(cycle.tool_calls),
+        state = self._state = self.get_state().end_cycle(
+            tool_history=tuple(cycle.tool_calls),
             llm_outputs=tuple(calls),
             supervisor_actions=tuple(cycle.actions),
             errors=tuple(cycle.errors),
         )
-        state = self._state = state.end_cycle()
         step = state.plan.step(cycle.step_id) if state.plan is not None and cycle.step_id else None
-        entry = LogEntry(
+        # Built without re-validation: every part is already a validated kernel object (pydantic would
+        # otherwise re-run the plan's validators on each cycle).
+        entry = LogEntry.model_construct(
             step_number=state.cycle,
             plan_state=cycle.plan_state,
             llm_output=calls[0] if calls else {},
@@ -354,8 +355,8 @@ class Orchestrator:
         """FR-052: start the next pending step, execute it through the hook, record complete or failed."""
         state = self.get_state()
         assert state.plan is not None
-        step = state.plan.running_step() or state.plan.next_pending()
-        assert step is not None, "the loop only runs a step cycle while a step is pending or running"
+        assert state.current_step_id is not None, "the loop only runs a step cycle while a step is left"
+        step = state.plan.step(state.current_step_id)
         cycle.step_id = step.step_id
         if step.status is StepStatus.PENDING:  # a running step is one a crashed process left: run it again
             self._transition(step.step_id, StepStatus.RUNNING)

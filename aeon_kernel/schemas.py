@@ -42,6 +42,8 @@ def check_schema(schema: Any) -> None:
 def schema_errors(schema: dict[str, Any], instance: Any) -> list[str]:
     """Every way ``instance`` violates ``schema``, each as ``"at $.path: message"`` (empty when valid)."""
     validator = _compiled(canonical_json(schema))
+    if validator.is_valid(instance):  # the common case, without building error objects
+        return []
     return [
         f"at {error.json_path}: {error.message}"
         for error in sorted(validator.iter_errors(instance), key=lambda e: list(e.path))

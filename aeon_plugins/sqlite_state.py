@@ -286,7 +286,7 @@ def _with_plan_snapshots(entries: tuple[LogEntry, ...], plan: Plan | None) -> tu
                 )
                 for s in plan.steps
             ]
-            snapshot = plan.model_copy(update={"steps": tuple(steps)}).model_dump(mode="json")
+            snapshot = plan.model_copy(update={"steps": tuple(steps)})
         rebuilt.append(entry.model_copy(update={"plan_state": snapshot}))
         if entry.step_id is not None and entry.step_status in ("complete", "failed"):
             finished.add(entry.step_id)
