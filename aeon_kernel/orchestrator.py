@@ -62,7 +62,6 @@ class _Cycle:
         self.actions: list[SupervisorAction] = []
         self.tool_calls: list[ToolCall] = []
         self.errors: list[dict[str, Any]] = []
-        self.fatal = False
 
 
 class Orchestrator:
@@ -147,7 +146,7 @@ class Orchestrator:
         if not isinstance(user_request, str) or not user_request.strip():
             raise ValidationError("the request must be a non-empty string")
         plan = self._initial_plan(initial_plan)
-        nxt = plan.next_pending() if plan is not None else None
+        nxt = (plan.running_step() or plan.next_pending()) if plan is not None else None
         state = OrchestrationState(
             run_id=uuid.uuid4().hex,
             request=user_request,
