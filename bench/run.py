@@ -1,0 +1,616 @@
+"""Aeon's orchestration overhead side by side with LangGraph, pydantic-graph and Haystack (and a bare loop).
+
+    python bench/run.py            # full: W1 N = 10, 100, 1000; 7 repetitions; W4 with 1,000 runs
+    python bench/run.py --quick    # fewer repetitions, N up to 100
+    python bench/run.py --smoke    # one repetition of tiny sizes, W4 with 20 runs (CI: does the code still work)
+    python bench/run.py --only aeon,langgraph     # some frameworks only
+    python bench/run.py --profile  # cProfile of Aeon on W1 N=100: the top functions by cumulative time
+
+Peers come with ``pip install -e '.[bench]'``; one that is not installed is reported as such and skipped.
+In every workload the model is an instant deterministic function returning prepared JSON, and every framework
+does the same node work (``json.loads``, a pydantic model, a trivial tool), so only orchestration is timed.
+
+W1 linear: a plan of N tool steps (the peers: a chain of N nodes); µs per step, and build time.
+W2 plan loop: the model plans 10 steps, each step is a thought (an instant call) then the tool; µs per cycle,
+    with the persistence variants and the bytes they write per step.
+W3 cold start: fresh-process wall time of importing each framework (and ``aeon --help``).
+W4 many runs: 1,000 W2 runs at once in a process pool, one worker per core; runs/s, peak RSS, RSS growth.
+
+Frameworks alternate within each repetition (the order rotates), after a warm-up. The table is printed and
+written as JSON (``bench/results.json`` by default). Timings are never asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import importlib.util
+import json
+import operator
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+FRAMEWORKS = {  # name -> (workload module, the package that must be installed)
+    "aeon": ("workloads.aeon_w", "aeon_kernel"),
+    "langgraph": ("workloads.langgraph_w", "langgraph"),
+    "pydantic_graph": ("workloads.pydantic_graph_w", "pydantic_graph"),
+    "haystack": ("workloads.haystack_w", "haystack"),
+    "bare": ("workloads.bare", "pydantic"),
+}
+PEERS = ("langgraph", "pydantic_graph", "haystack")
+MISSING = "not installed: pip install -e '.[bench]'"
+ENV = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False"}
+COMPARE = {"<": operator.lt, "<=": operator.le, ">=": operator.ge}
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    w1_sizes: tuple[int, ...]
+    reps: int  # timed samples per case
+    warmup: int  # untimed runs per case first
+    w1_steps_per_sample: int  # small N repeats the run within a sample, so a sample is long enough to time
+    w2_runs: int  # executions of the 10-step plan per W2 sample
+    w3_reps: int
+    w4_runs: int
+    w4_reps: int  # pools per framework (each a fresh pool of fresh workers)
+    budget_s: float  # a case that has taken this long stops sampling (it keeps at least 3 samples)
+
+
+MODES = {
+    "full": Mode(
+        "full",
+        (10, 100, 1000),
+        reps=7,
+        warmup=2,
+        w1_steps_per_sample=2000,
+        w2_runs=20,
+        w3_reps=10,
+        w4_runs=1000,
+        w4_reps=3,
+        budget_s=60.0,
+    ),
+    "quick": Mode(
+        "quick",
+        (10, 100),
+        reps=5,
+        warmup=1,
+        w1_steps_per_sample=1000,
+        w2_runs=20,
+        w3_reps=5,
+        w4_runs=1000,
+        w4_reps=2,
+        budget_s=20.0,
+    ),
+    "smoke": Mode(
+        "smoke",
+        (10,),
+        reps=1,
+        warmup=0,
+        w1_steps_per_sample=10,
+        w2_runs=2,
+        w3_reps=1,
+        w4_runs=20,
+        w4_reps=1,
+        budget_s=5.0,
+    ),
+}
+
+
+# --- framework modules -------------------------------------------------------------------------------------------
+
+
+def load_frameworks(names: list[str]) -> tuple[dict[str, Any], dict[str, str | None]]:
+    """Import each framework's workload module; a peer whose package is missing is left out (version None)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    modules, versions = {}, {}
+    for name in names:
+        module_name, package = FRAMEWORKS[name]
+        if importlib.util.find_spec(package) is None:
+            versions[name] = None
+            continue
+        modules[name] = importlib.import_module(module_name)
+        versions[name] = modules[name].version()
+    return modules, versions
+
+
+def rotated(items: list[Any], rep: int) -> list[Any]:
+    shift = rep % len(items) if items else 0
+    return items[shift:] + items[:shift]
+
+
+def summary(samples: list[float]) -> dict[str, Any]:
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "samples": samples,
+    }
+
+
+# --- in-process workloads (W1, W2): alternate, warm up, repeat --------------------------------------------------
+
+
+@dataclass
+class Slot:
+    """One case being sampled: its framework and variant, the built Case, how often ``run()`` goes per sample."""
+
+    row: dict[str, Any]
+    case: Any
+    runs_per_sample: int
+    runs_done: int = 0
+    spent: float = 0.0
+    samples: list[float] | None = None
+
+    def run(self, times: int) -> Any:
+        result = None
+        for _ in range(times):
+            result = self.case.run()
+        self.runs_done += times
+        return result
+
+
+def sample_all(slots: list[Slot], mode: Mode) -> None:
+    """Check every case once, warm it up, then take ``mode.reps`` samples, alternating between cases."""
+    live = []
+    for slot in slots:
+        try:
+            slot.case.check(slot.run(1))
+            slot.run(mode.warmup)
+            slot.samples = []
+            live.append(slot)
+        except Exception as exc:
+            _failed(slot, exc)
+    for rep in range(mode.reps):
+        for slot in rotated(live, rep):
+            assert slot.samples is not None
+            if "error" in slot.row or (len(slot.samples) >= 3 and slot.spent > mode.budget_s):
+                continue
+            gc.collect()
+            try:
+                started = time.perf_counter()
+                result = slot.run(slot.runs_per_sample)
+                elapsed = time.perf_counter() - started
+                slot.spent += elapsed
+                slot.samples.append(elapsed * 1e6 / (slot.runs_per_sample * slot.case.units))
+                if rep == mode.reps - 1:
+                    slot.case.check(result)  # the timed runs were right too
+            except Exception as exc:
+                _failed(slot, exc)
+    for slot in live:
+        if "error" not in slot.row and slot.samples:
+            slot.row.update(summary(slot.samples))
+            if slot.case.bytes_written is not None:
+                slot.row["bytes_per_step"] = slot.case.bytes_written() / (slot.runs_done * slot.case.units)
+        slot.case.close()
+
+
+def _failed(slot: Slot, exc: Exception) -> None:
+    traceback.print_exception(exc)
+    slot.row["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def run_w1(modules: dict[str, Any], versions: dict[str, Any], mode: Mode) -> list[dict[str, Any]]:
+    rows, slots = [], []
+    for n in mode.w1_sizes:
+        for name in versions:
+            row: dict[str, Any] = {"workload": "W1", "n": n, "framework": name, "variant": "plain"}
+            rows.append(row)
+            if name not in modules:
+                row["error"] = MISSING
+                continue
+            try:  # build time: the median of a few builds (the last one is kept and run)
+                build, case = [], None
+                for _ in range(1 if mode.name == "smoke" else 3):
+                    if case is not None:
+                        case.close()
+                    started = time.perf_counter()
+                    case = modules[name].w1(n)
+                    build.append((time.perf_counter() - started) * 1000)
+                row["build_ms"] = statistics.median(build)
+            except Exception as exc:
+                traceback.print_exception(exc)
+                row["error"] = f"{type(exc).__name__}: {exc}"
+                continue
+            slots.append(Slot(row, case, max(1, mode.w1_steps_per_sample // n)))
+    sample_all(slots, mode)
+    return rows
+
+
+def run_w2(modules: dict[str, Any], versions: dict[str, Any], mode: Mode, tmp: Path) -> list[dict[str, Any]]:
+    rows, slots = [], []
+    for name in versions:
+        variants = modules[name].W2_VARIANTS if name in modules else ("plain",)
+        for variant in variants:
+            row: dict[str, Any] = {"workload": "W2", "framework": name, "variant": variant}
+            rows.append(row)
+            if name not in modules:
+                row["error"] = MISSING
+                continue
+            where = tmp / f"{name}-{variant}"
+            where.mkdir()
+            try:
+                slots.append(Slot(row, modules[name].w2(variant, where), mode.w2_runs))
+            except Exception as exc:
+                traceback.print_exception(exc)
+                row["error"] = f"{type(exc).__name__}: {exc}"
+    sample_all(slots, mode)
+    return rows
+
+
+# --- W3: cold start -----------------------------------------------------------------------------------------------
+
+
+def run_w3(modules: dict[str, Any], versions: dict[str, Any], mode: Mode) -> list[dict[str, Any]]:
+    commands: list[tuple[dict[str, Any], list[str]]] = []
+    floor = {"workload": "W3", "framework": "python", "variant": "python -c pass"}
+    commands.append((floor, [sys.executable, "-c", "pass"]))
+    rows = [floor]
+    for name in versions:
+        if name not in modules:
+            rows.append({"workload": "W3", "framework": name, "variant": "import", "error": MISSING})
+            continue
+        module = modules[name]
+        for label, code in module.IMPORTS.items():
+            commands.append(
+                ({"workload": "W3", "framework": name, "variant": label}, [sys.executable, "-c", code])
+            )
+        for label, argv in module.COMMANDS.items():
+            commands.append(({"workload": "W3", "framework": name, "variant": label}, argv))
+    rows += [row for row, _ in commands[1:]]
+    samples: dict[int, list[float]] = {i: [] for i in range(len(commands))}
+    for row, argv in commands:  # warm the disk cache, and check each command works
+        done = subprocess.run(argv, env=ENV, capture_output=True, text=True)
+        if done.returncode != 0:
+            row["error"] = f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
+    for rep in range(mode.w3_reps):
+        for i in rotated(list(samples), rep):
+            row, argv = commands[i]
+            if "error" in row:
+                continue
+            started = time.perf_counter()
+            subprocess.run(argv, env=ENV, capture_output=True)
+            samples[i].append((time.perf_counter() - started) * 1000)
+    for i, (row, _) in enumerate(commands):
+        if samples[i]:
+            row.update(summary(samples[i]))
+    return rows
+
+
+# --- W4: many runs, each framework driven from a fresh process ----------------------------------------------------
+
+
+def run_w4(modules: dict[str, Any], versions: dict[str, Any], mode: Mode) -> list[dict[str, Any]]:
+    """Each sample is a fresh pool driven from a fresh process; frameworks alternate; growth is measured once."""
+    rows = {name: {"workload": "W4", "framework": name, "variant": "process pool"} for name in versions}
+    for name in versions:
+        if name not in modules:
+            rows[name]["error"] = MISSING
+    live = [name for name in versions if name in modules]
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in live}
+    for rep in range(mode.w4_reps):
+        for name in rotated(live, rep):
+            if "error" not in rows[name]:
+                samples[name].append(_w4_child(rows[name], name, mode.w4_runs, "pool"))
+    for name in live:
+        row, done = rows[name], [s for s in samples[name] if s]
+        if "error" in row or not done:
+            continue
+        rates = [s["runs_per_s"] for s in done]
+        middle = sorted(done, key=lambda s: s["runs_per_s"])[len(done) // 2]
+        row.update(middle)  # the median sample's wall time, start time and RSS
+        row.update(
+            runs_per_s=statistics.median(rates),
+            runs_per_s_min=min(rates),
+            runs_per_s_max=max(rates),
+            peak_rss_mb=max(s["peak_rss_mb"] for s in done),
+            failed=sum(s["failed"] for s in done),
+            samples=rates,
+        )
+        row.update(_w4_child(row, name, mode.w4_runs, "growth"))
+        if row["failed"]:
+            row["error"] = f"{row['failed']} runs gave a wrong result"
+    return list(rows.values())
+
+
+def _w4_child(row: dict[str, Any], name: str, runs: int, what: str) -> dict[str, Any]:
+    """Run ``many.pool_run`` or ``many.growth`` in a fresh process (this one has every framework imported)."""
+    argv = [sys.executable, str(Path(__file__).resolve()), "--w4-child", name, what, str(runs)]
+    done = subprocess.run(argv, env=ENV, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(done.stderr, file=sys.stderr)
+        row["error"] = f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
+        return {}
+    return json.loads(done.stdout)
+
+
+def w4_child(name: str, what: str, runs: int) -> None:
+    sys.path.insert(0, str(BENCH))
+    from workloads import many
+
+    measure = {"pool": many.pool_run, "growth": many.growth}[what]
+    print(json.dumps(measure(FRAMEWORKS[name][0], runs)))
+
+
+# --- ratios, targets, the table -----------------------------------------------------------------------------------
+
+
+def _find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    for row in rows:
+        if all(row.get(k) == v for k, v in match.items()) and "median" in row:
+            return row
+    return None
+
+
+def add_ratios(results: dict[str, list[dict[str, Any]]]) -> None:
+    """Aeon's median over each row's (same workload and size; lower is better for Aeon below 1)."""
+    for row in results["W1"]:
+        aeon = _find(results["W1"], framework="aeon", n=row["n"])
+        if aeon and "median" in row:
+            row["aeon_ratio"] = aeon["median"] / row["median"]
+    for row in results["W2"]:
+        # Persistence is compared like for like: SqliteSaver against Aeon's SQLite store; the rest against
+        # Aeon without persistence; Aeon's own variants against its plain run.
+        variant = "sqlite" if row["variant"] == "sqlite" else "plain"
+        aeon = _find(results["W2"], framework="aeon", variant=variant)
+        if aeon and "median" in row:
+            row["aeon_ratio"] = aeon["median"] / row["median"]
+    aeon_import = _find(results["W3"], framework="aeon", variant="import aeon_kernel")
+    for row in results["W3"]:
+        if aeon_import and "median" in row:
+            row["aeon_ratio"] = aeon_import["median"] / row["median"]
+    aeon_w4 = _find_w4(results["W4"], "aeon")
+    for row in results["W4"]:
+        if aeon_w4 and "runs_per_s" in row:
+            row["aeon_ratio"] = aeon_w4["runs_per_s"] / row["runs_per_s"]  # here higher is better for Aeon
+
+
+def _find_w4(rows: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    return next((r for r in rows if r["framework"] == name and "runs_per_s" in r), None)
+
+
+def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The issue's targets, from this one run."""
+    found = []
+
+    def target(label: str, value: float | None, better: str, limit: float, against: str) -> None:
+        met = None if value is None else COMPARE[better](value, limit)
+        found.append(
+            {"target": label, "value": value, "limit": f"{better} {limit:g}", "against": against, "met": met}
+        )
+
+    for workload, key, variant in [("W1", "n", None), ("W2", None, "plain")]:
+        sizes = sorted({r["n"] for r in results[workload]}) if key else [None]
+        for n in sizes:
+            match = {"n": n} if key else {"variant": variant}
+            aeon = _find(results[workload], framework="aeon", **match)
+            peers = [r for p in PEERS if (r := _find(results[workload], framework=p, **match))]
+            best = min(peers, key=lambda r: r["median"], default=None)
+            label = f"{workload}{f' N={n}' if n else ''}: Aeon / fastest peer"
+            value = aeon["median"] / best["median"] if aeon and best else None
+            target(label, value, "<=", 0.1, best["framework"] if best else "-")
+    aeon_sql = _find(results["W2"], framework="aeon", variant="sqlite")
+    lg_sql = _find(results["W2"], framework="langgraph", variant="sqlite")
+    value = aeon_sql["median"] / lg_sql["median"] if aeon_sql and lg_sql else None
+    target("W2: Aeon SQLite / LangGraph SqliteSaver", value, "<=", 0.1, "langgraph sqlite")
+    aeon_imp = _find(results["W3"], framework="aeon", variant="import aeon_kernel")
+    pg_imp = _find(results["W3"], framework="pydantic_graph")
+    value = aeon_imp["median"] / pg_imp["median"] if aeon_imp and pg_imp else None
+    target("W3: import aeon_kernel / import pydantic_graph", value, "<", 1.0, "pydantic_graph")
+    aeon_w4 = _find_w4(results["W4"], "aeon")
+    peers_w4 = [r for p in PEERS if (r := _find_w4(results["W4"], p))]
+    best_w4 = max(peers_w4, key=lambda r: r["runs_per_s"], default=None)
+    value = aeon_w4["runs_per_s"] / best_w4["runs_per_s"] if aeon_w4 and best_w4 else None
+    target("W4: Aeon runs/s / best peer's", value, ">=", 10.0, best_w4["framework"] if best_w4 else "-")
+    if aeon_w4 and best_w4:
+        found.append(
+            {
+                "target": "W4: Aeon RSS growth < best peer's (MB)",
+                "value": aeon_w4["growth_mb"],
+                "limit": f"< {best_w4['growth_mb']:.1f}",
+                "against": best_w4["framework"],
+                "met": aeon_w4["growth_mb"] < best_w4["growth_mb"],
+            }
+        )
+    return found
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _ratio(row: dict[str, Any]) -> str:
+    return f"{row['aeon_ratio']:.3f}" if "aeon_ratio" in row else "-"
+
+
+def format_table(report: dict[str, Any]) -> str:
+    results, lines = report["results"], []
+    out = lines.append
+    mode = report["mode"]
+    out(
+        f"Aeon orchestration overhead, {mode} mode, {report['date']}, Python {report['python']}, {report['cpus']} CPUs"
+    )
+    out("versions: " + ", ".join(f"{k} {v or '(not installed)'}" for k, v in report["versions"].items()))
+    out("")
+    out("W1 linear: a plan of N tool steps (peers: a chain of N nodes); µs per step; build once per graph")
+    out(f"{'N':>5}  {'framework':15} {'median':>9} {'min':>9} {'max':>9} {'build ms':>9} {'Aeon/this':>10}")
+    for r in results["W1"]:
+        head = f"{r['n']:>5}  {r['framework']:15}"
+        if "median" not in r:
+            out(f"{head} {r.get('error', 'no samples')}")
+            continue
+        out(
+            f"{head} {_num(r['median']):>9} {_num(r['min']):>9} {_num(r['max']):>9} "
+            f"{_num(r.get('build_ms'), 2):>9} {_ratio(r):>10}"
+        )
+    out("")
+    out("W2 plan loop: plan, then 10 x (thought → tool), instant model; µs per cycle (plan call included)")
+    out(
+        f"{'framework':15} {'variant':8} {'median':>9} {'min':>9} {'max':>9} {'bytes/step':>11} {'Aeon/this':>10}"
+    )
+    for r in results["W2"]:
+        head = f"{r['framework']:15} {r['variant']:8}"
+        if "median" not in r:
+            out(f"{head} {r.get('error', 'no samples')}")
+            continue
+        out(
+            f"{head} {_num(r['median']):>9} {_num(r['min']):>9} {_num(r['max']):>9} "
+            f"{_num(r.get('bytes_per_step'), 0):>11} {_ratio(r):>10}"
+        )
+    out("")
+    out("W3 cold start: fresh-process wall time, ms")
+    out(f"{'framework':15} {'command':24} {'median':>8} {'min':>8} {'max':>8} {'Aeon/this':>10}")
+    for r in results["W3"]:
+        head = f"{r['framework']:15} {r['variant']:24}"
+        if "median" not in r:
+            out(f"{head} {r.get('error', 'no samples')}")
+            continue
+        out(f"{head} {_num(r['median'], 0):>8} {_num(r['min'], 0):>8} {_num(r['max'], 0):>8} {_ratio(r):>10}")
+    out("")
+    first = next((r for r in results["W4"] if "runs" in r), None)
+    if first:
+        out(
+            f"W4 many runs: {first['runs']} W2 runs in a process pool of {first['workers']} spawned workers, "
+            f"one engine/graph each; {len(first['samples'])} pool(s) per framework; RSS growth of one worker "
+            f"from run {first['growth_from_runs']} to {first['growth_to_runs']}"
+        )
+    else:
+        out("W4 many runs")
+    out(
+        f"{'framework':15} {'runs/s':>7} {'min':>6} {'max':>6} {'wall s':>7} {'start s':>8} "
+        f"{'peak RSS MB':>12} {'growth MB':>10} {'Aeon/this':>10}"
+    )
+    for r in results["W4"]:
+        head = f"{r['framework']:15}"
+        if "growth_mb" not in r or "error" in r:
+            out(f"{head} {r.get('error', 'no result')}")
+            continue
+        out(
+            f"{head} {r['runs_per_s']:>7.0f} {r['runs_per_s_min']:>6.0f} {r['runs_per_s_max']:>6.0f} "
+            f"{r['wall_s']:>7.2f} {r['worker_start_s']:>8.2f} {r['peak_rss_mb']:>12.0f} {r['growth_mb']:>10.1f} "
+            f"{_ratio(r):>10}"
+        )
+    out("(W4 Aeon/this is runs/s over runs/s: above 1 Aeon is faster)")
+    out("")
+    out("Targets (from this run)")
+    for t in report["targets"]:
+        verdict = {True: "met", False: "MISSED", None: "n/a"}[t["met"]]
+        out(
+            f"  {t['target']:50} {_num(t['value'], 3):>9}  (target {t['limit']}, vs {t['against']})  {verdict}"
+        )
+    return "\n".join(lines)
+
+
+# --- profile ------------------------------------------------------------------------------------------------------
+
+
+def profile(top: int, n: int = 100, runs: int = 50) -> None:
+    """cProfile Aeon on W1 (N steps, ``runs`` runs): the top functions by cumulative and by own time, with shares.
+
+    Shares are of the profiled runs' total; cProfile's own overhead inflates the absolute times (compare shares).
+    """
+    import cProfile
+    import pstats
+
+    modules, _ = load_frameworks(["aeon"])
+    case = modules["aeon"].w1(n)
+    case.check(case.run())
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(runs):
+        case.run()
+    profiler.disable()
+    entries = pstats.Stats(profiler).stats.items()
+    # (file, line, function) -> (primitive calls, calls, own time, cumulative time, callers)
+    ours = [(key, value) for key, value in entries if str(BENCH) not in key[0] and key[0] != "~"]
+    total = max(value[3] for _, value in ours)  # the outermost kernel call: all the runs
+    print(
+        f"Aeon W1 N={n}: {runs} runs under cProfile, {total:.2f} s ({total / (n * runs) * 1e6:.0f} µs per step)"
+    )
+    for title, column in (("cumulative", 3), ("own", 2)):
+        print(f"\ntop {top} by {title} time")
+        print(f"{title + ' s':>12} {'share':>6} {'calls':>8}  function")
+        ranked = sorted(ours, key=lambda item: item[1][column], reverse=True)[:top]
+        for (filename, line, function), value in ranked:
+            where = filename.split("site-packages/")[-1].replace(str(BENCH.parent) + "/", "")
+            print(
+                f"{value[column]:>12.3f} {value[column] / total:>6.1%} {value[1]:>8}  {function} ({where}:{line})"
+            )
+
+
+# --- main ---------------------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="fewer repetitions, N up to 100")
+    size.add_argument("--smoke", action="store_true", help="one repetition of tiny sizes (CI)")
+    parser.add_argument(
+        "--only", help=f"comma-separated frameworks (default: all of {', '.join(FRAMEWORKS)})"
+    )
+    parser.add_argument("--workloads", default="W1,W2,W3,W4", help="comma-separated (default: all)")
+    parser.add_argument("--out", type=Path, default=BENCH / "results.json", help="where to write the JSON")
+    parser.add_argument("--profile", action="store_true", help="profile Aeon on W1 N=100 instead")
+    parser.add_argument("--top", type=int, default=10, help="functions shown by --profile")
+    parser.add_argument("--w4-child", nargs=3, metavar=("FRAMEWORK", "WHAT", "RUNS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.w4_child:
+        name, what, runs = args.w4_child
+        w4_child(name, what, int(runs))
+        return 0
+    if args.profile:
+        profile(args.top)
+        return 0
+    mode = MODES["smoke" if args.smoke else "quick" if args.quick else "full"]
+    names = args.only.split(",") if args.only else list(FRAMEWORKS)
+    unknown = sorted(set(names) - set(FRAMEWORKS))
+    if unknown:
+        parser.error(f"unknown framework(s) {unknown}; choose from {', '.join(FRAMEWORKS)}")
+    chosen = {w.strip().upper() for w in args.workloads.split(",")}
+    modules, versions = load_frameworks(names)
+    results: dict[str, list[dict[str, Any]]] = {"W1": [], "W2": [], "W3": [], "W4": []}
+    with tempfile.TemporaryDirectory(prefix="aeon-bench-") as tmp:
+        if "W1" in chosen:
+            results["W1"] = run_w1(modules, versions, mode)
+        if "W2" in chosen:
+            results["W2"] = run_w2(modules, versions, mode, Path(tmp))
+    if "W3" in chosen:
+        results["W3"] = run_w3(modules, versions, mode)
+    if "W4" in chosen:
+        results["W4"] = run_w4(modules, versions, mode)
+    add_ratios(results)
+    report = {
+        "mode": mode.name,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "versions": versions,
+        "results": results,
+    }
+    report["targets"] = targets(results)
+    print(format_table(report))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwritten to {args.out}")
+    errors = [r for rows in results.values() for r in rows if "error" in r and r["error"] != MISSING]
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

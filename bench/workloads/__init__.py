@@ -1,0 +1,1 @@
+"""The benchmark workloads, one module per framework (``bench/run.py`` drives them; see ``bench/README.md``)."""

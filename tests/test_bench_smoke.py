@@ -1,0 +1,43 @@
+"""``bench/run.py --smoke`` keeps working: it runs every workload for Aeon and writes valid JSON.
+
+No timing is asserted (timings are machine noise); only that each workload ran, gave correct results and was
+written. The peers are left out (``--only aeon``) so the test needs no ``aeon-core[bench]`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+RUN = Path(__file__).resolve().parent.parent / "bench" / "run.py"
+
+
+def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, str(RUN), "--smoke", "--only", "aeon", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["mode"] == "smoke"
+    assert set(report["versions"]) == {"aeon"}
+    results = report["results"]
+    aeon = {workload: [r for r in rows if r["framework"] == "aeon"] for workload, rows in results.items()}
+    assert set(aeon) == {"W1", "W2", "W3", "W4"}
+    for workload, rows in aeon.items():
+        assert rows, f"no Aeon row for {workload}"
+        assert all("error" not in row for row in rows), rows
+    assert all({"median", "min", "max", "build_ms"} <= set(row) for row in aeon["W1"])
+    assert {row["variant"] for row in aeon["W2"]} == {"plain", "jsonl", "sqlite"}
+    assert all("median" in row for row in aeon["W2"])
+    assert all(row["bytes_per_step"] > 0 for row in aeon["W2"] if row["variant"] != "plain")
+    assert {row["variant"] for row in aeon["W3"]} == {"import aeon_kernel", "aeon --help"}
+    (many,) = aeon["W4"]
+    assert many["runs"] == 20 and many["failed"] == 0
+    assert {"wall_s", "runs_per_s", "peak_rss_mb", "growth_mb"} <= set(many)
+    assert "Targets" in done.stdout
