@@ -21,7 +21,7 @@ from aeon_kernel.errors import AeonError, MemoryStoreError, SupervisorError, Val
 from aeon_kernel.hookspecs import hookimpl
 from aeon_kernel.idempotency import idempotency_scope
 from aeon_kernel.llm import ModelClient
-from aeon_kernel.models import OrchestrationState, PlanStep, StepExecutionResult, ToolCall
+from aeon_kernel.models import OrchestrationState, PlanStep, StepExecutionResult, ToolCall, utc_now
 from aeon_kernel.output import ensure_no_new_tools, parse_json
 from aeon_kernel.prompts import (
     ANSWER_SCHEMA,
@@ -192,10 +192,20 @@ def _invoke(tool: Tool, arguments: dict[str, Any], step_id: str) -> ToolCall:
                 "message": f"{tool.name} failed: {type(exc).__name__}: {exc}",
             }
         return ToolCall(
-            tool_name=tool.name, arguments=arguments, step_id=step_id, error=error, duration_ms=_ms(started)
+            tool_name=tool.name,
+            arguments=arguments,
+            step_id=step_id,
+            error=error,
+            duration_ms=_ms(started),
+            timestamp=utc_now(),
         )
     return ToolCall(
-        tool_name=tool.name, arguments=arguments, step_id=step_id, result=result, duration_ms=_ms(started)
+        tool_name=tool.name,
+        arguments=arguments,
+        step_id=step_id,
+        result=result,
+        duration_ms=_ms(started),
+        timestamp=utc_now(),
     )
 
 

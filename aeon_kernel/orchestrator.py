@@ -291,6 +291,7 @@ class Orchestrator:
             tool_calls=tuple(cycle.tool_calls),
             ttl_remaining=state.ttl_remaining,
             errors=tuple(cycle.errors),
+            timestamp=utc_now(),
             run_id=state.run_id,
             phase=cycle.phase,
             step_id=cycle.step_id,

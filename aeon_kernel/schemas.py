@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 import jsonschema
 from jsonschema.protocols import Validator as JsonSchemaValidator
@@ -28,6 +28,27 @@ def _compiled(schema_json: str) -> JsonSchemaValidator:
     return cls(schema)
 
 
+#: Validators by schema identity: tool schemas live as long as their tools, so most lookups skip building the
+#: canonical-JSON key. The entry keeps the schema alive, so an id is never reused while it is in the table.
+_BY_IDENTITY: dict[int, tuple[dict[str, Any], JsonSchemaValidator]] = {}
+_IDENTITY_LIMIT: Final = 1024
+
+
+def compiled_validator(schema: dict[str, Any]) -> JsonSchemaValidator:
+    """The compiled validator for ``schema``: by identity when seen before, else by its canonical JSON.
+
+    Schemas are treated as immutable once used (a tool's schemas are fixed when it is built).
+    """
+    hit = _BY_IDENTITY.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    validator = _compiled(canonical_json(schema))
+    if len(_BY_IDENTITY) >= _IDENTITY_LIMIT:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[id(schema)] = (schema, validator)
+    return validator
+
+
 def check_schema(schema: Any) -> None:
     """Raise :class:`ValidationError` unless ``schema`` is itself a valid JSON Schema."""
     if not isinstance(schema, dict):
@@ -41,7 +62,7 @@ def check_schema(schema: Any) -> None:
 
 def schema_errors(schema: dict[str, Any], instance: Any) -> list[str]:
     """Every way ``instance`` violates ``schema``, each as ``"at $.path: message"`` (empty when valid)."""
-    validator = _compiled(canonical_json(schema))
+    validator = compiled_validator(schema)
     if validator.is_valid(instance):  # the common case, without building error objects
         return []
     return [
