@@ -196,13 +196,6 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         if not isinstance(use, str) or not use:
             raise ConfigError(f"{where}: [state] use must be a state store name, got {use!r}")
         state = Choice(use, table)
-    state = None
-    if "state" in data:
-        table = _table(data, "state", where)
-        use = table.pop("use", "sqlite")
-        if not isinstance(use, str) or not use:
-            raise ConfigError(f"{where}: [state] use must be a state store name, got {use!r}")
-        state = Choice(use, table)
     return AeonConfig(
         choices=choices,
         telemetry=tuple(Choice(name, _sub_table(telemetry, name, "telemetry", where)) for name in sinks),

@@ -178,12 +178,15 @@ class KernelStepExecutor:
 def _invoke(tool: Tool, arguments: dict[str, Any], step_id: str) -> ToolCall:
     """Run a tool; any exception, or a result that breaks ``output_schema``, is a tool failure (FR-054)."""
     started = time.perf_counter()
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
     try:
         result = tool.invoke(**arguments)
         if not isinstance(result, dict):
             raise ValidationError(f"{tool.name} returned {type(result).__name__}, not an object")
         tool.validate_output(result)
     except Exception as exc:
+        result = None
         if isinstance(exc, AeonError):
             error = {**exc.to_dict(), "message": f"{tool.name} failed: {exc}"}
         else:
@@ -191,19 +194,12 @@ def _invoke(tool: Tool, arguments: dict[str, Any], step_id: str) -> ToolCall:
                 "type": type(exc).__name__,
                 "message": f"{tool.name} failed: {type(exc).__name__}: {exc}",
             }
-        return ToolCall(
-            tool_name=tool.name,
-            arguments=arguments,
-            step_id=step_id,
-            error=error,
-            duration_ms=_ms(started),
-            timestamp=utc_now(),
-        )
     return ToolCall(
         tool_name=tool.name,
         arguments=arguments,
         step_id=step_id,
         result=result,
+        error=error,
         duration_ms=_ms(started),
         timestamp=utc_now(),
     )
