@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -288,15 +287,6 @@ def test_selected_by_name_with_a_secret_url(
 # --- increment ---------------------------------------------------------------------------------------------------
 
 
-def test_increment_counts_from_zero_and_indexes_the_key(memory: RedisMemory) -> None:
-    assert memory.increment("c") == 1
-    assert memory.increment("c", 10) == 11
-    assert memory.increment("c", -20) == -9
-    assert memory.increment("d", 0) == 0
-    assert memory.read("c") == -9
-    assert memory.search("") == [("c", -9), ("d", 0)]
-
-
 def test_increment_continues_a_written_integer(memory: RedisMemory) -> None:
     memory.write("c", 41)
     assert memory.increment("c") == 42
@@ -328,16 +318,3 @@ def test_increment_refuses_bad_amounts(memory: RedisMemory, amount: Any) -> None
     with pytest.raises(MemoryStoreError, match="amount"):
         memory.increment("c", amount)
     assert memory.read("c") is None
-
-
-def test_threads_increment_without_losing_updates(memory: RedisMemory) -> None:
-    def bump() -> None:
-        for _ in range(200):
-            memory.increment("c")
-
-    threads = [threading.Thread(target=bump) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert memory.read("c") == 800

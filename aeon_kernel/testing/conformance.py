@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -103,6 +104,49 @@ class MemoryConformance:
     def test_invalid_keys_are_refused(self, memory: Memory, key: Any) -> None:
         with pytest.raises(MemoryStoreError):
             memory.write(key, 1)
+
+    # --- the optional atomic counter (skipped for backends that do not override ``increment``) ---
+
+    @pytest.fixture
+    def counter(self, memory: Memory) -> Memory:
+        if type(memory).increment is Memory.increment:
+            pytest.skip("the backend has no atomic increment")
+        return memory
+
+    def test_increment_counts_from_zero(self, counter: Memory) -> None:
+        assert counter.increment("c") == 1
+        assert counter.increment("c", 10) == 11
+        assert counter.increment("c", -20) == -9
+        assert counter.increment("d", 0) == 0
+        assert counter.read("c") == -9
+        assert counter.search("") == [("c", -9), ("d", 0)]
+
+    def test_increment_continues_a_written_integer(self, counter: Memory) -> None:
+        counter.write("c", 41)
+        assert counter.increment("c") == 42
+
+    @pytest.mark.parametrize("stored", [1.5, True, None, "1", [1], {"n": 1}])
+    def test_increment_refuses_a_non_integer_and_changes_nothing(self, counter: Memory, stored: Any) -> None:
+        counter.write("c", stored)
+        with pytest.raises(MemoryStoreError):
+            counter.increment("c")
+        assert counter.read("c") == stored
+
+    @pytest.mark.parametrize("amount", [True, 1.0, "1", None])
+    def test_increment_refuses_bad_amounts(self, counter: Memory, amount: Any) -> None:
+        with pytest.raises(MemoryStoreError):
+            counter.increment("c", amount)
+        assert counter.read("c") is None
+
+    def test_concurrent_increments_lose_nothing(self, counter: Memory) -> None:
+        threads = [
+            threading.Thread(target=lambda: [counter.increment("n") for _ in range(200)]) for _ in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert counter.read("n") == 800
 
     def test_behaves_like_a_dict(self) -> None:
         """A Hypothesis state machine: any sequence of writes, reads and searches agrees with a dict."""
