@@ -6,7 +6,6 @@ manager for the duration of the run — so it sees exactly what any sink sees.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console, Group
@@ -18,6 +17,7 @@ from rich.text import Text
 
 from aeon_kernel.hookspecs import hookimpl
 from aeon_kernel.models import LogEntry, OrchestrationState, PlanStep, StepStatus
+from aeon_kernel.prompts import compact
 
 _STATUS_STYLE = {
     StepStatus.PENDING: ("○", "dim"),
@@ -26,11 +26,6 @@ _STATUS_STYLE = {
     StepStatus.FAILED: ("✘", "bold red"),
 }
 _RUN_STYLE = {"completed": "green", "failed": "red", "ttl_expired": "yellow"}
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class LiveView:
@@ -73,7 +68,7 @@ class LiveView:
         footer = self._footer()
         if footer is not None:
             parts.append(footer)
-        return Panel(Group(*parts), title=f"[bold]aeon[/] · {_short(self.request, 70)}", border_style="blue")
+        return Panel(Group(*parts), title=f"[bold]aeon[/] · {compact(self.request, 70)}", border_style="blue")
 
     def _table(self, plan_steps: tuple[PlanStep, ...]) -> Table:
         table = Table(box=None, pad_edge=False, expand=False)
@@ -86,16 +81,18 @@ class LiveView:
             step = self.steps.get(original.step_id, original)
             icon, style = _STATUS_STYLE[step.status]
             outcome = (
-                _short(step.result)
+                compact(step.result, 60)
                 if step.status is StepStatus.COMPLETE
-                else _short(step.failure or "", 60)
+                else compact(step.failure or "", 60)
                 if step.status is StepStatus.FAILED
                 else "…"
                 if step.status is StepStatus.RUNNING
                 else ""
             )
             using = step.tool or ("model" if step.agent == "llm" else "?")
-            table.add_row(Text(icon, style=style), step.step_id, _short(step.description, 50), using, outcome)
+            table.add_row(
+                Text(icon, style=style), step.step_id, compact(step.description, 50), using, outcome
+            )
         return table
 
     def _footer(self) -> Text | None:
@@ -106,7 +103,7 @@ class LiveView:
             )
             if self.result.get("answer") is not None:
                 text.append("  answer: ", style="bold")
-                text.append(_short(self.result["answer"], 200))
+                text.append(compact(self.result["answer"], 200))
             if status != "completed":
                 text.append(f"\n{self.result.get('message', '')}", style="dim")
             return text

@@ -63,11 +63,12 @@ def parse_json(
         try:
             validator.validate_llm_output(value, expected_schema)
         except ValidationError:
-            return supervisor.repair_json(_dumps(value), expected_schema, record=record)
+            return supervisor.repair_json(dumps_lenient(value), expected_schema, record=record)
     return value
 
 
-def _dumps(value: Any) -> str:
+def dumps_lenient(value: Any) -> str:
+    """JSON text of ``value`` for a prompt or a record; its ``str`` when it cannot be JSON."""
     try:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):

@@ -123,7 +123,7 @@ def plan_prompt(request: str, tools: list[dict[str, Any]]) -> str:
 def state_summary(goal: str, results: list[tuple[str, Any]], errors: list[dict[str, Any]], ttl: int) -> str:
     """FR-002/FR-055: the plan's goal, earlier results and errors, and the remaining TTL, compactly."""
     lines = [f"Goal: {goal}"]
-    lines += [f"Result of step {key}: {_compact(value)}" for key, value in results] or ["No results yet."]
+    lines += [f"Result of step {key}: {compact(value)}" for key, value in results] or ["No results yet."]
     lines += [f"Error: {e.get('step_id', '-')}: {e.get('message', '')}" for e in errors[-3:]]
     lines.append(f"Cycles left: {ttl}")
     return "\n".join(lines)
@@ -149,6 +149,7 @@ def reasoning_prompt(state: str, request: str, step: dict[str, Any]) -> str:
     )
 
 
-def _compact(value: Any, limit: int = 400) -> str:
+def compact(value: Any, limit: int = 400) -> str:
+    """``value`` as one line of text (JSON unless it is a string), cut to ``limit`` characters with an ellipsis."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -31,7 +30,7 @@ from aeon_kernel import (
 from aeon_kernel import Supervisor as SupervisorContract
 from aeon_kernel.contracts import RecordAction
 from aeon_kernel.models import SupervisorActionType
-from aeon_kernel.output import check_depth, loads_strict, tool_names
+from aeon_kernel.output import check_depth, dumps_lenient, loads_strict, tool_names
 from aeon_kernel.schemas import canonical_json, schema_errors
 
 REPAIR_SYSTEM_PROMPT: Final = (
@@ -93,7 +92,7 @@ class DefaultSupervisor(SupervisorContract):
         *,
         record: RecordAction | None = None,
     ) -> Any:
-        text = malformed_json if isinstance(malformed_json, str) else _dumps(malformed_json)
+        text = malformed_json if isinstance(malformed_json, str) else dumps_lenient(malformed_json)
 
         def check(value: Any) -> Any:
             _ensure_json(value)
@@ -142,7 +141,7 @@ class DefaultSupervisor(SupervisorContract):
         result: dict[str, Any] = self._repair(
             "tool_call_repair",
             _as_dict(call),
-            _dumps(call.get("arguments")),
+            dumps_lenient(call.get("arguments")),
             check,
             tool_schema,
             deterministic,
@@ -171,7 +170,7 @@ class DefaultSupervisor(SupervisorContract):
         result: dict[str, Any] = self._repair(
             "plan_repair",
             _as_dict(malformed_plan),
-            _dumps(malformed_plan),
+            dumps_lenient(malformed_plan),
             check,
             GENERIC_PLAN_SCHEMA,
             lambda: normalize_plan(malformed_plan),
@@ -228,7 +227,7 @@ class DefaultSupervisor(SupervisorContract):
         result: dict[str, Any] = self._repair(
             "missing_tool_repair",
             _as_dict(step),
-            _dumps(step),
+            dumps_lenient(step),
             check,
             schema,
             deterministic,
@@ -384,15 +383,6 @@ def _ensure_json(value: Any) -> None:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValidationError(f"not strict JSON: {exc}") from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValidationError("not a finite number")
-
-
-def _dumps(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):
-        return str(value)
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
