@@ -194,7 +194,8 @@ def _invoke(tool: Tool, arguments: dict[str, Any], step_id: str) -> ToolCall:
                 "type": type(exc).__name__,
                 "message": f"{tool.name} failed: {type(exc).__name__}: {exc}",
             }
-    return ToolCall(
+    # Every field is built here, and ``result`` xor ``error`` holds by construction.
+    return ToolCall.trusted(
         tool_name=tool.name,
         arguments=arguments,
         step_id=step_id,

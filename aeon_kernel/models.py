@@ -8,9 +8,10 @@ place (``Plan.transition``), rather than wherever a status happens to be set.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -49,16 +50,54 @@ _ALLOWED_TRANSITIONS: dict[StepStatus, frozenset[StepStatus]] = {
 }
 
 _FROZEN = ConfigDict(frozen=True, extra="ignore")
+_set = object.__setattr__
 
 
-class PlanStep(BaseModel):
+class FrozenModel(BaseModel):
+    """A frozen model whose copies and kernel-built instances are cheap: the loop makes several per cycle.
+
+    Sharing unchanged field values between copies is safe because every model here is frozen.
+    """
+
+    model_config = _FROZEN
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's shallow ``model_copy`` (no validation of ``update``), without its generic machinery."""
+        if deep:
+            return super().model_copy(update=update, deep=True)
+        values = self.__dict__.copy()
+        fields_set = set(self.__pydantic_fields_set__)
+        if update:
+            values.update(update)
+            fields_set.update(update)
+        private = self.__pydantic_private__
+        return self._assemble(values, fields_set, None if private is None else private.copy())
+
+    @classmethod
+    def trusted(cls, **values: Any) -> Self:
+        """An instance from values the kernel built and checked itself: every field given, none re-validated."""
+        if len(values) != len(cls.model_fields):
+            missing = sorted(set(cls.model_fields) - set(values))
+            raise TypeError(f"{cls.__name__}.trusted needs every field; missing {missing}")
+        private = {name: attr.get_default() for name, attr in cls.__private_attributes__.items()}
+        return cls._assemble(values, set(values), private or None)
+
+    @classmethod
+    def _assemble(cls, values: dict[str, Any], fields_set: set[str], private: dict[str, Any] | None) -> Self:
+        new = cls.__new__(cls)
+        _set(new, "__dict__", values)
+        _set(new, "__pydantic_fields_set__", fields_set)
+        _set(new, "__pydantic_extra__", None)
+        _set(new, "__pydantic_private__", private)
+        return new
+
+
+class PlanStep(FrozenModel):
     """One step of a plan. ``tool`` wins over ``agent``; with neither, the step takes the missing-tool path.
 
     ``arguments`` (an Aeon extension, pure data) lets a plan carry a tool's arguments when they are known at plan
     time, so no extra model call is needed. ``result`` and ``failure`` record how the step ended.
     """
-
-    model_config = _FROZEN
 
     step_id: str = Field(min_length=1)
     description: str = Field(min_length=1)
@@ -83,10 +122,8 @@ class PlanStep(BaseModel):
         return value if value and value.strip() else None
 
 
-class Plan(BaseModel):
+class Plan(FrozenModel):
     """A declarative plan (FR-006/007): a goal and an ordered list of steps, executed strictly in order."""
-
-    model_config = _FROZEN
 
     goal: str = Field(min_length=1)
     steps: tuple[PlanStep, ...] = Field(min_length=1)
@@ -187,10 +224,8 @@ class Plan(BaseModel):
         return self.model_copy(update={"steps": tuple(steps)})
 
 
-class ToolCall(BaseModel):
+class ToolCall(FrozenModel):
     """A record of one tool invocation; ``result`` and ``error`` are mutually exclusive."""
-
-    model_config = _FROZEN
 
     tool_name: str = Field(min_length=1)
     arguments: dict[str, Any]
@@ -212,10 +247,8 @@ class ToolCall(BaseModel):
 SupervisorActionType = Literal["json_repair", "tool_call_repair", "plan_repair", "missing_tool_repair"]
 
 
-class SupervisorAction(BaseModel):
+class SupervisorAction(FrozenModel):
     """One supervisor repair attempt (FR-050): what came in, what came out or why it failed."""
-
-    model_config = _FROZEN
 
     action_type: SupervisorActionType
     original_output: dict[str, Any]
@@ -234,10 +267,8 @@ class SupervisorAction(BaseModel):
         return self
 
 
-class MemoryEntry(BaseModel):
+class MemoryEntry(FrozenModel):
     """A key/value pair in a memory backend; values must be JSON-serialisable."""
-
-    model_config = _FROZEN
 
     key: str = Field(min_length=1)
     value: Any
@@ -247,13 +278,11 @@ class MemoryEntry(BaseModel):
 RunStatus = Literal["running", "completed", "failed", "ttl_expired"]
 
 
-class OrchestrationState(BaseModel):
+class OrchestrationState(FrozenModel):
     """Everything the kernel knows about a run (FR-011). Append-only histories; every change returns a copy.
 
     ``plan`` is None only during the first cycle, while the plan is being generated.
     """
-
-    model_config = _FROZEN
 
     run_id: str
     request: str
@@ -313,10 +342,8 @@ class OrchestrationState(BaseModel):
         return self.model_copy(update={"status": status})
 
 
-class LogEntry(BaseModel):
+class LogEntry(FrozenModel):
     """One JSONL line per orchestration cycle (FR-037/038), written even when the cycle fails (FR-039)."""
-
-    model_config = _FROZEN
 
     step_number: int = Field(ge=1)
     #: The plan at cycle start. Plans are immutable, so the snapshot is the object itself: it is serialised
@@ -338,10 +365,8 @@ class LogEntry(BaseModel):
     _iso = field_validator("timestamp")(_check_iso)
 
 
-class StepExecutionResult(BaseModel):
+class StepExecutionResult(FrozenModel):
     """What executing one step produced (spec 002's StepExecutor)."""
-
-    model_config = _FROZEN
 
     success: bool
     result: Any = None
@@ -351,10 +376,8 @@ class StepExecutionResult(BaseModel):
     repaired_step: PlanStep | None = None
 
 
-class ConvergenceAssessment(BaseModel):
+class ConvergenceAssessment(FrozenModel):
     """A convergence engine's verdict (spec 003): whether the run has reached a complete answer."""
-
-    model_config = _FROZEN
 
     converged: bool
     reason_codes: tuple[str, ...] = ()

@@ -283,7 +283,7 @@ class Orchestrator:
         step = state.plan.step(cycle.step_id) if state.plan is not None and cycle.step_id else None
         # Built without re-validation: every part is already a validated kernel object (pydantic would
         # otherwise re-run the plan's validators on each cycle).
-        entry = LogEntry.model_construct(
+        entry = LogEntry.trusted(
             step_number=state.cycle,
             plan_state=cycle.plan_state,
             llm_output=calls[0] if calls else {},

@@ -509,3 +509,55 @@ def test_dumped_records_validate_against_their_schemas() -> None:
     validator("MemoryEntry").validate(MemoryEntry(key="k", value={"x": 1}).model_dump(mode="json"))
     assert not validator("SupervisorAction").is_valid({**act.model_dump(mode="json"), "attempt_number": 3})
     assert not validator("LogEntry").is_valid({**entry.model_dump(mode="json"), "step_number": 0})
+
+
+# --- cheap copies and kernel-built instances (FrozenModel) ---
+
+
+@given(
+    update=st.fixed_dictionaries(
+        {},
+        optional={
+            "status": st.sampled_from(list(StepStatus)),
+            "result": st.integers() | st.none(),
+            "errors": st.lists(st.text(max_size=3), max_size=2).map(tuple),
+        },
+    )
+)
+def test_model_copy_matches_pydantics_own(update: dict[str, Any]) -> None:
+    step = PlanStep(step_id="1", description="add", tool="calculator", arguments={"expression": "1+1"})
+    ours = step.model_copy(update=update)
+    theirs = pydantic.BaseModel.model_copy(step, update=update)
+    assert ours == theirs and ours is not step
+    assert ours.model_fields_set == theirs.model_fields_set
+    assert ours.model_dump() == theirs.model_dump()
+    with pytest.raises(pydantic.ValidationError):
+        ours.status = StepStatus.FAILED  # still frozen
+
+
+def test_a_plan_copy_keeps_its_index_cache_private_to_itself() -> None:
+    plan = Plan(
+        goal="g", steps=[PlanStep(step_id="a", description="x"), PlanStep(step_id="b", description="y")]
+    )
+    assert plan.index_of("b") == 1
+    copy = plan.model_copy(update={"goal": "h"})
+    assert copy.index_of("b") == 1 and copy.goal == "h" and plan.goal == "g"
+    assert copy.__pydantic_private__ is not plan.__pydantic_private__
+
+
+def test_trusted_needs_every_field_and_builds_an_equal_instance() -> None:
+    fields = {
+        "tool_name": "echo",
+        "arguments": {"text": "hi"},
+        "result": {"text": "hi"},
+        "error": None,
+        "timestamp": "2026-11-26T00:00:00.000+00:00",
+        "step_id": "1",
+        "duration_ms": 0.5,
+    }
+    assert ToolCall.trusted(**fields) == ToolCall(**fields)
+    del fields["duration_ms"]
+    with pytest.raises(TypeError, match=r"missing \['duration_ms'\]"):
+        ToolCall.trusted(**fields)
+    plan = Plan.trusted(goal="g", steps=(PlanStep(step_id="a", description="x"),))
+    assert plan.index_of("a") == 0 and plan.__pydantic_private__ == {"_index": {"a": 0}}
