@@ -373,7 +373,7 @@ class Orchestrator:
             temperature=self.temperature,
         )
         try:
-            result = self.pm.hook.aeon_execute_step(step=running, context=context)
+            result = self.pm.caller("aeon_execute_step")(step=running, context=context)
         except (LLMError, SupervisorError):
             raise
         except Exception as exc:
@@ -453,7 +453,7 @@ class Orchestrator:
     def _emit(self, hook_name: str, **kwargs: Any) -> None:
         """Call an event hook; a failing sink is reported, never allowed to break the run."""
         try:
-            getattr(self.pm.hook, hook_name)(**kwargs)
+            self.pm.caller(hook_name)(**kwargs)
         except Exception as exc:
             log.warning("telemetry hook %s failed: %s: %s", hook_name, type(exc).__name__, exc)
             self.telemetry_errors.append(_error(exc, hook=hook_name))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -61,6 +61,56 @@ class AeonPluginManager(pluggy.PluginManager):
         self.failures: list[PluginLoadFailure] = []
         self.sources: dict[str, PluginSource] = {}
         self.skipped: list[str] = []
+        self._callers: dict[str, Callable[..., Any]] = {}
+        self._monitored = False
+
+    def register(self, plugin: Any, name: str | None = None) -> str | None:
+        self._callers.clear()
+        return super().register(plugin, name)
+
+    def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        self._callers.clear()
+        return super().unregister(plugin, name)
+
+    def add_hookcall_monitoring(self, before: Any, after: Any) -> Callable[[], None]:
+        self._callers.clear()
+        self._monitored = True  # tracing sees every call: no shortcuts from now on
+        return super().add_hookcall_monitoring(before, after)
+
+    def caller(self, hook_name: str) -> Callable[..., Any]:
+        """What ``pm.hook.<hook_name>`` does, at the cost of what is registered (the loop calls hooks per cycle).
+
+        With no implementation, a no-op; with one plain implementation, that function itself (given the
+        arguments it declares, as pluggy would); otherwise pluggy's hook caller. Cached until a plugin is
+        registered or unregistered.
+        """
+        cached = self._callers.get(hook_name)
+        if cached is None:
+            cached = self._callers[hook_name] = self._shortest_caller(getattr(self.hook, hook_name))
+        return cached
+
+    def _shortest_caller(self, hook: pluggy.HookCaller) -> Callable[..., Any]:
+        impls = hook.get_hookimpls()
+        firstresult = bool(hook.spec and hook.spec.opts.get("firstresult"))
+        if self._monitored or len(impls) > 1 or any(i.hookwrapper or i.wrapper for i in impls):
+            return hook
+        if not impls:
+            return _no_result if firstresult else _no_results
+        function, names = impls[0].function, impls[0].argnames
+
+        def call(**kwargs: Any) -> Any:
+            result = function(*[kwargs[name] for name in names])
+            return result if firstresult else ([] if result is None else [result])
+
+        return call
+
+
+def _no_result(**kwargs: Any) -> None:
+    return None
+
+
+def _no_results(**kwargs: Any) -> list[Any]:
+    return []
 
 
 def _names_from_env(var: str) -> set[str]:

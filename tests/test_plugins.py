@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import HOOKSPEC_VERSION, DuplicateComponentError, Engine, UnknownComponentError
+from aeon_kernel import HOOKSPEC_VERSION, DuplicateComponentError, Engine, UnknownComponentError, hookimpl
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.plugins import Registries, build_plugin_manager
 
@@ -216,3 +216,85 @@ def test_a_plugin_targeting_another_hookspec_major_version_is_refused(dist: Fake
     )
     current = next(p for p in described["plugins"] if p["name"] == "current")
     assert current["hookspec_version"] == "1.0" and current["components"] == {"tools": ["shout2"]}
+
+
+# --- pm.caller: the loop's cheap way to call a hook, equivalent to pm.hook.<name> ---
+
+
+class Listener:
+    def __init__(self, returns: Any = None) -> None:
+        self.seen: list[tuple[str, Any]] = []
+        self.returns = returns
+
+    @hookimpl
+    def aeon_run_end(self, run_id: str, result: dict[str, Any]) -> Any:  # declares a subset of the arguments
+        self.seen.append((run_id, result))
+        return self.returns
+
+
+class Wrapper:
+    def __init__(self) -> None:
+        self.wrapped = 0
+
+    @hookimpl(wrapper=True)
+    def aeon_run_end(self, run_id: str, result: dict[str, Any]) -> Any:
+        self.wrapped += 1
+        return (yield)
+
+
+class FirstStep:
+    @hookimpl
+    def aeon_execute_step(self, step: Any, context: Any) -> Any:
+        return ("mine", step)
+
+
+def both_ways(pm: Any, hook: str, **kwargs: Any) -> tuple[Any, Any]:
+    return pm.caller(hook)(**kwargs), getattr(pm.hook, hook)(**kwargs)
+
+
+def test_caller_gives_what_pluggy_gives_as_plugins_come_and_go() -> None:
+    pm = build_plugin_manager(autoload=False)
+    args = {"run_id": "r1", "result": {"status": "completed"}}
+    assert both_ways(pm, "aeon_run_end", **args) == ([], [])  # nobody listens
+    first = Listener()
+    pm.register(first)
+    assert both_ways(pm, "aeon_run_end", **args) == ([], [])
+    assert first.seen == [("r1", args["result"])] * 2
+    pm.register(Listener(returns=7))
+    assert both_ways(pm, "aeon_run_end", **args) == ([7], [7])
+    wrapper = Wrapper()
+    pm.register(wrapper)
+    both_ways(pm, "aeon_run_end", **args)
+    assert wrapper.wrapped == 2
+    pm.unregister(wrapper)
+    pm.unregister(first)
+    assert both_ways(pm, "aeon_run_end", **args) == ([7], [7])
+
+
+def test_caller_of_a_firstresult_hook_returns_the_single_result() -> None:
+    pm = build_plugin_manager(autoload=False)
+    pm.unregister(name="aeon.executor")
+    assert both_ways(pm, "aeon_execute_step", step="s", context=None) == (None, None)
+    pm.register(FirstStep())
+    assert both_ways(pm, "aeon_execute_step", step="s", context=None) == (("mine", "s"), ("mine", "s"))
+
+
+def test_caller_errors_propagate_unchanged() -> None:
+    class Broken:
+        @hookimpl
+        def aeon_run_end(self, run_id: str) -> None:
+            raise RuntimeError("sink down")
+
+    pm = build_plugin_manager([Broken()], autoload=False)
+    with pytest.raises(RuntimeError, match="sink down"):
+        pm.caller("aeon_run_end")(run_id="r", result={})
+
+
+def test_tracing_sees_every_call_made_through_caller() -> None:
+    pm = build_plugin_manager([Listener()], autoload=False)
+    pm.caller("aeon_run_end")  # cached before tracing starts
+    traced: list[str] = []
+    pm.add_hookcall_monitoring(lambda name, impls, kwargs: traced.append(name), lambda *a: None)
+    pm.caller("aeon_run_end")(run_id="r", result={})
+    pm.caller("aeon_run_start")(run_id="r", request="x", state=None, manifest={})
+    assert traced == ["aeon_run_end", "aeon_run_start"]
