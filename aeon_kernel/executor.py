@@ -109,7 +109,7 @@ class KernelStepExecutor:
         if step.arguments is not None:
             arguments: Any = step.arguments
         else:
-            prompt = tool_arguments_prompt(ctx.summary(), step.model_dump(), tool.describe())
+            prompt = tool_arguments_prompt(ctx.summary(), step, tool)
             text = ctx.llm.generate(
                 prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=tool.input_schema
             )["text"]
@@ -137,7 +137,7 @@ class KernelStepExecutor:
         self, step: PlanStep, ctx: StepContext, mode: Literal["llm", "fallback"] = "llm"
     ) -> StepExecutionResult:
         """Ask the model to do the step from the results so far; the answer is stored in memory like a tool's."""
-        prompt = reasoning_prompt(ctx.summary(), ctx.state.request, step.model_dump())
+        prompt = reasoning_prompt(ctx.summary(), ctx.state.request, step)
         text = ctx.llm.generate(
             prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=ANSWER_SCHEMA
         )["text"]

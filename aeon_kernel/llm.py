@@ -62,6 +62,22 @@ class ModelClient(LLMAdapter):
         json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
         schema = json_schema if self.adapter.supports_json_schema else None
+        try:  # the common case costs one call: the retry machinery starts only after a transient failure
+            response = self._call_once(prompt, system_prompt, max_tokens, temperature, schema)
+        except LLMTransientError as first:
+            response = self._retry(first, prompt, system_prompt, max_tokens, temperature, schema)
+        self._calls.append({**response, "constrained": schema is not None})
+        return response
+
+    def _retry(self, first: LLMTransientError, *args: Any) -> LLMResponse:
+        """Attempts 2..N under tenacity's policy; attempt 1 is the failure that already happened, replayed."""
+        replay: list[LLMTransientError] = [first]
+
+        def attempt() -> LLMResponse:
+            if replay:
+                raise replay.pop()
+            return self._call_once(*args)
+
         retrying = Retrying(
             stop=stop_after_attempt(self._attempts),
             wait=self._wait,
@@ -70,11 +86,9 @@ class ModelClient(LLMAdapter):
             reraise=True,
         )
         try:
-            response = retrying(self._call_once, prompt, system_prompt, max_tokens, temperature, schema)
+            return retrying(attempt)
         except LLMTransientError as exc:
             raise LLMError(f"the model is unavailable after {self._attempts} attempts: {exc}") from exc
-        self._calls.append({**response, "constrained": schema is not None})
-        return response
 
     def _call_once(
         self,

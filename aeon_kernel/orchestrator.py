@@ -431,16 +431,16 @@ class Orchestrator:
 
     def _finish(self, status: RunStatus, assessment: ConvergenceAssessment | None) -> None:
         state = self._state = self.get_state().finish(status)
-        plan = state.plan.model_dump(mode="json") if state.plan is not None else None
+        final_state = state.model_dump(mode="json")
         self.result = {
             "run_id": state.run_id,
             "status": status,
-            "plan": plan,
+            "plan": final_state["plan"],  # the same data as final_state's: dumped once
             "answer": _answer(state.plan),
             "errors": list(state.errors),
             "message": _message(state, status),
             "convergence": assessment.model_dump(mode="json") if assessment else None,
-            "final_state": state.model_dump(mode="json"),
+            "final_state": final_state,
         }
         if self.state_store is not None:
             try:

@@ -8,9 +8,13 @@ schema that is passed to adapters able to constrain decoding, and is always chec
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from aeon_kernel.schemas import canonical_json
+from aeon_kernel.schemas import canonical_json, compiled_validator
+
+if TYPE_CHECKING:
+    from aeon_kernel.contracts import Tool
+    from aeon_kernel.models import PlanStep
 
 SYSTEM_PROMPT: Final = (
     "You are the planning and reasoning engine of Aeon, an orchestration kernel. "
@@ -129,23 +133,23 @@ def state_summary(goal: str, results: list[tuple[str, Any]], errors: list[dict[s
     return "\n".join(lines)
 
 
-def tool_arguments_prompt(state: str, step: dict[str, Any], tool: dict[str, Any]) -> str:
+def tool_arguments_prompt(state: str, step: PlanStep, tool: Tool) -> str:
     """Ask for the arguments of a tool step whose plan did not carry them."""
     return (
-        f"Give the arguments for the tool {tool['name']} ({tool['description']}) as a JSON object matching "
-        f"this schema: {canonical_json(tool['input_schema'])}\n"
+        f"Give the arguments for the tool {tool.name} ({tool.description}) as a JSON object matching "
+        f"this schema: {compiled_validator(tool.input_schema).text}\n"
         f"{state}\n"
-        f"Step {step['step_id']}: {step['description']}\nArguments:"
+        f"Step {step.step_id}: {step.description}\nArguments:"
     )
 
 
-def reasoning_prompt(state: str, request: str, step: dict[str, Any]) -> str:
+def reasoning_prompt(state: str, request: str, step: PlanStep) -> str:
     """An ``agent: "llm"`` step, or the fallback for a step no tool could serve: answer from the results."""
     return (
         'Do the step below, using the results so far. Reply as JSON with one key, "answer".\n'
         f"Example:\n{_ANSWER_EXAMPLE}\n\n"
         f"Request: {request}\n{state}\n"
-        f"Step {step['step_id']}: {step['description']}\nAnswer:"
+        f"Step {step.step_id}: {step.description}\nAnswer:"
     )
 
 

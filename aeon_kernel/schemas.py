@@ -29,10 +29,12 @@ def canonical_json(value: Any) -> str:
 class CompiledSchema:
     """One schema, compiled: a fast verdict, and the reference library's errors when there are any."""
 
-    __slots__ = ("_fast", "_reference", "schema")
+    __slots__ = ("_fast", "_reference", "schema", "text")
 
-    def __init__(self, schema: dict[str, Any]) -> None:
+    def __init__(self, schema: dict[str, Any], text: str | None = None) -> None:
         self.schema = schema
+        #: canonical JSON of the schema, as prompts show it
+        self.text = canonical_json(schema) if text is None else text
         try:
             self._fast: Any = jsonschema_rs.validator_for(schema)
         except Exception:  # a schema the fast engine cannot compile is still checked, by the reference one
@@ -77,7 +79,7 @@ def _path(parts: Any) -> str:
 
 @lru_cache(maxsize=512)
 def _compiled(schema_json: str) -> CompiledSchema:
-    return CompiledSchema(json.loads(schema_json))
+    return CompiledSchema(json.loads(schema_json), schema_json)
 
 
 #: Compiled schemas by identity: tool schemas live as long as their tools, so most lookups skip building the

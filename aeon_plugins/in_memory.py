@@ -51,12 +51,11 @@ class InMemoryKVStore(Memory):
 
     def search(self, prefix: str) -> list[tuple[str, Any]]:
         with self._lock:
-            start = bisect.bisect_left(self._keys, prefix)
-            matches = []
-            for key in self._keys[start:]:
-                if not key.startswith(prefix):
+            keys, matches = self._keys, []
+            for index in range(bisect.bisect_left(keys, prefix), len(keys)):  # no copy of the tail
+                if not keys[index].startswith(prefix):
                     break
-                matches.append((key, self._data[key]))
+                matches.append((keys[index], self._data[keys[index]]))
         return [(key, json.loads(text)) for key, text in matches]
 
 
