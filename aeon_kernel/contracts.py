@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from aeon_kernel.errors import ValidationError
+from aeon_kernel.models import FrozenModel
 from aeon_kernel.schemas import check_schema, schema_errors
 
 if TYPE_CHECKING:
@@ -167,13 +168,11 @@ class FunctionTool(Tool):
         return self.function(**kwargs)
 
 
-class StepToolCheck(BaseModel):
+class StepToolCheck(FrozenModel):
     """Result of ``Validator.validate_step_tool``: the step comes back with ``errors`` filled in when invalid.
 
     Spec 002 mutates the step in place; steps are immutable here, so the updated copy is returned instead.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     valid: bool
     error: str | None = None

@@ -100,8 +100,13 @@ class KernelStepExecutor:
             ctx.memory.write(ctx.memory_key(step.step_id), call.result)
         except Exception as exc:
             return _failed("tool", f"could not store the result: {_as_memory_error(exc)}", tool_calls=(call,))
-        return StepExecutionResult(
-            success=True, result=call.result, execution_mode="tool", tool_calls=(call,)
+        return StepExecutionResult.trusted(
+            success=True,
+            result=call.result,
+            error=None,
+            execution_mode="tool",
+            tool_calls=(call,),
+            repaired_step=None,
         )
 
     def _arguments(self, step: PlanStep, tool: Tool, ctx: StepContext) -> dict[str, Any]:

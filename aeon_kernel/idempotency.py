@@ -7,9 +7,7 @@ with side effects can recognise a repeat (issue: durable runs). Tools read it wi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 _current: ContextVar[str | None] = ContextVar("aeon_idempotency_key", default=None)
 
@@ -18,10 +16,19 @@ def current_idempotency_key() -> str | None:
     return _current.get()
 
 
-@contextmanager
-def idempotency_scope(run_id: str, step_id: str) -> Iterator[str]:
-    token = _current.set(f"{run_id}:{step_id}")
-    try:
-        yield f"{run_id}:{step_id}"
-    finally:
-        _current.reset(token)
+class idempotency_scope:
+    """Within the block, :func:`current_idempotency_key` is ``"<run_id>:<step_id>"``."""
+
+    __slots__ = ("_key", "_token")
+
+    def __init__(self, run_id: str, step_id: str) -> None:
+        self._key = f"{run_id}:{step_id}"
+        self._token: Token[str | None] | None = None
+
+    def __enter__(self) -> str:
+        self._token = _current.set(self._key)
+        return self._key
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self._token is not None
+        _current.reset(self._token)

@@ -76,11 +76,13 @@ class FrozenModel(BaseModel):
     @classmethod
     def trusted(cls, **values: Any) -> Self:
         """An instance from values the kernel built and checked itself: every field given, none re-validated."""
-        if len(values) != len(cls.model_fields):
-            missing = sorted(set(cls.model_fields) - set(values))
+        if len(values) != len(cls.__pydantic_fields__):
+            missing = sorted(set(cls.__pydantic_fields__) - set(values))
             raise TypeError(f"{cls.__name__}.trusted needs every field; missing {missing}")
-        private = {name: attr.get_default() for name, attr in cls.__private_attributes__.items()}
-        return cls._assemble(values, set(values), private or None)
+        private = None
+        if cls.__private_attributes__:
+            private = {name: attr.get_default() for name, attr in cls.__private_attributes__.items()}
+        return cls._assemble(values, set(values), private)
 
     @classmethod
     def _assemble(cls, values: dict[str, Any], fields_set: set[str], private: dict[str, Any] | None) -> Self:
@@ -219,9 +221,8 @@ class Plan(FrozenModel):
         update: dict[str, Any] = {"status": status}
         if status.is_terminal:
             update.update(errors=(), result=result, failure=failure)
-        steps = list(self.steps)
-        steps[index] = step.model_copy(update=update)
-        return self.model_copy(update={"steps": tuple(steps)})
+        steps = (*self.steps[:index], step.model_copy(update=update), *self.steps[index + 1 :])
+        return self.model_copy(update={"steps": steps})
 
 
 class ToolCall(FrozenModel):

@@ -360,9 +360,10 @@ class Orchestrator:
         cycle.step_id = step.step_id
         if step.status is StepStatus.PENDING:  # a running step is one a crashed process left: run it again
             self._transition(step.step_id, StepStatus.RUNNING)
-        running = self.get_state().plan.step(step.step_id)  # type: ignore[union-attr]
+            state = self.get_state()
+        running = state.plan.step(step.step_id)  # type: ignore[union-attr]
         context = StepContext(
-            state=self.get_state(),
+            state=state,
             tools=self.tools,
             memory=self.memory,
             llm=self.llm,
@@ -484,8 +485,15 @@ def _message(state: OrchestrationState, status: RunStatus) -> str:
     return state.errors[-1]["message"] if state.errors else "the run did not converge"
 
 
+_SCALARS: Final = (str, int, float, bool, type(None))
+
+
 def _jsonable(value: Any) -> Any:
     """Step results are stored in the plan, which is pure JSON data (FR-009)."""
+    if isinstance(value, _SCALARS) or (
+        type(value) is dict and all(type(k) is str and isinstance(v, _SCALARS) for k, v in value.items())
+    ):
+        return value  # the usual result, a flat object: no need to encode it to know
     try:
         json.dumps(value)
         return value

@@ -52,14 +52,14 @@ class SchemaValidator(Validator):
 
     def validate_step_tool(self, step: PlanStep, tool_registry: ToolRegistry) -> StepToolCheck:
         if step.tool is None and step.agent == "llm":
-            return StepToolCheck(valid=True, step=step)
+            return StepToolCheck.trusted(valid=True, error=None, step=step)
         if step.tool is None:
             error = f"step {step.step_id!r} names no tool and is not an llm step"
         elif step.tool not in tool_registry:
             available = ", ".join(tool_registry.list_all()) or "none"
             error = f"Tool {step.tool!r} not found in registry (available: {available})"
         else:
-            return StepToolCheck(valid=True, step=step)
+            return StepToolCheck.trusted(valid=True, error=None, step=step)
         errors = step.errors if error in step.errors else (*step.errors, error)
         return StepToolCheck(valid=False, error=error, step=step.model_copy(update={"errors": errors}))
 
