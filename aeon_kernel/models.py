@@ -7,9 +7,10 @@ place (``Plan.transition``), rather than wherever a status happens to be set.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal, Self
 
@@ -17,10 +18,22 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from aeon_kernel.errors import StateTransitionError
 
+_second: tuple[int, str] = (0, "")
+
 
 def utc_now() -> str:
-    """An ISO 8601 timestamp in UTC, the format every record in spec 001 uses."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+    """An ISO 8601 timestamp in UTC with milliseconds, the format every record in spec 001 uses.
+
+    The loop stamps two records per cycle, so the text of the current second is kept and only the milliseconds
+    are formatted (a third of ``datetime.isoformat``'s cost). The cache is one tuple, swapped atomically.
+    """
+    global _second
+    now = time.time()
+    second = int(now)
+    cached = _second
+    if cached[0] != second:
+        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{int((now - second) * 1000):03d}+00:00"
 
 
 def _check_iso(value: str) -> str:

@@ -390,9 +390,10 @@ class Orchestrator:
 
     def _apply(self, step: PlanStep, result: StepExecutionResult, cycle: _Cycle) -> None:
         """Write a step's outcome into the state: tool calls, repaired step, and its final status."""
-        for call in result.tool_calls:
-            cycle.tool_calls.append(call)
-            self._emit("aeon_tool_called", run_id=self.get_state().run_id, call=call)
+        cycle.tool_calls.extend(result.tool_calls)
+        if self.pm.listens("aeon_tool_called"):
+            for call in result.tool_calls:
+                self._emit("aeon_tool_called", run_id=self.get_state().run_id, call=call)
         if result.repaired_step is not None:
             state = self.get_state()
             repaired = result.repaired_step.model_copy(update={"status": StepStatus.RUNNING, "errors": ()})
@@ -421,8 +422,9 @@ class Orchestrator:
         assert state.plan is not None
         previous = state.plan.step(step_id).status
         self._state = state.transition(step_id, status, result=result, failure=failure)
-        step = self._state.plan.step(step_id)  # type: ignore[union-attr]
-        self._emit("aeon_step_status_changed", run_id=state.run_id, step=step, previous=previous)
+        if self.pm.listens("aeon_step_status_changed"):
+            step = self._state.plan.step(step_id)  # type: ignore[union-attr]
+            self._emit("aeon_step_status_changed", run_id=state.run_id, step=step, previous=previous)
 
     def _record_action(self, action: SupervisorAction) -> None:
         """Supervisors report every attempt here; it lands in the cycle's log line and in the state."""

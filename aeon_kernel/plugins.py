@@ -89,6 +89,10 @@ class AeonPluginManager(pluggy.PluginManager):
             cached = self._callers[hook_name] = self._shortest_caller(getattr(self.hook, hook_name))
         return cached
 
+    def listens(self, hook_name: str) -> bool:
+        """Whether any plugin implements ``hook_name`` (so the loop can skip building an event nobody reads)."""
+        return self.caller(hook_name) not in (_no_result, _no_results)
+
     def _shortest_caller(self, hook: pluggy.HookCaller) -> Callable[..., Any]:
         impls = hook.get_hookimpls()
         firstresult = bool(hook.spec and hook.spec.opts.get("firstresult"))

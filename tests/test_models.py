@@ -561,3 +561,17 @@ def test_trusted_needs_every_field_and_builds_an_equal_instance() -> None:
         ToolCall.trusted(**fields)
     plan = Plan.trusted(goal="g", steps=(PlanStep(step_id="a", description="x"),))
     assert plan.index_of("a") == 0 and plan.__pydantic_private__ == {"_index": {"a": 0}}
+
+
+def test_utc_now_is_the_current_time_in_iso_8601_with_milliseconds() -> None:
+    from datetime import UTC
+
+    from aeon_kernel.models import utc_now
+
+    for _ in range(3):  # the first call may format a new second, later ones reuse it
+        before = datetime.now(UTC)
+        stamp = utc_now()
+        after = datetime.now(UTC)
+        parsed = datetime.fromisoformat(stamp)
+        assert len(stamp) == len("2026-11-26T03:10:43.721+00:00") and stamp.endswith("+00:00")
+        assert before.replace(microsecond=before.microsecond // 1000 * 1000) <= parsed <= after

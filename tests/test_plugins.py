@@ -298,3 +298,13 @@ def test_tracing_sees_every_call_made_through_caller() -> None:
     pm.caller("aeon_run_end")(run_id="r", result={})
     pm.caller("aeon_run_start")(run_id="r", request="x", state=None, manifest={})
     assert traced == ["aeon_run_end", "aeon_run_start"]
+
+
+def test_listens_follows_registration() -> None:
+    pm = build_plugin_manager(autoload=False)
+    assert not pm.listens("aeon_run_end") and pm.listens("aeon_execute_step")  # the kernel's executor
+    listener = Listener()
+    pm.register(listener)
+    assert pm.listens("aeon_run_end")
+    pm.unregister(listener)
+    assert not pm.listens("aeon_run_end")
