@@ -38,9 +38,13 @@ def memory_key(run_id: str, step_id: str) -> str:
     return f"run/{run_id}/{step_id}"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StepContext:
-    """What a step may use: the run's components and a snapshot of its state."""
+    """What a step may use: the run's components and a snapshot of its state.
+
+    One is made per step and nothing reads it back, so it is a plain (slotted, cheap to build) dataclass; the
+    ``state`` it carries is immutable.
+    """
 
     state: OrchestrationState
     tools: ToolRegistry

@@ -54,6 +54,8 @@ def _error(exc: BaseException, step_id: str | None = None, **extra: Any) -> dict
 class _Cycle:
     """What one cycle gathers before it becomes a LogEntry."""
 
+    __slots__ = ("actions", "errors", "phase", "plan_state", "started", "step_id", "tool_calls")
+
     def __init__(self, state: OrchestrationState) -> None:
         self.started = time.perf_counter()
         self.plan_state = state.plan  # immutable: a reference is a snapshot
