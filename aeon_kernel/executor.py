@@ -13,6 +13,7 @@ The kernel registers this executor as the ``trylast`` implementation of ``aeon_e
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,13 +41,14 @@ def memory_key(run_id: str, step_id: str) -> str:
 
 @dataclass(slots=True)
 class StepContext:
-    """What a step may use: the run's components and a snapshot of its state.
+    """What a step may use: the run's components and, through ``state``, an immutable snapshot of its state.
 
-    One is made per step and nothing reads it back, so it is a plain (slotted, cheap to build) dataclass; the
-    ``state`` it carries is immutable.
+    One is made per step and nothing reads it back, so it is a plain (slotted, cheap to build) dataclass. The
+    snapshot is built only when a step asks for ``state``: most tool steps never do.
     """
 
-    state: OrchestrationState
+    run_id: str
+    snapshot: Callable[[], OrchestrationState]
     tools: ToolRegistry
     memory: Memory
     llm: ModelClient
@@ -56,15 +58,21 @@ class StepContext:
     max_tokens: int = 512
     temperature: float = 0.0
 
+    @property
+    def state(self) -> OrchestrationState:
+        """The run's state as the step starts (the step itself is ``running``)."""
+        return self.snapshot()
+
     def memory_key(self, step_id: str) -> str:
-        return memory_key(self.state.run_id, step_id)
+        return memory_key(self.run_id, step_id)
 
     def summary(self) -> str:
         """FR-002: goal, earlier results (read back from memory, FR-018), errors, and TTL, for the next prompt."""
         prefix = self.memory_key("")
         results = [(key[len(prefix) :], value) for key, value in self.memory.search(prefix)]
-        goal = self.state.plan.goal if self.state.plan else self.state.request
-        return state_summary(goal, results, list(self.state.errors), self.state.ttl_remaining)
+        state = self.state
+        goal = state.plan.goal if state.plan else state.request
+        return state_summary(goal, results, list(state.errors), state.ttl_remaining)
 
 
 def _failed(mode: Literal["tool", "llm", "fallback"], error: str, **fields: Any) -> StepExecutionResult:
@@ -96,7 +104,7 @@ class KernelStepExecutor:
         except SupervisorError as exc:
             call = ToolCall(tool_name=tool.name, arguments={}, step_id=step.step_id, error=exc.to_dict())
             return _failed("tool", f"invalid arguments for {tool.name}: {exc}", tool_calls=(call,))
-        with idempotency_scope(ctx.state.run_id, step.step_id):
+        with idempotency_scope(ctx.run_id, step.step_id):
             call = _invoke(tool, arguments, step.step_id)
         if call.error is not None:
             return _failed("tool", call.error["message"], tool_calls=(call,))

@@ -219,23 +219,45 @@ class Plan(FrozenModel):
             index = self.index_of(step_id)
         except KeyError:
             raise StateTransitionError(f"no step {step_id!r} in the plan") from None
-        step = self.steps[index]
-        if status not in _ALLOWED_TRANSITIONS[step.status]:
-            raise StateTransitionError(
-                f"step {step_id!r} cannot go from {step.status.value} to {status.value}",
-                [
-                    f"allowed from {step.status.value}: {sorted(s.value for s in _ALLOWED_TRANSITIONS[step.status])}"
-                ],
-            )
-        if status is StepStatus.RUNNING and index and not self.steps[index - 1].status.is_terminal:
-            raise StateTransitionError(
-                f"step {step_id!r} cannot start before every earlier step has finished"
-            )
-        update: dict[str, Any] = {"status": status}
-        if status.is_terminal:
-            update.update(errors=(), result=result, failure=failure)
-        steps = (*self.steps[:index], step.model_copy(update=update), *self.steps[index + 1 :])
-        return self.model_copy(update={"steps": steps})
+        moved = moved_step(self.steps, index, status, result=result, failure=failure)
+        return self.model_copy(update={"steps": (*self.steps[:index], moved, *self.steps[index + 1 :])})
+
+    @classmethod
+    def from_steps(cls, goal: str, steps: tuple[PlanStep, ...], index: dict[str, int] | None = None) -> Plan:
+        """A plan from steps that already form a valid plan (the loop's snapshots), sharing its position index."""
+        plan = cls.trusted(goal=goal, steps=steps)
+        plan.__pydantic_private__["_index"] = index  # type: ignore[index]
+        return plan
+
+
+def moved_step(
+    steps: tuple[PlanStep, ...] | list[PlanStep],
+    index: int,
+    status: StepStatus,
+    *,
+    result: Any = None,
+    failure: str | None = None,
+) -> PlanStep:
+    """``steps[index]`` moved to ``status``: the one place spec 001's transitions and FR-052's order are enforced.
+
+    ``errors`` are cleared when a step completes or fails; ``result`` and ``failure`` record how it ended.
+    Raises :class:`StateTransitionError` on a forbidden move.
+    """
+    step = steps[index]
+    if status not in _ALLOWED_TRANSITIONS[step.status]:
+        raise StateTransitionError(
+            f"step {step.step_id!r} cannot go from {step.status.value} to {status.value}",
+            [
+                f"allowed from {step.status.value}: {sorted(s.value for s in _ALLOWED_TRANSITIONS[step.status])}"
+            ],
+        )
+    if status is StepStatus.RUNNING and index and not steps[index - 1].status.is_terminal:
+        raise StateTransitionError(
+            f"step {step.step_id!r} cannot start before every earlier step has finished"
+        )
+    if status.is_terminal:
+        return step.model_copy(update={"status": status, "errors": (), "result": result, "failure": failure})
+    return step.model_copy(update={"status": status})
 
 
 class ToolCall(FrozenModel):

@@ -38,6 +38,7 @@ from aeon_kernel.output import ensure_no_new_tools, parse_json
 from aeon_kernel.plugins import AeonPluginManager, build_plugin_manager, loaded_plugins
 from aeon_kernel.prompts import SYSTEM_PROMPT, plan_prompt, plan_schema
 from aeon_kernel.registry import ToolRegistry
+from aeon_kernel.run_state import RunState
 from aeon_kernel.state_store import StateStore, StoredRun
 
 log = logging.getLogger("aeon")
@@ -56,10 +57,10 @@ class _Cycle:
 
     __slots__ = ("actions", "errors", "phase", "plan_state", "started", "step_id", "tool_calls")
 
-    def __init__(self, state: OrchestrationState) -> None:
+    def __init__(self, plan: Plan | None) -> None:
         self.started = time.perf_counter()
-        self.plan_state = state.plan  # immutable: a reference is a snapshot
-        self.phase: Any = "plan" if state.plan is None else "step"
+        self.plan_state = plan  # the snapshot at cycle start (FR-038)
+        self.phase: Any = "plan" if plan is None else "step"
         self.step_id: str | None = None
         self.actions: list[SupervisorAction] = []
         self.tool_calls: list[ToolCall] = []
@@ -112,7 +113,7 @@ class Orchestrator:
         self.temperature = temperature
         self.manifest = manifest
         self.state_store = state_store
-        self._state: OrchestrationState | None = None
+        self._run_state: RunState | None = None
         self._cycle: _Cycle | None = None
         self._running = False
         self._fatal = False
@@ -134,9 +135,14 @@ class Orchestrator:
 
     def get_state(self) -> OrchestrationState:
         """The current state snapshot (immutable; safe to keep)."""
-        if self._state is None:
+        return self._run.snapshot()
+
+    @property
+    def _run(self) -> RunState:
+        """The run in progress (the loop's working copy of the state)."""
+        if self._run_state is None:
             raise OrchestrationError("no run has started yet: call execute() or iter() first")
-        return self._state
+        return self._run_state
 
     def iter(
         self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None
@@ -177,7 +183,7 @@ class Orchestrator:
                 "this orchestrator is already running; use one orchestrator per run at a time"
             )
         self._running, self._fatal, self.result = True, False, None
-        self._state = state
+        self._run_state = RunState(state)
         run_id = state.run_id
         manifest = {**(self.manifest or self._default_manifest()), "run_id": run_id, "started": utc_now()}
         try:
@@ -229,14 +235,13 @@ class Orchestrator:
 
     def _status(self) -> tuple[RunStatus | None, ConvergenceAssessment | None]:
         """Decide whether the run is over: a fatal error or no plan (FR-049), plan finished (FR-004), TTL (FR-005)."""
-        state = self.get_state()
-        if self._fatal or (state.plan is None and state.cycle > 0):
+        run = self._run
+        if self._fatal or (run.goal is None and run.cycle > 0):
             return "failed", None
-        if state.plan is not None and state.current_step_id is None:
-            assessment = self._assess(state.plan)
-            all_complete = all(s.status is StepStatus.COMPLETE for s in state.plan.steps)
-            return ("completed" if all_complete and assessment.converged else "failed"), assessment
-        if state.ttl_remaining <= 0:
+        if run.goal is not None and run.current_step_id is None:
+            assessment = self._assess(run.plan())  # type: ignore[arg-type]
+            return ("completed" if run.all_complete() and assessment.converged else "failed"), assessment
+        if run.ttl_remaining <= 0:
             return "ttl_expired", None
         return None, None
 
@@ -250,23 +255,23 @@ class Orchestrator:
         try:
             return self.convergence.assess(plan.model_dump(mode="json"), results)
         except Exception as exc:
-            self._state = self.get_state().record(errors=(_error(exc, phase="convergence"),))
+            self._run.record_error(_error(exc, phase="convergence"))
             return ConvergenceAssessment(converged=False, reason_codes=("convergence_error",))
 
     def _run_cycle(self) -> LogEntry:
         """One cycle: generate the plan or execute the next step; always ends with one log record."""
-        state = self.get_state()
-        cycle = self._cycle = _Cycle(state)
+        run = self._run
+        cycle = self._cycle = _Cycle(run.plan())
         try:
-            if state.plan is None:
-                self._generate_plan(state)
+            if cycle.plan_state is None:
+                self._generate_plan(run.request)
             else:
                 self._execute_next_step(cycle)
         except Exception as exc:
             # Nothing escapes a cycle: the step fails (FR-054) and the error is logged (FR-039). A model that
             # stays unavailable ends the run with a structured error (FR-049).
             if not isinstance(exc, AeonError):
-                log.exception("unexpected error in cycle %d", state.cycle + 1)
+                log.exception("unexpected error in cycle %d", run.cycle + 1)
             self._fail_running_step(f"{type(exc).__name__}: {exc}")
             cycle.errors.append(_error(exc, cycle.step_id, phase=cycle.phase))
             self._fatal = isinstance(exc, LLMError)
@@ -276,25 +281,21 @@ class Orchestrator:
 
     def _close_cycle(self, cycle: _Cycle) -> LogEntry:
         calls = self.llm.drain()
-        state = self._state = self.get_state().end_cycle(
-            tool_history=tuple(cycle.tool_calls),
-            llm_outputs=tuple(calls),
-            supervisor_actions=tuple(cycle.actions),
-            errors=tuple(cycle.errors),
-        )
-        step = state.plan.step(cycle.step_id) if state.plan is not None and cycle.step_id else None
+        run = self._run
+        run.end_cycle(cycle.tool_calls, calls, cycle.actions, cycle.errors)
+        step = run.step(cycle.step_id) if run.goal is not None and cycle.step_id else None
         # Built without re-validation: every part is already a validated kernel object (pydantic would
         # otherwise re-run the plan's validators on each cycle).
         entry = LogEntry.trusted(
-            step_number=state.cycle,
+            step_number=run.cycle,
             plan_state=cycle.plan_state,
             llm_output=calls[0] if calls else {},
             supervisor_actions=tuple(cycle.actions),
             tool_calls=tuple(cycle.tool_calls),
-            ttl_remaining=state.ttl_remaining,
+            ttl_remaining=run.ttl_remaining,
             errors=tuple(cycle.errors),
             timestamp=utc_now(),
-            run_id=state.run_id,
+            run_id=run.run_id,
             phase=cycle.phase,
             step_id=cycle.step_id,
             step_status=step.status if step else None,
@@ -303,8 +304,9 @@ class Orchestrator:
         )
         self._cycle = None
         if self.state_store is not None:
-            entry = self._commit(state, entry, calls)
-        self._emit("aeon_cycle_end", entry=entry, state=self.get_state())
+            entry = self._commit(run.snapshot(), entry, calls)
+        if self.pm.listens("aeon_cycle_end"):
+            self._emit("aeon_cycle_end", entry=entry, state=run.snapshot())
         return entry
 
     def _commit(self, state: OrchestrationState, entry: LogEntry, calls: list[dict[str, Any]]) -> LogEntry:
@@ -315,16 +317,16 @@ class Orchestrator:
         except Exception as exc:
             log.error("the state store failed: %s: %s", type(exc).__name__, exc)
             error = _error(exc, entry.step_id, phase="state_store")
-            self._state = state.record(errors=(error,))
+            self._run.record_error(error)
             self._fatal = True
             return entry.model_copy(update={"errors": (*entry.errors, error)})
         return entry
 
-    def _generate_plan(self, state: OrchestrationState) -> None:
+    def _generate_plan(self, request: str) -> None:
         """FR-006/010: the model writes the plan; it is parsed, validated and, when malformed, repaired."""
         tools = self.tools.export_tools_for_llm()
         text = self.llm.generate(
-            plan_prompt(state.request, tools),
+            plan_prompt(request, tools),
             SYSTEM_PROMPT,
             self.max_tokens,
             self.temperature,
@@ -349,23 +351,19 @@ class Orchestrator:
             s.model_copy(update={"status": StepStatus.PENDING, "errors": (), "result": None, "failure": None})
             for s in plan.steps
         )
-        plan = plan.model_copy(update={"steps": fresh})
-        first = plan.steps[0].step_id
-        self._state = self.get_state().with_plan(plan).model_copy(update={"current_step_id": first})
+        self._run.start_plan(plan.model_copy(update={"steps": fresh}))
 
     def _execute_next_step(self, cycle: _Cycle) -> None:
         """FR-052: start the next pending step, execute it through the hook, record complete or failed."""
-        state = self.get_state()
-        assert state.plan is not None
-        assert state.current_step_id is not None, "the loop only runs a step cycle while a step is left"
-        step = state.plan.step(state.current_step_id)
+        run = self._run
+        assert run.current_step_id is not None, "the loop only runs a step cycle while a step is left"
+        step = run.step(run.current_step_id)
         cycle.step_id = step.step_id
         if step.status is StepStatus.PENDING:  # a running step is one a crashed process left: run it again
-            self._transition(step.step_id, StepStatus.RUNNING)
-            state = self.get_state()
-        running = state.plan.step(step.step_id)  # type: ignore[union-attr]
+            step = self._transition(step.step_id, StepStatus.RUNNING)
         context = StepContext(
-            state=state,
+            run_id=run.run_id,
+            snapshot=run.snapshot,
             tools=self.tools,
             memory=self.memory,
             llm=self.llm,
@@ -376,7 +374,7 @@ class Orchestrator:
             temperature=self.temperature,
         )
         try:
-            result = self.pm.caller("aeon_execute_step")(step=running, context=context)
+            result = self.pm.caller("aeon_execute_step")(step=step, context=context)
         except (LLMError, SupervisorError):
             raise
         except Exception as exc:
@@ -395,11 +393,11 @@ class Orchestrator:
         cycle.tool_calls.extend(result.tool_calls)
         if self.pm.listens("aeon_tool_called"):
             for call in result.tool_calls:
-                self._emit("aeon_tool_called", run_id=self.get_state().run_id, call=call)
+                self._emit("aeon_tool_called", run_id=self._run.run_id, call=call)
         if result.repaired_step is not None:
-            state = self.get_state()
-            repaired = result.repaired_step.model_copy(update={"status": StepStatus.RUNNING, "errors": ()})
-            self._state = state.with_plan(state.plan.replace_step(repaired))  # type: ignore[union-attr]
+            self._run.replace_step(
+                result.repaired_step.model_copy(update={"status": StepStatus.RUNNING, "errors": ()})
+            )
         if result.success:
             self._transition(step.step_id, StepStatus.COMPLETE, result=_jsonable(result.result))
         else:
@@ -408,34 +406,28 @@ class Orchestrator:
             self._transition(step.step_id, StepStatus.FAILED, failure=message)
 
     def _fail_running_step(self, message: str) -> None:
-        state = self.get_state()
-        step_id = state.current_step_id
-        if (
-            state.plan is not None
-            and step_id is not None
-            and state.plan.step(step_id).status is StepStatus.RUNNING
-        ):
+        run = self._run
+        step_id = run.current_step_id
+        if run.goal is not None and step_id is not None and run.step(step_id).status is StepStatus.RUNNING:
             self._transition(step_id, StepStatus.FAILED, failure=message)
 
     def _transition(
         self, step_id: str, status: StepStatus, *, result: Any = None, failure: str | None = None
-    ) -> None:
-        state = self.get_state()
-        assert state.plan is not None
-        previous = state.plan.step(step_id).status
-        self._state = state.transition(step_id, status, result=result, failure=failure)
+    ) -> PlanStep:
+        step, previous = self._run.transition(step_id, status, result=result, failure=failure)
         if self.pm.listens("aeon_step_status_changed"):
-            step = self._state.plan.step(step_id)  # type: ignore[union-attr]
-            self._emit("aeon_step_status_changed", run_id=state.run_id, step=step, previous=previous)
+            self._emit("aeon_step_status_changed", run_id=self._run.run_id, step=step, previous=previous)
+        return step
 
     def _record_action(self, action: SupervisorAction) -> None:
         """Supervisors report every attempt here; it lands in the cycle's log line and in the state."""
         if self._cycle is not None:
             self._cycle.actions.append(action)
-        self._emit("aeon_supervisor_action", run_id=self.get_state().run_id, action=action)
+        self._emit("aeon_supervisor_action", run_id=self._run.run_id, action=action)
 
     def _finish(self, status: RunStatus, assessment: ConvergenceAssessment | None) -> None:
-        state = self._state = self.get_state().finish(status)
+        self._run.finish(status)
+        state = self._run.snapshot()
         final_state = state.model_dump(mode="json")
         self.result = {
             "run_id": state.run_id,
