@@ -225,9 +225,7 @@ class Plan(FrozenModel):
     @classmethod
     def from_steps(cls, goal: str, steps: tuple[PlanStep, ...], index: dict[str, int] | None = None) -> Plan:
         """A plan from steps that already form a valid plan (the loop's snapshots), sharing its position index."""
-        plan = cls.trusted(goal=goal, steps=steps)
-        plan.__pydantic_private__["_index"] = index  # type: ignore[index]
-        return plan
+        return cls._assemble({"goal": goal, "steps": steps}, {"goal", "steps"}, {"_index": index})
 
 
 def moved_step(

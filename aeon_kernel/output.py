@@ -22,13 +22,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# Built once: ``json.loads``/``json.dumps`` with any non-default option construct a decoder or encoder per call.
+_decode_strict = json.JSONDecoder(parse_constant=_reject_constant).decode
+_encode_lenient = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def loads_strict(text: str) -> Any:
     """``json.loads`` that rejects NaN/Infinity and turns every parser failure into ``ValueError``.
 
     Nesting deeper than MAX_JSON_DEPTH and oversized integers are parse failures like any other.
     """
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = _decode_strict(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
     check_depth(value)
@@ -70,7 +75,7 @@ def parse_json(
 def dumps_lenient(value: Any) -> str:
     """JSON text of ``value`` for a prompt or a record; its ``str`` when it cannot be JSON."""
     try:
-        return json.dumps(value, ensure_ascii=False)
+        return _encode_lenient(value)
     except (TypeError, ValueError, RecursionError):
         return str(value)
 

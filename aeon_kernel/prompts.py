@@ -153,7 +153,10 @@ def reasoning_prompt(state: str, request: str, step: PlanStep) -> str:
     )
 
 
+_encode_compact = json.JSONEncoder(ensure_ascii=False, default=str).encode  # built once, not per call
+
+
 def compact(value: Any, limit: int = 400) -> str:
     """``value`` as one line of text (JSON unless it is a string), cut to ``limit`` characters with an ellipsis."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = value if isinstance(value, str) else _encode_compact(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"

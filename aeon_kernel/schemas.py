@@ -21,9 +21,14 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator as ReferenceValidator
 
 
+_encode_canonical = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+).encode
+
+
 def canonical_json(value: Any) -> str:
     """Stable JSON text for hashing and cache keys (sorted keys, no whitespace)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _encode_canonical(value)
 
 
 class CompiledSchema:

@@ -26,6 +26,9 @@ def _check_keys(value: Any) -> None:
             _check_keys(item)
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # built once, not per write
+
+
 class InMemoryKVStore(Memory):
     def __init__(self) -> None:
         self._data: dict[str, str] = {}
@@ -37,7 +40,7 @@ class InMemoryKVStore(Memory):
             raise MemoryStoreError(f"memory keys must be non-empty strings, got {key!r}")
         try:
             _check_keys(value)
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+            text = _encode(value)
         except (TypeError, ValueError, RecursionError) as exc:
             raise MemoryStoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from None
         with self._lock:
