@@ -71,6 +71,7 @@ class Engine:
         self._convergence: ConvergenceEngine | None = None
         self._sinks: list[TelemetrySink] = []
         self._state_store: StateStore | None = None
+        self._manifest_parts: tuple[int, list[dict[str, Any]], str] | None = None
 
     # --- components, built on first use ------------------------------------------------------------------------
 
@@ -182,11 +183,15 @@ class Engine:
         from aeon_kernel import __version__
         from aeon_kernel.hookspecs import HOOKSPEC_VERSION
 
+        # Every run asks for it: the plugin list and the config hash are kept until a plugin comes or goes.
+        if self._manifest_parts is None or self._manifest_parts[0] != self.pm.generation:
+            self._manifest_parts = (self.pm.generation, loaded_plugins(self.pm), self.config.fingerprint())
+        _, plugins, fingerprint = self._manifest_parts
         return {
             "aeon_version": __version__,
             "hookspec_version": HOOKSPEC_VERSION,
-            "plugins": loaded_plugins(self.pm),
-            "config_fingerprint": self.config.fingerprint(),
+            "plugins": [dict(plugin) for plugin in plugins],  # a copy: a hook may keep or change its manifest
+            "config_fingerprint": fingerprint,
             "model": self.llm.model_id,
             "cassette": {"record": str(self.record)}
             if self.record

@@ -63,13 +63,17 @@ class AeonPluginManager(pluggy.PluginManager):
         self.skipped: list[str] = []
         self._callers: dict[str, Callable[..., Any]] = {}
         self._monitored = False
+        #: bumped whenever a plugin is registered or unregistered, so derived data can be cached safely
+        self.generation = 0
 
     def register(self, plugin: Any, name: str | None = None) -> str | None:
         self._callers.clear()
+        self.generation += 1
         return super().register(plugin, name)
 
     def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
         self._callers.clear()
+        self.generation += 1
         return super().unregister(plugin, name)
 
     def add_hookcall_monitoring(self, before: Any, after: Any) -> Callable[[], None]:

@@ -308,3 +308,25 @@ def test_listens_follows_registration() -> None:
     assert pm.listens("aeon_run_end")
     pm.unregister(listener)
     assert not pm.listens("aeon_run_end")
+
+
+def test_the_run_manifest_follows_the_plugins_and_hands_out_copies() -> None:
+    from aeon_plugins import echo, in_memory, plan_finished, schema_validator, scripted, supervisor
+
+    config = AeonConfig().with_choice("llm", "scripted", responses=["{}"])
+    engine = Engine(
+        config,
+        plugins=[echo, in_memory, plan_finished, schema_validator, scripted, supervisor],
+        autoload=False,
+    )
+    first = engine.manifest()
+    assert "aeon_plugins.echo" in [p["name"] for p in first["plugins"]]
+    assert first["config_fingerprint"] == config.fingerprint() and first["model"] == "scripted"
+    first["plugins"].clear()  # a hook that changes its manifest changes only its own copy
+    first["plugins"].append({"name": "intruder"})
+    second = engine.manifest()
+    assert "intruder" not in [p["name"] for p in second["plugins"]] and second["plugins"]
+    engine.pm.register(Listener(), name="late-listener")
+    assert "late-listener" in [p["name"] for p in engine.manifest()["plugins"]]
+    engine.pm.unregister(name="late-listener")
+    assert [p["name"] for p in engine.manifest()["plugins"]] == [p["name"] for p in second["plugins"]]
