@@ -2,7 +2,8 @@
 
 Models are frozen: state changes go through methods that return a new object (Burr's rule), so a snapshot handed
 to a telemetry sink or an embedder can never change under it. Step status transitions are enforced here, in one
-place (``Plan.transition``), rather than wherever a status happens to be set.
+place (:func:`moved_step`, behind ``Plan.transition`` and the loop's ``RunState``), rather than wherever a status
+happens to be set.
 """
 
 from __future__ import annotations
@@ -258,6 +259,14 @@ def moved_step(
     return step.model_copy(update={"status": status})
 
 
+def current_after(steps: tuple[PlanStep, ...] | list[PlanStep], index: int) -> str | None:
+    """``current_step_id`` once ``steps[index]`` has moved: itself while running, else the next step (FR-052)."""
+    if steps[index].status is StepStatus.RUNNING:
+        return steps[index].step_id
+    following = index + 1
+    return steps[following].step_id if following < len(steps) else None
+
+
 class ToolCall(FrozenModel):
     """A record of one tool invocation; ``result`` and ``error`` are mutually exclusive."""
 
@@ -339,11 +348,7 @@ class OrchestrationState(FrozenModel):
         """Apply a step transition and keep ``current_step_id`` in step with it (spec 001)."""
         assert self.plan is not None, "no plan yet"
         plan = self.plan.transition(step_id, status, result=result, failure=failure)
-        if status is StepStatus.RUNNING:
-            current: str | None = step_id
-        else:  # strict order: the step after a finished one is the next to run (FR-052)
-            following = plan.index_of(step_id) + 1
-            current = plan.steps[following].step_id if following < len(plan.steps) else None
+        current = current_after(plan.steps, plan.index_of(step_id))
         return self.model_copy(update={"plan": plan, "current_step_id": current})
 
     def record(

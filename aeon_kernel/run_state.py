@@ -20,6 +20,7 @@ from aeon_kernel.models import (
     StepStatus,
     SupervisorAction,
     ToolCall,
+    current_after,
     moved_step,
 )
 
@@ -115,11 +116,7 @@ class RunState:
             raise StateTransitionError(f"no step {step_id!r} in the plan")
         previous = self.steps[index].status
         step = self.steps[index] = moved_step(self.steps, index, status, result=result, failure=failure)
-        if status is StepStatus.RUNNING:
-            self.current_step_id = step_id
-        else:  # strict order: the step after a finished one is the next to run (FR-052)
-            following = index + 1
-            self.current_step_id = self.steps[following].step_id if following < len(self.steps) else None
+        self.current_step_id = current_after(self.steps, index)
         self._plan = self._snapshot = None
         return step, previous
 
