@@ -12,21 +12,7 @@ import threading
 from typing import Any
 
 from aeon_kernel import Memory, MemoryStoreError, Register, hookimpl
-
-
-def _check_keys(value: Any) -> None:
-    """Refuse object keys that are not strings: json.dumps would silently turn 1, True or None into text."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"object keys must be strings, got {key!r}")
-            _check_keys(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _check_keys(item)
-
-
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # built once, not per write
+from aeon_plugins.sqlite_memory import encode_value
 
 
 class InMemoryKVStore(Memory):
@@ -38,11 +24,7 @@ class InMemoryKVStore(Memory):
     def write(self, key: str, value: Any) -> None:
         if not isinstance(key, str) or not key:
             raise MemoryStoreError(f"memory keys must be non-empty strings, got {key!r}")
-        try:
-            _check_keys(value)
-            text = _encode(value)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise MemoryStoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from None
+        text = encode_value(key, value)
         with self._lock:
             if key not in self._data:
                 bisect.insort(self._keys, key)

@@ -98,15 +98,23 @@ def _check_object_keys(value: Any) -> None:
             _check_object_keys(item)
 
 
+# Built once: json.dumps with options builds an encoder per call, and every memory write encodes.
+_encode_readable = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_encode_escaped = json.JSONEncoder(allow_nan=False).encode
+
+
 def encode_value(key: str, value: Any) -> str:
-    """``value`` as JSON text, or MemoryStoreError naming ``key`` (NaN, sets, bytes, objects, non-str keys)."""
+    """``value`` as JSON text, or MemoryStoreError naming ``key`` (NaN, sets, bytes, objects, non-str keys).
+
+    Every memory backend stores this text, so a value reads back the same whichever backend holds it.
+    """
     try:
         _check_object_keys(value)
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text = _encode_readable(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise MemoryStoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from None
     if not is_utf8(text):  # a lone surrogate inside a string: keep it, escaped, as JSON allows
-        text = json.dumps(value, allow_nan=False)
+        text = _encode_escaped(value)
     return text
 
 
