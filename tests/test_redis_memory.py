@@ -20,6 +20,7 @@ from aeon_kernel.config import AeonConfig
 from aeon_kernel.engine import Engine
 from aeon_kernel.testing import memory_conformance
 from aeon_plugins.redis_memory import RedisMemory
+from tests.int64_counters import Int64CounterCases
 from tests.redis_server import redis_url  # noqa: F401 - the session fixture
 
 _URL: list[str] = []
@@ -287,34 +288,7 @@ def test_selected_by_name_with_a_secret_url(
 # --- increment ---------------------------------------------------------------------------------------------------
 
 
-def test_increment_continues_a_written_integer(memory: RedisMemory) -> None:
-    memory.write("c", 41)
-    assert memory.increment("c") == 42
-    memory.write("c", "reset")
-    with pytest.raises(
-        MemoryStoreError, match=r"cannot increment 'c': it holds \"reset\", not a 64-bit integer"
-    ):
-        memory.increment("c")
-
-
-@pytest.mark.parametrize("stored", [1.0, 1.5, True, None, "1", [1], {"n": 1}, 2**63, -(2**63) - 1])
-def test_increment_refuses_what_is_not_an_int64_and_changes_nothing(memory: RedisMemory, stored: Any) -> None:
-    memory.write("c", stored)
-    with pytest.raises(MemoryStoreError, match="not a 64-bit integer"):
-        memory.increment("c")
-    assert memory.read("c") == stored
-
-
-def test_increment_refuses_to_overflow(memory: RedisMemory) -> None:
-    memory.write("top", 2**63 - 1)
-    with pytest.raises(MemoryStoreError, match="64-bit integer range"):
-        memory.increment("top")
-    assert memory.read("top") == 2**63 - 1
-    assert memory.increment("top", -1) == 2**63 - 2
-
-
-@pytest.mark.parametrize("amount", [True, 1.0, "1", None, 2**63])
-def test_increment_refuses_bad_amounts(memory: RedisMemory, amount: Any) -> None:
-    with pytest.raises(MemoryStoreError, match="amount"):
-        memory.increment("c", amount)
-    assert memory.read("c") is None
+class TestInt64Counter(Int64CounterCases):
+    @pytest.fixture
+    def counter(self, memory: RedisMemory) -> RedisMemory:
+        return memory

@@ -24,6 +24,7 @@ from aeon_kernel.engine import Engine
 from aeon_kernel.testing import memory_conformance
 from aeon_plugins import sqlite_memory
 from aeon_plugins.sqlite_memory import SqliteMemory, prefix_upper_bound
+from tests.int64_counters import Int64CounterCases
 
 ROOT = Path(__file__).resolve().parent.parent
 _DIRECTORY: list[Path] = []
@@ -312,42 +313,10 @@ def counter_memory(
     backend.close()
 
 
-def test_increment_continues_a_written_integer(counter_memory: SqliteMemory) -> None:
-    counter_memory.write("c", 41)
-    assert counter_memory.increment("c") == 42
-    counter_memory.write("c", "reset")
-    with pytest.raises(
-        MemoryStoreError, match=r"cannot increment 'c': it holds \"reset\", not a 64-bit integer"
-    ):
-        counter_memory.increment("c")
-
-
-@pytest.mark.parametrize("stored", [1.0, 1.5, True, None, "1", [1], {"n": 1}, 2**63, -(2**63) - 1])
-def test_increment_refuses_what_is_not_an_int64_and_changes_nothing(
-    counter_memory: SqliteMemory, stored: Any
-) -> None:
-    counter_memory.write("c", stored)
-    with pytest.raises(MemoryStoreError, match="not a 64-bit integer"):
-        counter_memory.increment("c")
-    assert counter_memory.read("c") == stored
-
-
-def test_increment_refuses_to_overflow(counter_memory: SqliteMemory) -> None:
-    counter_memory.write("top", 2**63 - 1)
-    with pytest.raises(MemoryStoreError, match="64-bit integer range"):
-        counter_memory.increment("top")
-    assert counter_memory.read("top") == 2**63 - 1
-    assert counter_memory.increment("top", -1) == 2**63 - 2
-    counter_memory.write("bottom", -(2**63))
-    with pytest.raises(MemoryStoreError, match="range"):
-        counter_memory.increment("bottom", -1)
-
-
-@pytest.mark.parametrize("amount", [True, 1.0, "1", None, 2**63])
-def test_increment_refuses_bad_amounts(counter_memory: SqliteMemory, amount: Any) -> None:
-    with pytest.raises(MemoryStoreError, match="amount"):
-        counter_memory.increment("c", amount)
-    assert counter_memory.read("c") is None
+class TestInt64Counter(Int64CounterCases):
+    @pytest.fixture
+    def counter(self, counter_memory: SqliteMemory) -> SqliteMemory:
+        return counter_memory
 
 
 @pytest.mark.parametrize("key", ["", None, 5, "\ud800"])
