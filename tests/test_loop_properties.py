@@ -17,17 +17,7 @@ from hypothesis import strategies as st
 
 from aeon_kernel import Engine
 from aeon_kernel.config import AeonConfig, Choice
-
-FR038_FIELDS = {
-    "step_number",
-    "plan_state",
-    "llm_output",
-    "supervisor_actions",
-    "tool_calls",
-    "ttl_remaining",
-    "errors",
-    "timestamp",
-}
+from tests.test_jsonl_sink import FR_038_FIELDS
 
 VALID_PLANS = [
     {
@@ -112,7 +102,7 @@ def test_any_model_output_ends_in_a_structured_result(outputs: list[str], ttl: i
     assert len(lines) == cycles  # SC-007: one line per cycle, every one complete
     assert [line["step_number"] for line in lines] == list(range(1, cycles + 1))
     for line in lines:
-        assert set(line) >= FR038_FIELDS
+        assert set(line) >= FR_038_FIELDS
         assert line["ttl_remaining"] == ttl - line["step_number"]
     if result["status"] == "ttl_expired":
         assert cycles == ttl
