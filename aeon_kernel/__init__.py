@@ -1,8 +1,9 @@
 """Aeon: a small, strict LLM orchestration kernel.
 
-The public API is re-exported here, lazily (PEP 562): ``import aeon_kernel`` costs almost nothing, and each name
-loads its module on first use. Nothing here imports a plugin, the CLI library, an HTTP client or a model runtime
-(DESIGN rule 5): plugins are discovered from entry-point metadata when an Engine is built.
+This module is the public API: what plugins, embedders and tests may import (plus :mod:`aeon_kernel.testing`).
+Every other module is internal and may change between releases. Names are re-exported lazily (PEP 562):
+``import aeon_kernel`` costs almost nothing, and each name loads its module on first use. Nothing here imports a
+plugin, the CLI library, an HTTP client or a model runtime (DESIGN rule 5).
 """
 
 from __future__ import annotations
@@ -10,32 +11,34 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from aeon_kernel.version import __version__
 
 if TYPE_CHECKING:
     from aeon_kernel.contracts import (
         ConvergenceEngine,
-        FunctionTool,
         LLMAdapter,
         LLMResponse,
         Memory,
+        Planner,
+        RecordAction,
         StepToolCheck,
         Supervisor,
         TelemetrySink,
-        Tool,
         Validator,
     )
-    from aeon_kernel.engine import Engine
+    from aeon_kernel.engine import (
+        Engine,
+    )
     from aeon_kernel.errors import (
         AeonError,
         ConfigError,
         DuplicateComponentError,
-        ExecutionError,
         LLMError,
         LLMTransientError,
         MemoryStoreError,
         OrchestrationError,
         PluginError,
+        RunStoreError,
         StateTransitionError,
         SupervisorError,
         ToolError,
@@ -45,9 +48,34 @@ if TYPE_CHECKING:
     )
     from aeon_kernel.hookspecs import (
         HOOKSPEC_VERSION,
+    )
+    from aeon_kernel.idempotency import (
+        current_idempotency_key,
+    )
+    from aeon_kernel.llm.client import (
+        ModelClient,
+    )
+    from aeon_kernel.llm.output import (
+        check_depth,
+        dumps_lenient,
+        ensure_no_new_tools,
+        loads_strict,
+        tool_names,
+    )
+    from aeon_kernel.markers import (
         hookimpl,
     )
-    from aeon_kernel.idempotency import current_idempotency_key
+    from aeon_kernel.memory_values import (
+        INT64_MAX,
+        INT64_MIN,
+        check_amount,
+        check_key,
+        check_prefix,
+        decode_value,
+        encode_value,
+        increment_error,
+        is_utf8,
+    )
     from aeon_kernel.models import (
         ConvergenceAssessment,
         LogEntry,
@@ -55,74 +83,174 @@ if TYPE_CHECKING:
         OrchestrationState,
         Plan,
         PlanStep,
+        RunStatus,
         StepExecutionResult,
         StepStatus,
         SupervisorAction,
+        SupervisorActionType,
         ToolCall,
+        utc_now,
     )
-    from aeon_kernel.orchestrator import Orchestrator
+    from aeon_kernel.orchestrator import (
+        Orchestrator,
+    )
+    from aeon_kernel.plan.context import (
+        StepContext,
+    )
     from aeon_kernel.registry import (
         Register,
+    )
+    from aeon_kernel.runtime.context import (
+        Components,
+        RunContext,
+    )
+    from aeon_kernel.runtime.run import (
+        Run,
+        RunResult,
+    )
+    from aeon_kernel.runtime.scheduler import (
+        Conclusion,
+        Scheduler,
+        Verdict,
+        Work,
+    )
+    from aeon_kernel.runtime.store import (
+        RunSummary,
+        StateStore,
+        StoredRun,
+    )
+    from aeon_kernel.schemas import (
+        canonical_json,
+        check_schema,
+        schema_errors,
+        validate_against,
+    )
+    from aeon_kernel.tools import (
+        FunctionTool,
+        Tool,
+        ToolContext,
         ToolRegistry,
     )
-    from aeon_kernel.state_store import RunStoreError, StateStore
 
-_EXPORTS: dict[str, str] = {
-    "ConvergenceEngine": "aeon_kernel.contracts",
-    "FunctionTool": "aeon_kernel.contracts",
-    "LLMAdapter": "aeon_kernel.contracts",
-    "LLMResponse": "aeon_kernel.contracts",
-    "Memory": "aeon_kernel.contracts",
-    "StepToolCheck": "aeon_kernel.contracts",
-    "Supervisor": "aeon_kernel.contracts",
-    "TelemetrySink": "aeon_kernel.contracts",
-    "Tool": "aeon_kernel.contracts",
-    "Validator": "aeon_kernel.contracts",
-    "AeonError": "aeon_kernel.errors",
-    "ConfigError": "aeon_kernel.errors",
-    "DuplicateComponentError": "aeon_kernel.errors",
-    "ExecutionError": "aeon_kernel.errors",
-    "LLMError": "aeon_kernel.errors",
-    "LLMTransientError": "aeon_kernel.errors",
-    "MemoryStoreError": "aeon_kernel.errors",
-    "OrchestrationError": "aeon_kernel.errors",
-    "PluginError": "aeon_kernel.errors",
-    "StateTransitionError": "aeon_kernel.errors",
-    "SupervisorError": "aeon_kernel.errors",
-    "ToolError": "aeon_kernel.errors",
-    "ToolRegistrationError": "aeon_kernel.errors",
-    "UnknownComponentError": "aeon_kernel.errors",
-    "ValidationError": "aeon_kernel.errors",
-    "HOOKSPEC_VERSION": "aeon_kernel.hookspecs",
-    "hookimpl": "aeon_kernel.hookspecs",
-    "ConvergenceAssessment": "aeon_kernel.models",
-    "LogEntry": "aeon_kernel.models",
-    "MemoryEntry": "aeon_kernel.models",
-    "OrchestrationState": "aeon_kernel.models",
-    "Plan": "aeon_kernel.models",
-    "PlanStep": "aeon_kernel.models",
-    "StepExecutionResult": "aeon_kernel.models",
-    "StepStatus": "aeon_kernel.models",
-    "SupervisorAction": "aeon_kernel.models",
-    "ToolCall": "aeon_kernel.models",
-    "Register": "aeon_kernel.registry",
-    "ToolRegistry": "aeon_kernel.registry",
-    "Engine": "aeon_kernel.engine",
-    "current_idempotency_key": "aeon_kernel.idempotency",
-    "StateStore": "aeon_kernel.state_store",
-    "RunStoreError": "aeon_kernel.state_store",
-    "Orchestrator": "aeon_kernel.orchestrator",
+#: module -> the public names it defines
+_MODULES: dict[str, tuple[str, ...]] = {
+    "aeon_kernel.contracts": (
+        "ConvergenceEngine",
+        "LLMAdapter",
+        "LLMResponse",
+        "Memory",
+        "Planner",
+        "RecordAction",
+        "StepToolCheck",
+        "Supervisor",
+        "TelemetrySink",
+        "Validator",
+    ),
+    "aeon_kernel.tools": (
+        "FunctionTool",
+        "Tool",
+        "ToolContext",
+        "ToolRegistry",
+    ),
+    "aeon_kernel.engine": ("Engine",),
+    "aeon_kernel.errors": (
+        "AeonError",
+        "ConfigError",
+        "DuplicateComponentError",
+        "LLMError",
+        "LLMTransientError",
+        "MemoryStoreError",
+        "OrchestrationError",
+        "PluginError",
+        "RunStoreError",
+        "StateTransitionError",
+        "SupervisorError",
+        "ToolError",
+        "ToolRegistrationError",
+        "UnknownComponentError",
+        "ValidationError",
+    ),
+    "aeon_kernel.hookspecs": ("HOOKSPEC_VERSION",),
+    "aeon_kernel.markers": ("hookimpl",),
+    "aeon_kernel.idempotency": ("current_idempotency_key",),
+    "aeon_kernel.models": (
+        "ConvergenceAssessment",
+        "LogEntry",
+        "MemoryEntry",
+        "OrchestrationState",
+        "Plan",
+        "PlanStep",
+        "RunStatus",
+        "StepExecutionResult",
+        "StepStatus",
+        "SupervisorAction",
+        "SupervisorActionType",
+        "ToolCall",
+        "utc_now",
+    ),
+    "aeon_kernel.orchestrator": ("Orchestrator",),
+    "aeon_kernel.registry": ("Register",),
+    "aeon_kernel.runtime.run": (
+        "Run",
+        "RunResult",
+    ),
+    "aeon_kernel.runtime.scheduler": (
+        "Conclusion",
+        "Scheduler",
+        "Verdict",
+        "Work",
+    ),
+    "aeon_kernel.runtime.context": (
+        "Components",
+        "RunContext",
+    ),
+    "aeon_kernel.runtime.store": (
+        "RunSummary",
+        "StateStore",
+        "StoredRun",
+    ),
+    "aeon_kernel.plan.context": ("StepContext",),
+    "aeon_kernel.llm.client": ("ModelClient",),
+    "aeon_kernel.llm.output": (
+        "check_depth",
+        "dumps_lenient",
+        "ensure_no_new_tools",
+        "loads_strict",
+        "tool_names",
+    ),
+    "aeon_kernel.schemas": (
+        "canonical_json",
+        "check_schema",
+        "schema_errors",
+        "validate_against",
+    ),
+    "aeon_kernel.memory_values": (
+        "INT64_MAX",
+        "INT64_MIN",
+        "check_amount",
+        "check_key",
+        "check_prefix",
+        "decode_value",
+        "encode_value",
+        "increment_error",
+        "is_utf8",
+    ),
 }
+_EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
 
+#: every public name (a test keeps it equal to the table above)
 __all__ = [
     "HOOKSPEC_VERSION",
+    "INT64_MAX",
+    "INT64_MIN",
     "AeonError",
+    "Components",
+    "Conclusion",
     "ConfigError",
     "ConvergenceAssessment",
     "ConvergenceEngine",
     "DuplicateComponentError",
     "Engine",
-    "ExecutionError",
     "FunctionTool",
     "LLMAdapter",
     "LLMError",
@@ -132,34 +260,66 @@ __all__ = [
     "Memory",
     "MemoryEntry",
     "MemoryStoreError",
+    "ModelClient",
     "OrchestrationError",
     "OrchestrationState",
     "Orchestrator",
     "Plan",
     "PlanStep",
+    "Planner",
     "PluginError",
+    "RecordAction",
     "Register",
+    "Run",
+    "RunContext",
+    "RunResult",
+    "RunStatus",
     "RunStoreError",
+    "RunSummary",
+    "Scheduler",
     "StateStore",
     "StateTransitionError",
+    "StepContext",
     "StepExecutionResult",
     "StepStatus",
     "StepToolCheck",
+    "StoredRun",
     "Supervisor",
     "SupervisorAction",
+    "SupervisorActionType",
     "SupervisorError",
     "TelemetrySink",
     "Tool",
     "ToolCall",
+    "ToolContext",
     "ToolError",
     "ToolRegistrationError",
     "ToolRegistry",
     "UnknownComponentError",
     "ValidationError",
     "Validator",
+    "Verdict",
+    "Work",
     "__version__",
+    "canonical_json",
+    "check_amount",
+    "check_depth",
+    "check_key",
+    "check_prefix",
+    "check_schema",
     "current_idempotency_key",
+    "decode_value",
+    "dumps_lenient",
+    "encode_value",
+    "ensure_no_new_tools",
     "hookimpl",
+    "increment_error",
+    "is_utf8",
+    "loads_strict",
+    "schema_errors",
+    "tool_names",
+    "utc_now",
+    "validate_against",
 ]
 
 

@@ -1,5 +1,5 @@
 """``python -m aeon_kernel`` is the ``aeon`` command."""
 
-from aeon_kernel.cli import main
+from aeon_kernel.cli.main import main
 
 main()

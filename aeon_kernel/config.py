@@ -41,20 +41,13 @@ from typing import Any, Final
 from pydantic import SecretStr
 
 from aeon_kernel.errors import ConfigError
+from aeon_kernel.kinds import BY_SECTION, ROLES
 from aeon_kernel.schemas import canonical_json
 
 CONFIG_ENV: Final = "AEON_CONFIG"
 DEFAULT_FILE: Final = "aeon.toml"
 
-#: role -> (the registry it draws from, the default component name)
-ROLES: Final[dict[str, tuple[str, str]]] = {
-    "llm": ("llm_adapters", "llama_cpp"),
-    "memory": ("memory_backends", "in_memory"),
-    "validator": ("validators", "schema"),
-    "supervisor": ("supervisors", "default"),
-    "convergence": ("convergence_engines", "plan_finished"),
-}
-_TOP_LEVEL: Final = {*ROLES, "run", "telemetry", "tools", "plugins", "state"}
+_TOP_LEVEL: Final = {*BY_SECTION, "run", "plugins"}
 _RUN_KEYS: Final = {"ttl", "max_tokens", "temperature"}
 _PLUGIN_KEYS: Final = {"allow", "block"}
 
@@ -75,7 +68,10 @@ class Choice:
 class AeonConfig:
     """The parsed configuration. Every field has a default, so ``AeonConfig()`` is a working setup."""
 
-    choices: dict[str, Choice] = field(default_factory=lambda: {r: Choice(d) for r, (_, d) in ROLES.items()})
+    #: one chosen component per role (``[llm]``, ``[memory]``, ... — the ``one`` kinds of :mod:`aeon_kernel.kinds`)
+    choices: dict[str, Choice] = field(
+        default_factory=lambda: {role: Choice(kind.default or "") for role, kind in ROLES.items()}
+    )
     telemetry: tuple[Choice, ...] = ()
     tools_enabled: tuple[str, ...] | None = None
     tool_options: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -149,9 +145,9 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
             f"{where}: unknown section(s) {sorted(unknown)}; valid sections: {sorted(_TOP_LEVEL)}"
         )
     choices = {}
-    for role, (_, default) in ROLES.items():
+    for role, kind in ROLES.items():
         table = _table(data, role, where)
-        use = table.pop("use", default)
+        use = table.pop("use", kind.default)
         if not isinstance(use, str) or not use:
             raise ConfigError(f"{where}: [{role}] use must be a component name, got {use!r}")
         choices[role] = Choice(use, table)
@@ -192,7 +188,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     state = None
     if "state" in data:
         table = _table(data, "state", where)
-        use = table.pop("use", "sqlite")
+        use = table.pop("use", BY_SECTION["state"].default)
         if not isinstance(use, str) or not use:
             raise ConfigError(f"{where}: [state] use must be a state store name, got {use!r}")
         state = Choice(use, table)

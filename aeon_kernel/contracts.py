@@ -7,20 +7,12 @@ the extra parameter is keyword-only with a default, so a plain spec implementati
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from aeon_kernel.errors import ValidationError
-from aeon_kernel.models import FrozenModel
-from aeon_kernel.schemas import check_schema, schema_errors
-
-if TYPE_CHECKING:
-    from aeon_kernel.models import ConvergenceAssessment, PlanStep, SupervisorAction
-    from aeon_kernel.registry import ToolRegistry
+from aeon_kernel.models import ConvergenceAssessment, FrozenModel, Plan, PlanStep, SupervisorAction
+from aeon_kernel.tools import ToolRegistry
 
 
 class LLMResponse(TypedDict, total=False):
@@ -94,80 +86,6 @@ class Memory(ABC):
         """Release resources. Called when the engine is closed."""
 
 
-_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
-
-
-class Tool(BaseModel, ABC):
-    """A tool: a name, a description, JSON Schemas for input and output, and ``invoke`` (FR-019).
-
-    A tool is a pydantic model, so its definition is validated when it is created: blank names and invalid
-    schemas are rejected up front rather than at the first call. Validators are compiled once per schema.
-    """
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, validate_default=True)
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any]
-    example: dict[str, Any] | None = None
-
-    # Validators rather than Field constraints: a subclass that redeclares ``name: str = "echo"`` keeps them.
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, name: str) -> str:
-        if not _TOOL_NAME.fullmatch(name):
-            raise ValueError(f"tool names are letters, digits, '_', '.' and '-' (got {name!r})")
-        return name
-
-    @field_validator("description")
-    @classmethod
-    def _valid_description(cls, description: str) -> str:
-        if not description.strip():
-            raise ValueError("a tool needs a description: the model chooses tools by it")
-        return description
-
-    @field_validator("input_schema", "output_schema")
-    @classmethod
-    def _valid_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
-        try:
-            check_schema(schema)
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
-        return schema
-
-    @abstractmethod
-    def invoke(self, **kwargs: Any) -> dict[str, Any]:
-        """Run the tool on arguments already validated against ``input_schema``. Raise ToolError on failure."""
-
-    def validate_input(self, **kwargs: Any) -> bool:
-        """True when ``kwargs`` match ``input_schema``; raises :class:`ValidationError` listing each problem."""
-        return self._check(self.input_schema, kwargs, "arguments")
-
-    def validate_output(self, result: dict[str, Any]) -> bool:
-        """True when ``result`` matches ``output_schema``; raises :class:`ValidationError` otherwise."""
-        return self._check(self.output_schema, result, "result")
-
-    def _check(self, schema: dict[str, Any], value: Any, what: str) -> bool:
-        errors = schema_errors(schema, value)
-        if errors:
-            raise ValidationError(f"{self.name} {what} invalid: " + "; ".join(errors), errors)
-        return True
-
-    def describe(self) -> dict[str, Any]:
-        """The tool as ``export_tools_for_llm`` shows it."""
-        return self.model_dump(include={"name", "description", "input_schema", "output_schema", "example"})
-
-
-class FunctionTool(Tool):
-    """Wrap a plain function as a tool, so embedders need not subclass :class:`Tool`."""
-
-    function: Callable[..., dict[str, Any]] = Field(exclude=True)
-
-    def invoke(self, **kwargs: Any) -> dict[str, Any]:
-        return self.function(**kwargs)
-
-
 class StepToolCheck(FrozenModel):
     """Result of ``Validator.validate_step_tool``: the step comes back with ``errors`` filled in when invalid.
 
@@ -176,7 +94,7 @@ class StepToolCheck(FrozenModel):
 
     valid: bool
     error: str | None = None
-    step: Any  # PlanStep, typed loosely to keep this module free of import cycles
+    step: PlanStep
 
 
 class Validator(ABC):
@@ -195,7 +113,8 @@ class Validator(ABC):
     def validate_step_tool(self, step: PlanStep, tool_registry: ToolRegistry) -> StepToolCheck: ...
 
 
-RecordAction = Callable[["SupervisorAction"], None]
+#: The callback supervisors (and planners) report each repair attempt through; it lands in the cycle's log line.
+RecordAction = Callable[[SupervisorAction], None]
 
 
 class Supervisor(ABC):
@@ -269,3 +188,24 @@ class TelemetrySink:
 
     def close(self) -> None:
         """Flush and release resources. Called when the engine is closed."""
+
+
+class Planner(ABC):
+    """Writes the plan for a request (spec 003's ``RecursivePlanner.generate_plan``, the part Sprint 1 needs).
+
+    The kernel's planner (``model``) asks the model for a plan constrained to the plan schema, parses it,
+    validates it and lets the supervisor repair it (FR-006/010). A planner returns a valid :class:`Plan`
+    or raises: :class:`~aeon_kernel.errors.LLMError` when the model is unavailable (the run fails, FR-049),
+    any other :class:`~aeon_kernel.errors.AeonError` when no usable plan came out.
+    """
+
+    @abstractmethod
+    def generate_plan(
+        self,
+        task_description: str,
+        task_profile: Any,
+        tool_registry: ToolRegistry,
+        *,
+        record: RecordAction | None = None,
+    ) -> Plan:
+        """The plan for ``task_description``. ``task_profile`` is None until adaptive depth (spec 003) sets it."""

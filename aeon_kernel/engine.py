@@ -1,7 +1,8 @@
 """The Engine: one plugin manager, its registries, and the components ``aeon.toml`` selects from them.
 
 Components are built on first use, so ``aeon plugins`` or ``aeon tools`` never loads a model. One Engine can
-create many orchestrators; closing it closes the model, memory and sinks it built.
+create many orchestrators and runs, several of them active at once (``engine.start(request)`` returns a
+:class:`~aeon_kernel.runtime.run.Run`); closing it closes the model, memory and sinks it built.
 """
 
 from __future__ import annotations
@@ -10,19 +11,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from aeon_kernel.cassette import RecordingAdapter, ReplayAdapter
-from aeon_kernel.config import ROLES, AeonConfig, Choice, load_config
+from aeon_kernel.config import AeonConfig, Choice, load_config
 from aeon_kernel.contracts import (
     ConvergenceEngine,
     LLMAdapter,
     Memory,
+    Planner,
     Supervisor,
     TelemetrySink,
-    Tool,
     Validator,
 )
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, UnknownComponentError
-from aeon_kernel.llm import ModelClient
+from aeon_kernel.hookspecs import HOOKSPEC_VERSION
+from aeon_kernel.kinds import KINDS, ROLES
+from aeon_kernel.llm.cassette import RecordingAdapter, ReplayAdapter
+from aeon_kernel.llm.client import ModelClient
+from aeon_kernel.models import Plan
 from aeon_kernel.orchestrator import Orchestrator
 from aeon_kernel.plugins import (
     AeonPluginManager,
@@ -31,8 +35,11 @@ from aeon_kernel.plugins import (
     describe_plugins,
     loaded_plugins,
 )
-from aeon_kernel.registry import ToolRegistry
-from aeon_kernel.state_store import StateStore
+from aeon_kernel.runtime.run import Run
+from aeon_kernel.runtime.scheduler import Scheduler
+from aeon_kernel.runtime.store import StateStore
+from aeon_kernel.tools import Tool, ToolRegistry
+from aeon_kernel.version import __version__
 
 
 class Engine:
@@ -69,16 +76,20 @@ class Engine:
         self._validator: Validator | None = None
         self._supervisor: Supervisor | None = None
         self._convergence: ConvergenceEngine | None = None
+        self._planner: Planner | None = None
         self._sinks: list[TelemetrySink] = []
+        self._configured_sinks_attached = False
         self._state_store: StateStore | None = None
         self._manifest_parts: tuple[int, list[dict[str, Any]], str] | None = None
 
     # --- components, built on first use ------------------------------------------------------------------------
 
-    def _create(self, role: str, kind: str, **deps: Any) -> Any:
+    def _create(self, role: str, defaults: dict[str, Any] | None = None, **deps: Any) -> Any:
+        """Build the component ``[role]`` chooses from ``deps``, its options, and ``defaults`` the options override."""
         choice: Choice = self.config.choice(role)
+        options = {**(defaults or {}), **choice.resolved_options()}
         try:
-            return self.registries[kind].create(choice.use, **deps, **choice.resolved_options())
+            return self.registries[ROLES[role].name].create(choice.use, **deps, **options)
         except TypeError as exc:
             raise ConfigError(f"[{role}] options for {choice.use!r} are not accepted: {exc}") from None
 
@@ -89,7 +100,7 @@ class Engine:
             if self.replay is not None:
                 adapter = ReplayAdapter(self.replay)
             else:
-                adapter = self._create("llm", "llm_adapters")
+                adapter = self._create("llm")
                 if self.record is not None:
                     adapter = RecordingAdapter(adapter, self.record)
             self._llm = ModelClient(adapter)
@@ -98,28 +109,45 @@ class Engine:
     @property
     def memory(self) -> Memory:
         if self._memory is None:
-            self._memory = self._create("memory", "memory_backends")
+            self._memory = self._create("memory")
         return self._memory
 
     @property
     def validator(self) -> Validator:
         if self._validator is None:
-            self._validator = self._create("validator", "validators")
+            self._validator = self._create("validator")
         return self._validator
 
     @property
     def supervisor(self) -> Supervisor:
         if self._supervisor is None:
             self._supervisor = self._create(
-                "supervisor", "supervisors", llm=self.llm, validator=self.validator, tools=self.tools
+                "supervisor", llm=self.llm, validator=self.validator, tools=self.tools
             )
         return self._supervisor
 
     @property
     def convergence(self) -> ConvergenceEngine:
         if self._convergence is None:
-            self._convergence = self._create("convergence", "convergence_engines")
+            self._convergence = self._create("convergence")
         return self._convergence
+
+    @property
+    def planner(self) -> Planner:
+        if self._planner is None:
+            self._planner = self._create(
+                "planner",
+                {"max_tokens": self.config.max_tokens, "temperature": self.config.temperature},
+                llm=self.llm,
+                validator=self.validator,
+                supervisor=self.supervisor,
+            )
+        return self._planner
+
+    def scheduler(self) -> Scheduler:
+        """A new scheduler of the kind ``[scheduler]`` chooses (one per run)."""
+        scheduler: Scheduler = self._create("scheduler")
+        return scheduler
 
     @property
     def tools(self) -> ToolRegistry:
@@ -160,7 +188,8 @@ class Engine:
 
     def orchestrator(self, ttl: int | None = None) -> Orchestrator:
         """A new orchestrator on this engine's components (sinks from ``[telemetry]`` are attached once)."""
-        if not self._sinks:
+        if not self._configured_sinks_attached:
+            self._configured_sinks_attached = True
             for choice in self.config.telemetry:
                 self.add_sink(choice.use, **choice.resolved_options())
         return Orchestrator(
@@ -176,13 +205,12 @@ class Engine:
             temperature=self.config.temperature,
             manifest=self.manifest(),
             state_store=self.state_store,
+            planner=self.planner,
+            scheduler=self.scheduler,
         )
 
     def manifest(self) -> dict[str, Any]:
         """What a run on this engine depends on; the JSONL sink writes it as the run's first line."""
-        from aeon_kernel import __version__
-        from aeon_kernel.hookspecs import HOOKSPEC_VERSION
-
         # Every run asks for it: the plugin list and the config hash are kept until a plugin comes or goes.
         if self._manifest_parts is None or self._manifest_parts[0] != self.pm.generation:
             self._manifest_parts = (self.pm.generation, loaded_plugins(self.pm), self.config.fingerprint())
@@ -199,6 +227,12 @@ class Engine:
             if self.replay
             else None,
         }
+
+    def start(
+        self, request: str, ttl: int | None = None, initial_plan: Plan | dict[str, Any] | None = None
+    ) -> Run:
+        """A new run of ``request``; several may be active at once (step each with ``next()``)."""
+        return self.orchestrator(ttl).start(request, initial_plan)
 
     def run(self, request: str, ttl: int | None = None) -> dict[str, Any]:
         """Convenience: one orchestrator, one request, the result dict."""
@@ -217,16 +251,20 @@ class Engine:
 
     def check_choices(self) -> None:
         """Fail early, listing what is available, when aeon.toml names a component no plugin registered."""
-        for role, (kind, _) in ROLES.items():
-            if role != "llm" or self.replay is None:
-                self.registries[kind].get(self.config.choice(role).use)
-        for choice in self.config.telemetry:
-            self.registries["telemetry_sinks"].get(choice.use)
-        if self.config.state is not None:
-            self.registries["state_stores"].get(self.config.state.use)
-        for name in self.config.tools_enabled or ():
-            if name not in self.registries["tools"]:
-                raise UnknownComponentError("tools", name, self.registries["tools"].providers())
+        config = self.config
+        for kind in KINDS:
+            registry = self.registries[kind.name]
+            if kind.selection == "one" and (kind.section != "llm" or self.replay is None):
+                registry.get(config.choice(kind.section).use)
+            elif kind.selection == "many":
+                for choice in config.telemetry:
+                    registry.get(choice.use)
+            elif kind.selection == "optional" and config.state is not None:
+                registry.get(config.state.use)
+            elif kind.selection == "subset":
+                for name in config.tools_enabled or ():
+                    if name not in registry:
+                        raise UnknownComponentError(kind.name, name, registry.providers())
 
     def close(self) -> None:
         for sink in self._sinks:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from aeon_kernel.kinds import label
+
 
 class AeonError(Exception):
     """Root of every error Aeon raises on purpose. Catch this to catch them all."""
@@ -23,19 +25,6 @@ class ConfigError(AeonError):
     """``aeon.toml`` (or the options passed in code) cannot be used as written."""
 
 
-#: How each registry kind is named in messages.
-KIND_LABELS = {
-    "llm_adapters": "LLM adapter",
-    "memory_backends": "memory backend",
-    "tools": "tool",
-    "validators": "validator",
-    "supervisors": "supervisor",
-    "convergence_engines": "convergence engine",
-    "telemetry_sinks": "telemetry sink",
-    "state_stores": "state store",
-}
-
-
 class UnknownComponentError(ConfigError):
     """A component was selected by a name no loaded plugin registered."""
 
@@ -43,7 +32,7 @@ class UnknownComponentError(ConfigError):
         self.kind, self.name, self.available = kind, name, dict(available)
         listing = ", ".join(f"{n!r} (from {p})" for n, p in sorted(available.items())) or "none"
         super().__init__(
-            f"no {KIND_LABELS.get(kind, kind)} named {name!r} is registered. Available: {listing}. "
+            f"no {label(kind)} named {name!r} is registered. Available: {listing}. "
             f"Install the plugin that provides it, or pick one of these in aeon.toml."
         )
 
@@ -58,7 +47,7 @@ class DuplicateComponentError(PluginError):
     def __init__(self, kind: str, name: str, first: str, second: str) -> None:
         self.kind, self.name, self.first, self.second = kind, name, first, second
         super().__init__(
-            f"{KIND_LABELS.get(kind, kind)} {name!r} is registered by both {first!r} and {second!r}. "
+            f"{label(kind)} {name!r} is registered by both {first!r} and {second!r}. "
             f"Block one of them with [plugins] block = [...] in aeon.toml."
         )
 
@@ -113,9 +102,9 @@ class SupervisorError(AeonError):
         return {**super().to_dict(), "attempts": self.attempts, "last_error": self.last_error}
 
 
-class ExecutionError(AeonError):
-    """A step could not be executed for a reason other than a tool failure."""
-
-
 class OrchestrationError(AeonError):
     """The orchestrator was used incorrectly (for example ``execute`` while a run is in progress)."""
+
+
+class RunStoreError(AeonError):
+    """A stored run cannot be used: unknown, finished, corrupt, or held by another live process."""

@@ -2,10 +2,12 @@
 
 Three families, following DESIGN rules 1 and 2:
 
-* ``aeon_register_*`` — discovery. A plugin calls ``register(name, factory)`` once per component it provides;
-  ``aeon.toml`` then chooses components by name. Factories are called only for the components chosen.
-* ``aeon_execute_step`` — a decision hook (``firstresult``). The kernel's own implementation is ``trylast``, so a
-  plugin can take over a step, deny it (``tryfirst``), or wrap it (``wrapper=True``) to time or sandbox it.
+* ``aeon_register_*`` — discovery, one hook per kind of component (:mod:`aeon_kernel.kinds`). A plugin calls
+  ``register(name, factory)`` once per component it provides; ``aeon.toml`` then chooses components by name.
+  Factories are called only for the components chosen.
+* ``aeon_execute_step`` and ``aeon_invoke_tool`` — decision hooks (``firstresult``). The kernel's own
+  implementations are ``trylast``, so a plugin can take over a step or a tool call, deny it (``tryfirst``), or
+  wrap it (``wrapper=True``) to time, limit or sandbox it.
 * ``aeon_run_start`` … ``aeon_run_end`` — events, called on every implementation. Telemetry sinks implement them.
 
 Every hook is documented with its exact signature in ``docs/hooks.md``; a test keeps the two in step.
@@ -13,12 +15,11 @@ Every hook is documented with its exact signature in ``docs/hooks.md``; a test k
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-import pluggy
+from aeon_kernel.markers import hookimpl, hookspec
 
 if TYPE_CHECKING:
-    from aeon_kernel.executor import StepContext
     from aeon_kernel.models import (
         LogEntry,
         OrchestrationState,
@@ -28,13 +29,15 @@ if TYPE_CHECKING:
         SupervisorAction,
         ToolCall,
     )
+    from aeon_kernel.plan.context import StepContext
     from aeon_kernel.registry import Register
+    from aeon_kernel.tools import Tool, ToolContext
+
+__all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 
 #: Bumped when a hook's signature or meaning changes; plugins may declare the version they target.
-HOOKSPEC_VERSION = "1.1"
-
-hookspec = pluggy.HookspecMarker("aeon")
-hookimpl = pluggy.HookimplMarker("aeon")
+#: 1.2 added ``aeon_register_planners``, ``aeon_register_schedulers`` and ``aeon_invoke_tool``.
+HOOKSPEC_VERSION: Final = "1.2"
 
 
 # --- discovery -------------------------------------------------------------------------------------------------
@@ -68,7 +71,7 @@ def aeon_register_tools(register: Register) -> None:
     """Register tools.
 
     :param register: ``register(name, factory)``; ``factory(**options)`` returns a
-        :class:`~aeon_kernel.contracts.Tool` whose ``name`` equals the registered name. ``options`` come from the
+        :class:`~aeon_kernel.tools.Tool` whose ``name`` equals the registered name. ``options`` come from the
         ``[tools.<name>]`` table.
 
     Called once when an engine builds its registries. Every registered tool is enabled unless ``[tools] enabled``
@@ -94,7 +97,7 @@ def aeon_register_supervisors(register: Register) -> None:
     :param register: ``register(name, factory)``; ``factory(llm, validator, tools, **options)`` returns a
         :class:`~aeon_kernel.contracts.Supervisor`. ``llm`` is the run's model (FR-028: the supervisor uses the same
         model), already wrapped with the kernel's retry policy; ``validator`` the chosen validator; ``tools`` the
-        :class:`~aeon_kernel.registry.ToolRegistry`.
+        :class:`~aeon_kernel.tools.ToolRegistry`.
 
     Called once when an engine builds its registries.
     """
@@ -128,9 +131,34 @@ def aeon_register_state_stores(register: Register) -> None:
     """Register state stores (durable runs).
 
     :param register: ``register(name, factory)``; ``factory(**options)`` returns a
-        :class:`~aeon_kernel.state_store.StateStore`, with ``options`` from the ``[state]`` table.
+        :class:`~aeon_kernel.runtime.store.StateStore`, with ``options`` from the ``[state]`` table.
 
     Called once when an engine builds its registries. Runs are persisted only when ``[state] use`` names a store.
+    """
+
+
+@hookspec
+def aeon_register_planners(register: Register) -> None:
+    """Register planners: what writes a run's plan.
+
+    :param register: ``register(name, factory)``; ``factory(llm, validator, supervisor, max_tokens, temperature,
+        **options)`` returns a :class:`~aeon_kernel.contracts.Planner`. ``llm`` is the run's model (retrying),
+        ``validator`` and ``supervisor`` the chosen ones, ``max_tokens`` and ``temperature`` those of ``[run]``;
+        ``options`` come from the ``[planner]`` table.
+
+    Called once when an engine builds its registries. The kernel registers ``model`` (the default).
+    """
+
+
+@hookspec
+def aeon_register_schedulers(register: Register) -> None:
+    """Register schedulers: what decides each cycle's work in a run.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns a
+        :class:`~aeon_kernel.runtime.scheduler.Scheduler`, with ``options`` from the ``[scheduler]`` table. The
+        factory is called once per run: a scheduler belongs to one run.
+
+    Called once when an engine builds its registries. The kernel registers ``linear`` (the default).
     """
 
 
@@ -148,6 +176,24 @@ def aeon_execute_step(step: PlanStep, context: StepContext) -> StepExecutionResu
 
     Called once per step, in plan order (FR-052). Stops at the first non-None result. An exception raised here
     fails the step and the run continues (FR-054).
+    """
+
+
+@hookspec(firstresult=True)
+def aeon_invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> ToolCall | None:
+    """Invoke one tool.
+
+    :param tool: the registered tool to call.
+    :param arguments: its arguments, already validated against ``tool.input_schema``.
+    :param context: who calls: ``run_id``, ``step_id`` and the call's ``idempotency_key``.
+    :return: the :class:`~aeon_kernel.models.ToolCall` record — with ``result``, or with ``error`` to refuse or
+        fail the call — or None to leave the call to the next implementation. The kernel's implementation runs
+        last, calls ``tool.invoke`` inside the idempotency scope, checks the result against
+        ``tool.output_schema`` and always returns a record.
+
+    Called for every tool call a step executor makes through ``StepContext.call_tool``. Stops at the first
+    non-None result. A ``wrapper=True`` implementation sees every call and its record; an exception raised here
+    fails the step (FR-054).
     """
 
 

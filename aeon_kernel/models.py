@@ -1,9 +1,8 @@
 """The data model of spec 001 as pydantic models.
 
-Models are frozen: state changes go through methods that return a new object (Burr's rule), so a snapshot handed
-to a telemetry sink or an embedder can never change under it. Step status transitions are enforced here, in one
-place (:func:`moved_step`, behind ``Plan.transition`` and the loop's ``RunState``), rather than wherever a status
-happens to be set.
+Models are frozen, so a snapshot handed to a telemetry sink, a step executor or an embedder can never change under
+it. A run changes one private working copy (:class:`aeon_kernel.runtime.state.RunState`) and hands out snapshots
+of it; the step transition rules are enforced in one function, :func:`moved_step`, which that working copy calls.
 """
 
 from __future__ import annotations
@@ -143,7 +142,7 @@ class Plan(FrozenModel):
 
     goal: str = Field(min_length=1)
     steps: tuple[PlanStep, ...] = Field(min_length=1)
-    # step_id -> position. Ids and order never change once a plan exists (FR-053), so copies share it.
+    # step_id -> position, built on first lookup. A copy with other steps starts without it (see model_copy).
     _index: dict[str, int] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -169,6 +168,13 @@ class Plan(FrozenModel):
         return self.goal == other.goal and self.steps == other.steps
 
     __hash__ = None  # type: ignore[assignment]  # steps hold dicts: a plan was never hashable
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy; one given other ``steps`` drops the position index, which described the old steps."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update and "steps" in update and copy.__pydantic_private__ is not None:
+            copy.__pydantic_private__["_index"] = None
+        return copy
 
     def index_of(self, step_id: str) -> int:
         """The position of ``step_id`` (KeyError if absent), from a cache built once per plan lineage."""
@@ -200,28 +206,6 @@ class Plan(FrozenModel):
     def is_finished(self) -> bool:
         """FR-004: every step is complete or failed."""
         return all(s.status.is_terminal for s in self.steps)
-
-    def replace_step(self, step: PlanStep) -> Plan:
-        """Swap in a repaired step; its id, position and status must not change (FR-053)."""
-        old = self.step(step.step_id)
-        if old.status is not step.status:
-            raise StateTransitionError(f"replacing step {step.step_id!r} may not change its status")
-        return self.model_copy(update={"steps": tuple(step if s is old else s for s in self.steps)})
-
-    def transition(
-        self, step_id: str, status: StepStatus, *, result: Any = None, failure: str | None = None
-    ) -> Plan:
-        """Move one step to ``status``, enforcing spec 001's transitions and FR-052's strict order.
-
-        ``errors`` are cleared when a step completes or fails; ``result`` and ``failure`` record how it ended.
-        Raises :class:`StateTransitionError` on a forbidden move.
-        """
-        try:
-            index = self.index_of(step_id)
-        except KeyError:
-            raise StateTransitionError(f"no step {step_id!r} in the plan") from None
-        moved = moved_step(self.steps, index, status, result=result, failure=failure)
-        return self.model_copy(update={"steps": (*self.steps[:index], moved, *self.steps[index + 1 :])})
 
     @classmethod
     def from_steps(cls, goal: str, steps: tuple[PlanStep, ...], index: dict[str, int] | None = None) -> Plan:
@@ -319,10 +303,12 @@ class MemoryEntry(FrozenModel):
 
 
 RunStatus = Literal["running", "completed", "failed", "ttl_expired"]
+#: What a cycle did: write the plan, or execute a step.
+Phase = Literal["plan", "step"]
 
 
 class OrchestrationState(FrozenModel):
-    """Everything the kernel knows about a run (FR-011). Append-only histories; every change returns a copy.
+    """Everything the kernel knows about a run (FR-011), as an immutable snapshot; the histories only grow.
 
     ``plan`` is None only during the first cycle, while the plan is being generated.
     """
@@ -339,47 +325,6 @@ class OrchestrationState(FrozenModel):
     cycle: int = Field(default=0, ge=0)
     status: RunStatus = "running"
 
-    def with_plan(self, plan: Plan) -> OrchestrationState:
-        return self.model_copy(update={"plan": plan})
-
-    def transition(
-        self, step_id: str, status: StepStatus, *, result: Any = None, failure: str | None = None
-    ) -> OrchestrationState:
-        """Apply a step transition and keep ``current_step_id`` in step with it (spec 001)."""
-        assert self.plan is not None, "no plan yet"
-        plan = self.plan.transition(step_id, status, result=result, failure=failure)
-        current = current_after(plan.steps, plan.index_of(step_id))
-        return self.model_copy(update={"plan": plan, "current_step_id": current})
-
-    def record(
-        self,
-        *,
-        tool_calls: tuple[ToolCall, ...] = (),
-        llm_outputs: tuple[dict[str, Any], ...] = (),
-        supervisor_actions: tuple[SupervisorAction, ...] = (),
-        errors: tuple[dict[str, Any], ...] = (),
-    ) -> OrchestrationState:
-        """Append to the histories (never rewrite them)."""
-        return self.model_copy(
-            update={
-                "tool_history": self.tool_history + tool_calls,
-                "llm_outputs": self.llm_outputs + llm_outputs,
-                "supervisor_actions": self.supervisor_actions + supervisor_actions,
-                "errors": self.errors + errors,
-            }
-        )
-
-    def end_cycle(self, **histories: tuple[Any, ...]) -> OrchestrationState:
-        """FR-035: one cycle done, one unit of TTL spent; ``histories`` are appended as ``record`` does."""
-        update: dict[str, Any] = {"cycle": self.cycle + 1, "ttl_remaining": max(0, self.ttl_remaining - 1)}
-        for name, items in histories.items():
-            if items:
-                update[name] = getattr(self, name) + items
-        return self.model_copy(update=update)
-
-    def finish(self, status: RunStatus) -> OrchestrationState:
-        return self.model_copy(update={"status": status})
-
 
 class LogEntry(FrozenModel):
     """One JSONL line per orchestration cycle (FR-037/038), written even when the cycle fails (FR-039)."""
@@ -395,7 +340,7 @@ class LogEntry(FrozenModel):
     errors: tuple[dict[str, Any], ...] = ()
     timestamp: str = Field(default_factory=utc_now)
     run_id: str
-    phase: Literal["plan", "step"]
+    phase: Phase
     step_id: str | None = None
     step_status: StepStatus | None = None
     usage: dict[str, int] = Field(default_factory=dict)
@@ -423,22 +368,3 @@ class ConvergenceAssessment(FrozenModel):
     completeness_score: float = Field(default=0.0, ge=0.0, le=1.0)
     coherence_score: float = Field(default=0.0, ge=0.0, le=1.0)
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-EXPORTED_MODELS: tuple[type[BaseModel], ...] = (
-    Plan,
-    PlanStep,
-    OrchestrationState,
-    ToolCall,
-    MemoryEntry,
-    SupervisorAction,
-    LogEntry,
-)
-
-
-def export_json_schemas() -> dict[str, dict[str, Any]]:
-    """The JSON Schema of every data-model entity, for external tooling (spec 001)."""
-    from aeon_kernel.contracts import Tool
-
-    models: tuple[type[BaseModel], ...] = (*EXPORTED_MODELS, Tool)
-    return {model.__name__: model.model_json_schema() for model in models}

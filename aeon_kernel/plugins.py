@@ -18,9 +18,14 @@ import pluggy
 
 from aeon_kernel import hookspecs
 from aeon_kernel.errors import DuplicateComponentError
-from aeon_kernel.registry import COMPONENT_KINDS, ComponentRegistry
+from aeon_kernel.kinds import KINDS
+from aeon_kernel.markers import PROJECT
+from aeon_kernel.plan.builtins import KernelComponents
+from aeon_kernel.plan.executor import KernelStepExecutor
+from aeon_kernel.registry import ComponentRegistry
+from aeon_kernel.tools import KernelToolInvoker
 
-ENTRY_POINT_GROUP = "aeon"
+ENTRY_POINT_GROUP = PROJECT
 #: Set to any non-empty value to skip entry-point discovery (like PYTEST_DISABLE_PLUGIN_AUTOLOAD).
 DISABLE_AUTOLOAD_ENV = "AEON_DISABLE_PLUGIN_AUTOLOAD"
 #: Comma-separated plugin (entry point) or distribution names, applied on top of aeon.toml's lists.
@@ -148,10 +153,10 @@ def build_plugin_manager(
     :param allow: when given, only entry points (or distributions) with these names are loaded.
     :param block: entry points (or distributions) that are never imported.
     """
-    from aeon_kernel.executor import KernelStepExecutor
-
     pm = AeonPluginManager()
     pm.register(KernelStepExecutor(), name="aeon.executor")
+    pm.register(KernelToolInvoker(), name="aeon.tools")
+    pm.register(KernelComponents(), name="aeon.kernel")
     if autoload is None:
         autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
     if autoload:
@@ -234,19 +239,16 @@ class Registries:
     """The component registries of one engine, filled by calling each plugin's ``aeon_register_*`` hooks."""
 
     def __init__(self, pm: AeonPluginManager) -> None:
-        self.by_kind: dict[str, ComponentRegistry[Any]] = {
-            kind: ComponentRegistry(kind) for kind in COMPONENT_KINDS
-        }
+        self.by_kind: dict[str, ComponentRegistry[Any]] = {kind.name: ComponentRegistry(kind.name) for kind in KINDS}
         self.conflicts: list[DuplicateComponentError] = []
-        for kind in COMPONENT_KINDS:
-            self._collect(pm, kind)
+        for kind in KINDS:
+            self._collect(pm, kind.name, kind.hook)
 
     def __getitem__(self, kind: str) -> ComponentRegistry[Any]:
         return self.by_kind[kind]
 
-    def _collect(self, pm: AeonPluginManager, kind: str) -> None:
+    def _collect(self, pm: AeonPluginManager, kind: str, hook_name: str) -> None:
         """Call each implementation separately so every registration is tagged with its plugin."""
-        hook_name = f"aeon_register_{kind}"
         registry = self.by_kind[kind]
         for impl in getattr(pm.hook, hook_name).get_hookimpls():
             provider = pm.get_name(impl.plugin) or repr(impl.plugin)

@@ -11,8 +11,7 @@ import json
 import threading
 from typing import Any
 
-from aeon_kernel import Memory, MemoryStoreError, Register, hookimpl
-from aeon_plugins.sqlite_memory import encode_value
+from aeon_kernel import Memory, MemoryStoreError, Register, encode_value, hookimpl
 
 
 class InMemoryKVStore(Memory):

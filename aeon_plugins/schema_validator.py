@@ -15,8 +15,8 @@ from aeon_kernel import (
     ValidationError,
     Validator,
     hookimpl,
+    validate_against,
 )
-from aeon_kernel.schemas import validate_against
 
 
 class SchemaValidator(Validator):

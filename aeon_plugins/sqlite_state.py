@@ -19,9 +19,20 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from aeon_kernel import LogEntry, OrchestrationState, Plan, PlanStep, Register, StepStatus, hookimpl
-from aeon_kernel.models import utc_now
-from aeon_kernel.state_store import RunStoreError, RunSummary, StateStore, StoredRun
+from aeon_kernel import (
+    LogEntry,
+    OrchestrationState,
+    Plan,
+    PlanStep,
+    Register,
+    RunStoreError,
+    RunSummary,
+    StateStore,
+    StepStatus,
+    StoredRun,
+    hookimpl,
+    utc_now,
+)
 
 DEFAULT_PATH = "aeon-state.db"
 

@@ -19,19 +19,23 @@ import json_repair
 
 from aeon_kernel import (
     LLMAdapter,
+    RecordAction,
     Register,
     SupervisorAction,
+    SupervisorActionType,
     SupervisorError,
     ToolRegistry,
     ValidationError,
     Validator,
+    canonical_json,
+    check_depth,
+    dumps_lenient,
     hookimpl,
+    loads_strict,
+    schema_errors,
+    tool_names,
 )
 from aeon_kernel import Supervisor as SupervisorContract
-from aeon_kernel.contracts import RecordAction
-from aeon_kernel.models import SupervisorActionType
-from aeon_kernel.output import check_depth, dumps_lenient, loads_strict, tool_names
-from aeon_kernel.schemas import canonical_json, schema_errors
 
 REPAIR_SYSTEM_PROMPT: Final = (
     "You repair JSON. Fix only its syntax and structure so that it matches the schema. Keep the meaning, keep "

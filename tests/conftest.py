@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from aeon_kernel import (
-    LogEntry,
-)
-from aeon_kernel.contracts import Tool
-from aeon_kernel.llm import ModelClient
-from aeon_kernel.orchestrator import Orchestrator
+from aeon_kernel import LogEntry, ModelClient, Orchestrator, Tool, ToolRegistry
 from aeon_kernel.plugins import build_plugin_manager
-from aeon_kernel.registry import ToolRegistry
 from aeon_kernel.testing import RecordingSink
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
@@ -41,27 +34,6 @@ class Harness:
     @property
     def entries(self) -> list[LogEntry]:
         return self.sink.of("aeon_cycle_end")
-
-
-def plan(*steps: dict[str, Any], goal: str = "Add 5 and 10") -> dict[str, Any]:
-    return {"goal": goal, "steps": list(steps)}
-
-
-def tool_step(
-    step_id: str, tool: str, arguments: dict[str, Any] | None = None, **extra: Any
-) -> dict[str, Any]:
-    step = {"step_id": step_id, "description": f"use {tool}", "tool": tool, **extra}
-    if arguments is not None:
-        step["arguments"] = arguments
-    return step
-
-
-def llm_step(step_id: str, description: str = "report the result") -> dict[str, Any]:
-    return {"step_id": step_id, "description": description, "agent": "llm"}
-
-
-def answer(text: str) -> str:
-    return json.dumps({"answer": text})
 
 
 MakeHarness = Callable[..., Harness]

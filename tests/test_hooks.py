@@ -22,12 +22,13 @@ from aeon_kernel import (
     hookimpl,
 )
 from aeon_kernel.config import AeonConfig, Choice
-from aeon_kernel.executor import StepContext
+from aeon_kernel.plan.context import StepContext
 from aeon_plugins.in_memory import InMemoryKVStore
 from aeon_plugins.plan_finished import PlanFinished
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.supervisor import DefaultSupervisor
-from tests.conftest import MakeHarness, answer, llm_step, plan, tool_step
+from tests.conftest import MakeHarness
+from tests.support.builders import answer, llm_step, plan, tool_step
 
 SUM = plan(tool_step("1", "calculator", {"expression": "5 + 10"}), llm_step("2"))
 

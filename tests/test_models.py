@@ -23,7 +23,7 @@ from aeon_kernel import (
     ToolCall,
     ValidationError,
 )
-from aeon_kernel.models import export_json_schemas
+from aeon_kernel.json_schemas import export_json_schemas
 
 P, R, C, F = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.COMPLETE, StepStatus.FAILED
 

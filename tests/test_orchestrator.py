@@ -18,7 +18,8 @@ from aeon_kernel import (
     ValidationError,
 )
 from aeon_plugins.echo import EchoTool
-from tests.conftest import MakeHarness, answer, llm_step, plan, tool_step
+from tests.conftest import MakeHarness
+from tests.support.builders import answer, llm_step, plan, tool_step
 
 SUM_PLAN = plan(tool_step("1", "calculator", {"expression": "5 + 10"}), llm_step("2"))
 

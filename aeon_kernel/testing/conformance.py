@@ -22,12 +22,12 @@ from typing import Any, ClassVar
 import pytest
 
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.contracts import LLMAdapter, Memory, TelemetrySink, Tool
+from aeon_kernel.contracts import LLMAdapter, Memory, TelemetrySink
 from aeon_kernel.engine import Engine
 from aeon_kernel.errors import LLMError, MemoryStoreError, ValidationError
-from aeon_kernel.llm import ModelClient
+from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.plugins import build_plugin_manager
-from aeon_kernel.registry import ToolRegistry
+from aeon_kernel.tools import Tool, ToolRegistry
 from aeon_kernel.schemas import check_schema, schema_errors
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 

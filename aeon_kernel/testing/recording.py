@@ -12,8 +12,8 @@ from aeon_kernel import (
     SupervisorAction,
     TelemetrySink,
     ToolCall,
+    hookimpl,
 )
-from aeon_kernel.hookspecs import hookimpl
 
 
 class RecordingSink(TelemetrySink):

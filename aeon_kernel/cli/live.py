@@ -1,0 +1,131 @@
+"""The live terminal view of ``aeon run``: the plan as a table whose statuses change as the run goes.
+
+It is an ordinary telemetry plugin — it implements the event hooks and is registered on the engine's plugin
+manager for the duration of the run — so it sees exactly what any sink sees.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from aeon_kernel.markers import hookimpl
+from aeon_kernel.models import LogEntry, OrchestrationState, PlanStep, StepStatus
+from aeon_kernel.llm.prompts import compact
+
+_STATUS_STYLE = {
+    StepStatus.PENDING: ("○", "dim"),
+    StepStatus.RUNNING: ("◐", "bold yellow"),
+    StepStatus.COMPLETE: ("✔", "green"),
+    StepStatus.FAILED: ("✘", "bold red"),
+}
+_RUN_STYLE = {"completed": "green", "failed": "red", "ttl_expired": "yellow"}
+
+
+class LiveView:
+    def __init__(self, request: str, console: Console | None = None) -> None:
+        self.request = request
+        self.console = console or Console()
+        self.state: OrchestrationState | None = None
+        self.steps: dict[str, PlanStep] = {}
+        self.result: dict[str, Any] | None = None
+        self._live: Live | None = None
+
+    # --- hooks -------------------------------------------------------------------------------------------------
+
+    @hookimpl
+    def aeon_step_status_changed(self, run_id: str, step: PlanStep, previous: StepStatus) -> None:
+        self.steps[step.step_id] = step
+        self._refresh()
+
+    @hookimpl
+    def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
+        self.state = state
+        if state.plan is not None:
+            self.steps = {s.step_id: s for s in state.plan.steps}
+        self._refresh()
+
+    # --- rendering ---------------------------------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self.render())
+
+    def render(self) -> Panel:
+        parts: list[Any] = []
+        plan = self.state.plan if self.state else None
+        if plan is None and self.result is None:
+            parts.append(Spinner("dots", text=Text(" planning…", style="cyan")))
+        if plan is not None:
+            parts.append(Text.assemble(("Goal: ", "bold"), plan.goal))
+            parts.append(self._table(plan.steps))
+        footer = self._footer()
+        if footer is not None:
+            parts.append(footer)
+        return Panel(Group(*parts), title=f"[bold]aeon[/] · {compact(self.request, 70)}", border_style="blue")
+
+    def _table(self, plan_steps: tuple[PlanStep, ...]) -> Table:
+        table = Table(box=None, pad_edge=False, expand=False)
+        table.add_column("", width=1)
+        table.add_column("step", style="bold")
+        table.add_column("does")
+        table.add_column("with", style="magenta")
+        table.add_column("outcome")
+        for original in plan_steps:
+            step = self.steps.get(original.step_id, original)
+            icon, style = _STATUS_STYLE[step.status]
+            outcome = (
+                compact(step.result, 60)
+                if step.status is StepStatus.COMPLETE
+                else compact(step.failure or "", 60)
+                if step.status is StepStatus.FAILED
+                else "…"
+                if step.status is StepStatus.RUNNING
+                else ""
+            )
+            using = step.tool or ("model" if step.agent == "llm" else "?")
+            table.add_row(
+                Text(icon, style=style), step.step_id, compact(step.description, 50), using, outcome
+            )
+        return table
+
+    def _footer(self) -> Text | None:
+        if self.result is not None:
+            status = self.result["status"]
+            text = Text.assemble(
+                ("\n" + status.replace("_", " ").upper(), f"bold {_RUN_STYLE.get(status, '')}")
+            )
+            if self.result.get("answer") is not None:
+                text.append("  answer: ", style="bold")
+                text.append(compact(self.result["answer"], 200))
+            if status != "completed":
+                text.append(f"\n{self.result.get('message', '')}", style="dim")
+            return text
+        if self.state is not None:
+            return Text(f"cycle {self.state.cycle} · {self.state.ttl_remaining} cycles left", style="dim")
+        return None
+
+    # --- driving a run -----------------------------------------------------------------------------------------
+
+    def run(self, engine: Any, orchestrator: Any, cycles: Any) -> dict[str, Any]:
+        """Drive ``cycles`` (``orchestrator.iter(...)`` or ``.resume(...)``) with the view attached to ``engine``'s
+        plugin manager; return the result."""
+        engine.pm.register(self, name="aeon.live_view")
+        try:
+            with Live(self.render(), console=self.console, refresh_per_second=8, transient=False) as live:
+                self._live = live
+                for _ in cycles:
+                    pass
+                self.result = orchestrator.result
+                live.update(self.render())
+        finally:
+            self._live = None
+            engine.pm.unregister(self)
+        assert self.result is not None
+        return self.result

@@ -1,0 +1,252 @@
+"""The ``aeon`` command line.
+
+``aeon run`` shows the plan and each step's status live (rich), or prints the result as JSON with ``--json``.
+Every failure ends in a clear message and an exit status, never a bare traceback:
+
+* 0 — the run completed;  1 — the run failed;  3 — the TTL expired;
+* 2 — the request could not start (bad configuration, unknown component, invalid option).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import click
+
+from aeon_kernel.version import __version__
+from aeon_kernel.errors import AeonError, ConfigError
+
+EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3}
+EXIT_SETUP_ERROR: Final = 2
+
+
+def _engine(config: str | None, **options: Any) -> Any:
+    from aeon_kernel.engine import Engine
+
+    return Engine(config, **options)
+
+
+def _fail_setup(exc: AeonError) -> None:
+    click.echo(f"Error: {exc}", err=True)
+    sys.exit(EXIT_SETUP_ERROR)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="aeon")
+def cli() -> None:
+    """Aeon: plan → tool → thought, with every model output validated."""
+
+
+def _run_options(command: Any) -> Any:
+    """The options `aeon run` and `aeon resume` share."""
+    options = [
+        click.option(
+            "--config",
+            type=click.Path(dir_okay=False),
+            help="aeon.toml to use (default: $AEON_CONFIG, ./aeon.toml).",
+        ),
+        click.option(
+            "--log", "log_path", type=click.Path(dir_okay=False), help="Append one JSON line per cycle here."
+        ),
+        click.option(
+            "--json", "as_json", is_flag=True, help="Print the result as JSON instead of the live view."
+        ),
+        click.option(
+            "--record",
+            type=click.Path(dir_okay=False),
+            help="Append every model request/response to this cassette.",
+        ),
+        click.option(
+            "--replay",
+            type=click.Path(dir_okay=False),
+            help="Answer from this cassette instead of the model.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _drive(
+    label: str,
+    start: Callable[[Any], Iterator[Any]],
+    *,
+    config: str | None,
+    log_path: str | None,
+    as_json: bool,
+    record: str | None,
+    replay: str | None,
+    ttl: int | None = None,
+) -> None:
+    """Build the engine, run ``start(orchestrator)`` to the end (live view or JSON), exit with the run's status."""
+    try:
+        engine = _engine(config, record=record, replay=replay)
+        engine.check_choices()
+        if log_path:
+            engine.add_sink("jsonl", path=log_path)
+        orchestrator = engine.orchestrator(ttl)
+    except AeonError as exc:
+        _fail_setup(exc)
+    try:
+        cycles = start(orchestrator)
+        if as_json:
+            for _ in cycles:
+                pass
+            result = orchestrator.result
+            click.echo(json.dumps(result, ensure_ascii=False, default=str))
+        else:
+            from aeon_kernel.cli.live import LiveView
+
+            result = LiveView(label).run(engine, orchestrator, cycles)
+    except AeonError as exc:  # raised before the loop starts (an invalid request, a run that cannot resume)
+        _fail_setup(exc)
+    finally:
+        engine.close()
+    sys.exit(EXIT_CODES.get(result["status"], 1))
+
+
+@cli.command()
+@click.argument("request")
+@click.option("--ttl", type=click.IntRange(min=1), help="Maximum number of cycles (default: [run] ttl, 50).")
+@_run_options
+def run(request: str, ttl: int | None, **options: Any) -> None:
+    """Plan REQUEST with the model, execute the plan step by step, and report the answer.
+
+    Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start.
+    """
+    _drive(request, lambda orchestrator: orchestrator.iter(request), ttl=ttl, **options)
+
+
+@cli.command()
+@click.argument("run_id")
+@_run_options
+def resume(run_id: str, **options: Any) -> None:
+    """Continue the interrupted run RUN_ID from the state store ([state] in aeon.toml).
+
+    Finished steps are not run again; the TTL goes on from where it was. Exit status as for `aeon run`.
+    """
+    _drive(f"resume {run_id}", lambda orchestrator: orchestrator.resume(run_id), **options)
+
+
+@cli.command()
+@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list.")
+def runs(config: str | None, as_json: bool) -> None:
+    """List the stored runs, newest first: run_id, request, status, cycles, started."""
+    try:
+        with _engine(config) as engine:
+            store = engine.state_store
+            if store is None:
+                raise ConfigError('no state store is configured: set [state] use = "sqlite" in aeon.toml')
+            summaries = [summary.to_dict() for summary in store.list_runs()]
+    except AeonError as exc:
+        _fail_setup(exc)
+    if as_json:
+        click.echo(json.dumps(summaries, ensure_ascii=False))
+        return
+    for run in summaries:
+        request = run["request"] if len(run["request"]) <= 50 else run["request"][:49] + "…"
+        click.echo(
+            f"{run['run_id']}  {run['status']:<11}  {run['cycles']:>4} cycles  {run['started']}  {request}"
+        )
+
+
+@cli.command()
+@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
+@click.option("--check", is_flag=True, help="Exit with status 1 when any plugin failed to load or register.")
+def plugins(config: str | None, check: bool) -> None:
+    """Print the loaded plugins as JSON: name, distribution, version, hooks, components, load errors."""
+    try:
+        engine = _engine(config)
+    except AeonError as exc:
+        _fail_setup(exc)
+    described = engine.describe_plugins()
+    click.echo(json.dumps(described, indent=2))
+    if check and described["errors"]:
+        click.echo(f'{len(described["errors"])} plugin problem(s); see "errors" above', err=True)
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
+def tools(config: str | None) -> None:
+    """Print the registered tools with their input and output schemas, as JSON."""
+    try:
+        engine = _engine(config)
+        exported = engine.tools.export_tools_for_llm()
+    except AeonError as exc:
+        _fail_setup(exc)
+    click.echo(json.dumps(exported, indent=2))
+
+
+@cli.command()
+@click.option(
+    "--dir", "directory", type=click.Path(file_okay=False), help="Write one <Model>.json per model here."
+)
+def schemas(directory: str | None) -> None:
+    """Print (or write) the JSON Schemas of the data model: Plan, PlanStep, OrchestrationState, Tool, ..."""
+    from pathlib import Path
+
+    from aeon_kernel.json_schemas import export_json_schemas
+
+    exported = export_json_schemas()
+    if directory is None:
+        click.echo(json.dumps(exported, indent=2))
+        return
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    for name, schema in exported.items():
+        (target / f"{name}.json").write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+    click.echo(f"wrote {len(exported)} schemas to {target}")
+
+
+@cli.group()
+def plugin() -> None:
+    """Create a plugin package."""
+
+
+def _plugin_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from aeon_kernel.cli.scaffold import ScaffoldError, check_name
+
+    try:
+        return check_name(value)
+    except ScaffoldError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+@plugin.command("new")
+@click.argument("name", callback=_plugin_name)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=".",
+    help="Create the package in this directory (default: the current one).",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(["tool", "llm", "memory", "sink"]),
+    default="tool",
+    show_default=True,
+    help="What the example in the generated module implements; the other hooks stay as commented stubs.",
+)
+def plugin_new(name: str, directory: str, kind: str) -> None:
+    """Create the package aeon-NAME: a working example plugin, its tests, a README and a pyproject.toml.
+
+    NAME is lower-case letters, digits and hyphens; the module is aeon_NAME with hyphens as underscores.
+    Exit status: 0 created, 2 invalid name or the directory already exists.
+    """
+    from aeon_kernel.cli.scaffold import ScaffoldError, new_plugin, report
+
+    try:
+        target = new_plugin(name, directory, kind)
+    except ScaffoldError as exc:
+        _fail_setup(exc)
+    click.echo(report(target, name, kind))
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,26 @@
+"""The JSON Schemas of the data model, for external tooling (spec 001; ``aeon schemas``, ``docs/schemas/``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from aeon_kernel.models import LogEntry, MemoryEntry, OrchestrationState, Plan, PlanStep, SupervisorAction, ToolCall
+from aeon_kernel.tools import Tool
+
+EXPORTED_MODELS: tuple[type[BaseModel], ...] = (
+    Plan,
+    PlanStep,
+    OrchestrationState,
+    ToolCall,
+    MemoryEntry,
+    SupervisorAction,
+    LogEntry,
+    Tool,
+)
+
+
+def export_json_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of every data-model entity, by model name."""
+    return {model.__name__: model.model_json_schema() for model in EXPORTED_MODELS}

@@ -1,0 +1,64 @@
+"""The one table of component kinds: every kind of pluggable component, its hook, its label and its config.
+
+The registry, the plugin manager, the configuration, the engine, the error messages and the hook reference all
+read this table instead of retyping the list, so a new kind (a planner, a scheduler, a semantic validator, ...)
+is one row here plus its ``aeon_register_<kind>`` hook in :mod:`aeon_kernel.hookspecs`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+#: How ``aeon.toml`` selects components of a kind:
+#: ``one`` — a ``[section]`` table with ``use = NAME`` (and a default);
+#: ``optional`` — like ``one``, but off unless the section is present;
+#: ``many`` — ``[section] use = [NAMES]``, each with its own ``[section.NAME]`` options table;
+#: ``subset`` — every registered component, or those ``[section] enabled`` lists.
+Selection = Literal["one", "optional", "many", "subset"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of component."""
+
+    #: registry key and hook suffix: ``aeon_register_<name>``
+    name: str
+    #: how messages name one component of this kind
+    label: str
+    #: the ``aeon.toml`` section that chooses it
+    section: str
+    selection: Selection
+    #: the component used when the section does not say (for ``optional``: once the section exists)
+    default: str | None = None
+
+    @property
+    def hook(self) -> str:
+        return f"aeon_register_{self.name}"
+
+
+KINDS: Final[tuple[Kind, ...]] = (
+    Kind("llm_adapters", "LLM adapter", "llm", "one", "llama_cpp"),
+    Kind("memory_backends", "memory backend", "memory", "one", "in_memory"),
+    Kind("tools", "tool", "tools", "subset"),
+    Kind("validators", "validator", "validator", "one", "schema"),
+    Kind("supervisors", "supervisor", "supervisor", "one", "default"),
+    Kind("convergence_engines", "convergence engine", "convergence", "one", "plan_finished"),
+    Kind("planners", "planner", "planner", "one", "model"),
+    Kind("schedulers", "scheduler", "scheduler", "one", "linear"),
+    Kind("telemetry_sinks", "telemetry sink", "telemetry", "many"),
+    Kind("state_stores", "state store", "state", "optional", "sqlite"),
+)
+
+BY_NAME: Final[dict[str, Kind]] = {kind.name: kind for kind in KINDS}
+BY_SECTION: Final[dict[str, Kind]] = {kind.section: kind for kind in KINDS}
+#: every kind's registry key, in table order
+COMPONENT_KINDS: Final[tuple[str, ...]] = tuple(BY_NAME)
+#: the kinds ``aeon.toml`` chooses exactly one of, by section (``[llm] use = ...``)
+ROLES: Final[dict[str, Kind]] = {kind.section: kind for kind in KINDS if kind.selection == "one"}
+
+
+def label(kind: str) -> str:
+    """How messages name one component of ``kind`` (the kind's key when it is not in the table)."""
+    found = BY_NAME.get(kind)
+    return found.label if found else kind

@@ -1,0 +1,1 @@
+"""The kernel's side of the model: the retrying client, cassettes, prompts, and parsing model output into data."""

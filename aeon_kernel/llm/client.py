@@ -1,0 +1,159 @@
+"""The run's view of the model: one retry policy, schema hints only where supported, and a record of every call.
+
+Retries live here and nowhere else (FR-048): adapters only say whether a failure is transient, so an adapter
+that also retried would multiply the attempts. Exhaustion becomes an :class:`LLMError` the loop turns into a
+structured failure (FR-049).
+
+One client is shared by every run of an engine (and by the supervisor and planner built on it), so the responses
+of a cycle are not kept on the client: a run opens :func:`capture_calls` around each cycle, and every response
+given inside it — in that thread or task — lands in that cycle's list and nowhere else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any, Final
+
+from aeon_kernel.contracts import LLMAdapter, LLMResponse
+from aeon_kernel.errors import AeonError, LLMError, LLMTransientError
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
+
+ATTEMPTS: Final = 3
+
+_captured: ContextVar[list[dict[str, Any]] | None] = ContextVar("aeon_model_calls", default=None)
+
+
+class capture_calls:
+    """Within the block, every model response is appended to the list ``with`` gives (one cycle's worth).
+
+    A class rather than ``@contextmanager``: a run opens one per cycle.
+    """
+
+    __slots__ = ("_token", "calls")
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self._token: Token[list[dict[str, Any]] | None] | None = None
+
+    def __enter__(self) -> list[dict[str, Any]]:
+        self._token = _captured.set(self.calls)
+        return self.calls
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self._token is not None
+        _captured.reset(self._token)
+
+
+class ModelClient(LLMAdapter):
+    """Wraps an adapter with the kernel's retry policy; each response also goes to the cycle capturing calls."""
+
+    def __init__(
+        self,
+        adapter: LLMAdapter,
+        *,
+        attempts: int = ATTEMPTS,
+        initial_wait: float = 0.5,
+        max_wait: float = 8.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.adapter = adapter
+        self.supports_json_schema = adapter.supports_json_schema
+        self.model_id = adapter.model_id
+        self._attempts = attempts
+        self._initial_wait, self._max_wait = initial_wait, max_wait
+        self._backoff: Callable[[RetryCallState], float] | None = None
+        self._sleep = sleep
+
+    def _wait(self, state: RetryCallState) -> float:
+        """Exponential backoff with jitter, but never sooner than the server's ``Retry-After``."""
+        if self._backoff is None:
+            from tenacity import wait_exponential_jitter
+
+            self._backoff = wait_exponential_jitter(
+                multiplier=self._initial_wait, max=self._max_wait, jitter=self._initial_wait
+            )
+        backoff = float(self._backoff(state))
+        error = state.outcome.exception() if state.outcome else None
+        retry_after = getattr(error, "retry_after", None)
+        return max(backoff, float(retry_after)) if retry_after else backoff
+
+    def generate(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+    ) -> LLMResponse:
+        schema = json_schema if self.adapter.supports_json_schema else None
+        try:  # the common case costs one call: the retry machinery starts only after a transient failure
+            response = self._call_once(prompt, system_prompt, max_tokens, temperature, schema)
+        except LLMTransientError as first:
+            response = self._retry(first, prompt, system_prompt, max_tokens, temperature, schema)
+        calls = _captured.get()
+        if calls is not None:
+            calls.append({**response, "constrained": schema is not None})
+        return response
+
+    def _retry(self, first: LLMTransientError, *args: Any) -> LLMResponse:
+        """Attempts 2..N under tenacity's policy; attempt 1 is the failure that already happened, replayed."""
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
+        replay: list[LLMTransientError] = [first]
+
+        def attempt() -> LLMResponse:
+            if replay:
+                raise replay.pop()
+            return self._call_once(*args)
+
+        retrying = Retrying(
+            stop=stop_after_attempt(self._attempts),
+            wait=self._wait,
+            retry=retry_if_exception_type(LLMTransientError),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except LLMTransientError as exc:
+            raise LLMError(f"the model is unavailable after {self._attempts} attempts: {exc}") from exc
+
+    def _call_once(
+        self,
+        prompt: str,
+        system_prompt: str | None,
+        max_tokens: int,
+        temperature: float,
+        schema: dict[str, Any] | None,
+    ) -> LLMResponse:
+        kwargs: dict[str, Any] = {"json_schema": schema} if schema is not None else {}
+        try:
+            response = self.adapter.generate(prompt, system_prompt, max_tokens, temperature, **kwargs)
+        except AeonError:
+            raise
+        except Exception as exc:  # an adapter bug must still end the run in a structured result
+            raise LLMError(
+                f"{type(self.adapter).__name__}.generate raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(response, dict) or not isinstance(response.get("text"), str):
+            raise LLMError(f"{type(self.adapter).__name__}.generate must return a dict with a str 'text'")
+        return response
+
+    def close(self) -> None:
+        self.adapter.close()
+
+
+def total_usage(calls: list[dict[str, Any]]) -> dict[str, int]:
+    """Sum the ``usage`` counters of several responses (tokens per cycle in the JSONL log)."""
+    total: dict[str, int] = {}
+    for call in calls:
+        for key, value in (call.get("usage") or {}).items():
+            if isinstance(value, int):
+                total[key] = total.get(key, 0) + value
+    total["llm_calls"] = len(calls)
+    return total

@@ -1,0 +1,162 @@
+"""The kernel's prompts and the JSON Schemas it expects back.
+
+Prompts are short and stable: the fixed part (instructions, tools, a worked example) comes first and the
+run-specific part last, so llama.cpp can reuse its prompt cache between cycles. Each prompt has a matching
+schema that is passed to adapters able to constrain decoding, and is always checked afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final
+
+from aeon_kernel.schemas import canonical_json, compiled_validator
+
+if TYPE_CHECKING:
+    from aeon_kernel.tools import Tool
+    from aeon_kernel.models import PlanStep
+
+SYSTEM_PROMPT: Final = (
+    "You are the planning and reasoning engine of Aeon, an orchestration kernel. "
+    "Reply with exactly one JSON object and nothing else."
+)
+
+MAX_PLAN_STEPS: Final = 10
+
+ANSWER_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "minLength": 1}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+_PLAN_EXAMPLES: Final = (
+    "Request: what is 6 times 7?\n"
+    'Plan: {"goal": "Multiply 6 by 7", "steps": ['
+    '{"step_id": "1", "description": "Multiply 6 by 7", "tool": "calculator", "arguments": {"expression": "6 * 7"}}, '
+    '{"step_id": "2", "description": "Report the product", "agent": "llm"}]}\n'
+    "Request: say good morning\n"
+    'Plan: {"goal": "Say good morning", "steps": ['
+    '{"step_id": "1", "description": "Say good morning", "tool": "echo", "arguments": {"message": "good morning"}}]}\n'
+    "Request: who wrote Hamlet?\n"
+    'Plan: {"goal": "Name the author of Hamlet", "steps": ['
+    '{"step_id": "1", "description": "Answer who wrote Hamlet", "agent": "llm"}]}'
+)
+
+
+_ANSWER_EXAMPLE: Final = (
+    "Request: what is 6 times 7?\n"
+    'Result of step 1: {"expression": "6 * 7", "value": 42}\n'
+    "Step 2: Report the product\n"
+    'Answer: {"answer": "6 times 7 is 42."}'
+)
+
+
+# Bounded strings keep a small model from running away inside a string until max_tokens cuts the JSON.
+_SHORT_ID: Final = {"type": "string", "minLength": 1, "maxLength": 16}
+_TEXT: Final = {"type": "string", "minLength": 1, "maxLength": 200}
+
+
+def plan_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The plan a model may write: each step either uses one registered tool (with its arguments) or thinks.
+
+    Naming the tools in the schema lets a constrained decoder only write tools that exist; the validator and
+    the supervisor still check everything, for models that cannot be constrained.
+    """
+    tool_steps = [
+        {
+            "type": "object",
+            "properties": {
+                "step_id": _SHORT_ID,
+                "description": _TEXT,
+                "tool": {"const": tool["name"]},
+                "arguments": tool["input_schema"],
+            },
+            "required": ["step_id", "description", "tool", "arguments"],
+            "additionalProperties": False,
+        }
+        for tool in tools
+    ]
+    thinking_step = {
+        "type": "object",
+        "properties": {
+            "step_id": _SHORT_ID,
+            "description": _TEXT,
+            "agent": {"const": "llm"},
+        },
+        "required": ["step_id", "description", "agent"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "goal": _TEXT,
+            "steps": {
+                "type": "array",
+                "items": {"anyOf": [*tool_steps, thinking_step]},
+                "minItems": 1,
+                "maxItems": MAX_PLAN_STEPS,
+            },
+        },
+        "required": ["goal", "steps"],
+        "additionalProperties": False,
+    }
+
+
+def _tool_lines(tools: list[dict[str, Any]]) -> str:
+    if not tools:
+        return '(no tools: every step uses "agent": "llm")'
+    return "\n".join(
+        f"- {t['name']}: {t['description']} Arguments: {canonical_json(t['input_schema'].get('properties', {}))}"
+        for t in tools
+    )
+
+
+def plan_prompt(request: str, tools: list[dict[str, Any]]) -> str:
+    """FR-006: ask for a declarative plan. Stable prefix first, the request last."""
+    return (
+        'Write a plan as JSON with a "goal" and a list of "steps". Each step has a "step_id" and a '
+        '"description", and either a "tool" with its "arguments", or "agent": "llm" for a step that '
+        'thinks or writes the answer. End with an "agent": "llm" step that reports the answer.\n'
+        f"Tools:\n{_tool_lines(tools)}\n"
+        f"Examples:\n{_PLAN_EXAMPLES}\n\n"
+        f"Request: {request}\nPlan:"
+    )
+
+
+def state_summary(goal: str, results: list[tuple[str, Any]], errors: list[dict[str, Any]], ttl: int) -> str:
+    """FR-002/FR-055: the plan's goal, earlier results and errors, and the remaining TTL, compactly."""
+    lines = [f"Goal: {goal}"]
+    lines += [f"Result of step {key}: {compact(value)}" for key, value in results] or ["No results yet."]
+    lines += [f"Error: {e.get('step_id', '-')}: {e.get('message', '')}" for e in errors[-3:]]
+    lines.append(f"Cycles left: {ttl}")
+    return "\n".join(lines)
+
+
+def tool_arguments_prompt(state: str, step: PlanStep, tool: Tool) -> str:
+    """Ask for the arguments of a tool step whose plan did not carry them."""
+    return (
+        f"Give the arguments for the tool {tool.name} ({tool.description}) as a JSON object matching "
+        f"this schema: {compiled_validator(tool.input_schema).text}\n"
+        f"{state}\n"
+        f"Step {step.step_id}: {step.description}\nArguments:"
+    )
+
+
+def reasoning_prompt(state: str, request: str, step: PlanStep) -> str:
+    """An ``agent: "llm"`` step, or the fallback for a step no tool could serve: answer from the results."""
+    return (
+        'Do the step below, using the results so far. Reply as JSON with one key, "answer".\n'
+        f"Example:\n{_ANSWER_EXAMPLE}\n\n"
+        f"Request: {request}\n{state}\n"
+        f"Step {step.step_id}: {step.description}\nAnswer:"
+    )
+
+
+_encode_compact = json.JSONEncoder(ensure_ascii=False, default=str).encode  # built once, not per call
+
+
+def compact(value: Any, limit: int = 400) -> str:
+    """``value`` as one line of text (JSON unless it is a string), cut to ``limit`` characters with an ellipsis."""
+    text = value if isinstance(value, str) else _encode_compact(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,98 @@
+"""Helpers every memory backend shares, so a value reads back the same whichever backend holds it (FR-014…018).
+
+Keys are non-empty UTF-8 strings; values are stored as JSON text (never pickle) and decoded strictly; counters
+(``Memory.increment``) stay signed 64-bit integers, SQLite's range, in every backend.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from aeon_kernel.errors import MemoryStoreError
+
+#: SQLite integers are signed 64-bit; counters stay in that range in every backend.
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+
+
+def is_utf8(text: str) -> bool:
+    """False for strings holding a lone surrogate: they have no UTF-8 form, so they cannot be stored as keys."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_key(key: Any) -> str:
+    """Keys are non-empty strings that encode as UTF-8."""
+    if not isinstance(key, str) or not key:
+        raise MemoryStoreError(f"memory keys must be non-empty strings, got {key!r}")
+    if not is_utf8(key):
+        raise MemoryStoreError(f"memory key {key!r} is not valid Unicode text (it holds a lone surrogate)")
+    return key
+
+
+def check_prefix(prefix: Any) -> str:
+    if not isinstance(prefix, str):
+        raise MemoryStoreError(f"a search prefix must be a string, got {prefix!r}")
+    return prefix
+
+
+def check_amount(key: str, amount: Any) -> int:
+    if not isinstance(amount, int) or isinstance(amount, bool) or not INT64_MIN <= amount <= INT64_MAX:
+        raise MemoryStoreError(f"cannot increment {key!r}: amount must be a 64-bit integer, got {amount!r}")
+    return amount
+
+
+def _check_object_keys(value: Any) -> None:
+    """Refuse object keys that are not strings: json.dumps would silently turn 1, True or None into text."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"object keys must be strings, got {key!r}")
+            _check_object_keys(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_object_keys(item)
+
+
+# Built once: json.dumps with options builds an encoder per call, and every memory write encodes.
+_encode_readable = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_encode_escaped = json.JSONEncoder(allow_nan=False).encode
+
+
+def encode_value(key: str, value: Any) -> str:
+    """``value`` as JSON text, or MemoryStoreError naming ``key`` (NaN, sets, bytes, objects, non-str keys).
+
+    Every memory backend stores this text, so a value reads back the same whichever backend holds it.
+    """
+    try:
+        _check_object_keys(value)
+        text = _encode_readable(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise MemoryStoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from None
+    if not is_utf8(text):  # a lone surrogate inside a string: keep it, escaped, as JSON allows
+        text = _encode_escaped(value)
+    return text
+
+
+def increment_error(key: str, amount: int, current: Any) -> MemoryStoreError:
+    """Why an increment was refused: the stored value is no 64-bit integer, or the sum would leave the range."""
+    if isinstance(current, int) and not isinstance(current, bool) and INT64_MIN <= current <= INT64_MAX:
+        return MemoryStoreError(
+            f"cannot increment {key!r}: {current} + {amount} leaves the 64-bit integer range"
+        )
+    shown = json.dumps(current, ensure_ascii=False)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return MemoryStoreError(f"cannot increment {key!r}: it holds {shown}, not a 64-bit integer")
+
+
+def decode_value(key: str, text: str | bytes) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise MemoryStoreError(
+            f"the value stored under {key!r} is not JSON; was it written by Aeon?"
+        ) from None

@@ -1,0 +1,143 @@
+"""Spec 002's StepExecutor: the three ways a step runs.
+
+* **tool** — the step names a registered tool: arguments come from the plan or, when it has none, from the
+  model; they are validated against ``input_schema`` (repaired by the supervisor when invalid), the tool runs,
+  and its result must match ``output_schema`` or the call counts as a tool failure.
+* **llm** — ``agent: "llm"``: the model answers the step from the results so far.
+* **fallback** — no usable tool: the supervisor's ``repair_missing_tool_step`` may pick a registered tool;
+  when it cannot, the model answers the step from its description.
+
+The kernel registers this executor as the ``trylast`` implementation of ``aeon_execute_step``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aeon_kernel.errors import MemoryStoreError, SupervisorError, ValidationError
+from aeon_kernel.llm.output import ensure_no_new_tools, parse_json
+from aeon_kernel.llm.prompts import ANSWER_SCHEMA, SYSTEM_PROMPT, reasoning_prompt, tool_arguments_prompt
+from aeon_kernel.markers import hookimpl
+from aeon_kernel.models import PlanStep, StepExecutionResult, ToolCall
+from aeon_kernel.plan.context import StepContext
+from aeon_kernel.tools import Tool
+
+
+def _failed(mode: Literal["tool", "llm", "fallback"], error: str, **fields: Any) -> StepExecutionResult:
+    return StepExecutionResult(success=False, error=error, execution_mode=mode, **fields)
+
+
+class KernelStepExecutor:
+    """The kernel's own step executor (spec 002 StepExecutor)."""
+
+    @hookimpl(trylast=True)
+    def aeon_execute_step(self, step: PlanStep, context: StepContext) -> StepExecutionResult:
+        return self.execute_step(step, context)
+
+    def execute_step(self, step: PlanStep, ctx: StepContext) -> StepExecutionResult:
+        """Route to the tool, llm or fallback path (spec 001: ``tool`` takes precedence over ``agent``)."""
+        check = ctx.validator.validate_step_tool(step, ctx.tools)
+        if step.tool is not None and check.valid:
+            return self.execute_tool_step(step, ctx)
+        if step.tool is None and step.agent == "llm":
+            return self.execute_llm_reasoning_step(step, ctx)
+        return self._execute_missing_tool_step(check.step, ctx)
+
+    def execute_tool_step(self, step: PlanStep, ctx: StepContext) -> StepExecutionResult:
+        tool = ctx.tools.get(step.tool or "")
+        if tool is None:
+            return _failed("tool", f"tool {step.tool!r} is not registered")
+        try:
+            arguments = self._arguments(step, tool, ctx)
+        except SupervisorError as exc:
+            call = ToolCall(tool_name=tool.name, arguments={}, step_id=step.step_id, error=exc.to_dict())
+            return _failed("tool", f"invalid arguments for {tool.name}: {exc}", tool_calls=(call,))
+        call = ctx.call_tool(tool, arguments, step.step_id)
+        if call.error is not None:
+            return _failed("tool", call.error["message"], tool_calls=(call,))
+        try:
+            ctx.memory.write(ctx.memory_key(step.step_id), call.result)
+        except Exception as exc:
+            return _failed("tool", f"could not store the result: {_as_memory_error(exc)}", tool_calls=(call,))
+        return StepExecutionResult.trusted(
+            success=True,
+            result=call.result,
+            error=None,
+            execution_mode="tool",
+            tool_calls=(call,),
+            repaired_step=None,
+        )
+
+    def _arguments(self, step: PlanStep, tool: Tool, ctx: StepContext) -> dict[str, Any]:
+        """The plan's arguments, or the model's; validated, and repaired once invalid (FR-025, FR-030)."""
+        if step.arguments is not None:
+            arguments: Any = step.arguments
+        else:
+            prompt = tool_arguments_prompt(ctx.summary(), step, tool)
+            text = ctx.llm.generate(
+                prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=tool.input_schema
+            )["text"]
+            arguments = parse_json(text, ctx.supervisor, ctx.record)
+        call = {"tool_name": tool.name, "arguments": arguments}
+        try:
+            ctx.validator.validate_tool_call(call, tool.input_schema)
+            return dict(arguments)
+        except ValidationError:
+            repaired = ctx.supervisor.repair_tool_call(call, tool.input_schema, record=ctx.record)
+        if repaired.get("tool_name", tool.name) != tool.name:
+            raise SupervisorError(
+                f"the repair changed the tool from {tool.name!r} to {repaired.get('tool_name')!r}"
+            )
+        ensure_no_new_tools(call, repaired)
+        try:
+            ctx.validator.validate_tool_call(repaired, tool.input_schema)
+        except ValidationError as exc:
+            raise SupervisorError(
+                f"the repaired arguments are still invalid: {exc}", last_error=str(exc)
+            ) from None
+        return dict(repaired["arguments"])
+
+    def execute_llm_reasoning_step(
+        self, step: PlanStep, ctx: StepContext, mode: Literal["llm", "fallback"] = "llm"
+    ) -> StepExecutionResult:
+        """Ask the model to do the step from the results so far; the answer is stored in memory like a tool's."""
+        prompt = reasoning_prompt(ctx.summary(), ctx.state.request, step)
+        text = ctx.llm.generate(
+            prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=ANSWER_SCHEMA
+        )["text"]
+        try:
+            value = parse_json(text, ctx.supervisor, ctx.record, ANSWER_SCHEMA, ctx.validator)
+            ctx.validator.validate_llm_output(value, ANSWER_SCHEMA)
+        except (SupervisorError, ValidationError) as exc:
+            return _failed(mode, f"the model's answer could not be used: {exc}")
+        answer = value["answer"]
+        try:
+            ctx.memory.write(ctx.memory_key(step.step_id), answer)
+        except Exception as exc:
+            return _failed(mode, f"could not store the answer: {_as_memory_error(exc)}")
+        return StepExecutionResult(success=True, result=answer, execution_mode=mode)
+
+    def _execute_missing_tool_step(self, step: PlanStep, ctx: StepContext) -> StepExecutionResult:
+        """Repair the step to use a registered tool (FR-066); when that fails, fall back to reasoning."""
+        goal = ctx.state.plan.goal if ctx.state.plan else ctx.state.request
+        try:
+            repaired = ctx.supervisor.repair_missing_tool_step(
+                step.model_dump(mode="json"), ctx.tools.export_tools_for_llm(), goal, record=ctx.record
+            )
+            ensure_no_new_tools({"tool": repaired.get("tool")}, repaired, ctx.tools.list_all())
+            fixed = step.model_copy(
+                update={"tool": repaired.get("tool"), "arguments": repaired.get("arguments"), "errors": ()}
+            )
+            fixed = PlanStep.model_validate(fixed.model_dump())
+        except (SupervisorError, ValidationError, ValueError) as exc:
+            result = self.execute_llm_reasoning_step(step, ctx, mode="fallback")
+            note = f"no registered tool fits this step ({exc}); answered by the model instead"
+            return result.model_copy(update={"error": result.error or note})
+        if fixed.tool is None:
+            return self.execute_llm_reasoning_step(fixed, ctx, mode="fallback")
+        result = self.execute_tool_step(fixed, ctx)
+        return result.model_copy(update={"repaired_step": fixed, "execution_mode": "fallback"})
+
+
+def _as_memory_error(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, MemoryStoreError) else f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,198 @@
+"""The linear plan scheduler (``linear``, the default): plan, then every step strictly in order (FR-001…055).
+
+The first cycle asks the planner for the plan; each later cycle starts the next pending step, executes it through
+``aeon_execute_step``, and records it complete or failed (FR-052). When no step is left, the convergence engine
+decides whether the run reached its answer (FR-004). The run around it owns the TTL, the records and the store.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from aeon_kernel.errors import LLMError, SupervisorError
+from aeon_kernel.models import (
+    ConvergenceAssessment,
+    OrchestrationState,
+    Plan,
+    PlanStep,
+    StepExecutionResult,
+    StepStatus,
+)
+from aeon_kernel.plan.context import StepContext, memory_key
+from aeon_kernel.runtime.context import RunContext, error_record
+from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
+
+_PLAN: Final = Work("plan")
+
+
+class LinearPlanScheduler(Scheduler):
+    """One plan, its steps one after another."""
+
+    def start(self, run: RunContext, *, resumed: bool) -> None:
+        if resumed:
+            _restore_memory(run)
+
+    def status(self, run: RunContext) -> Verdict | None:
+        """Failed without a plan (FR-049); when no step is left, what the convergence engine says (FR-004)."""
+        state = run.state
+        if state.goal is None:
+            return Verdict("failed") if state.cycle > 0 else None
+        if state.current_step_id is not None:
+            return None
+        assessment = _assess(run, state.plan())  # type: ignore[arg-type]  # a goal means a plan
+        return Verdict("completed" if state.all_complete() and assessment.converged else "failed", assessment)
+
+    def next_work(self, run: RunContext) -> Work:
+        """The plan first; then the current step, started (a running one is what a crashed process left)."""
+        state = run.state
+        if state.goal is None:
+            return _PLAN
+        assert state.current_step_id is not None, "status() said a step is left"
+        step = state.step(state.current_step_id)
+        if step.status is StepStatus.PENDING:
+            _transition(run, step.step_id, StepStatus.RUNNING)
+        return Work("step", step.step_id)
+
+    def perform(self, work: Work, run: RunContext) -> Any:
+        if work.step_id is None:
+            components = run.components
+            return components.planner.generate_plan(
+                run.state.request, None, components.tools, record=run.record_action
+            )
+        return _execute_step(run.state.step(work.step_id), run)
+
+    def apply(self, work: Work, outcome: Any, run: RunContext) -> None:
+        if work.step_id is None:
+            # A new plan starts with every step pending (spec 001), whatever statuses the planner wrote.
+            plan: Plan = outcome
+            fresh = tuple(
+                s.model_copy(update={"status": StepStatus.PENDING, "errors": (), "result": None, "failure": None})
+                for s in plan.steps
+            )
+            run.state.start_plan(plan.model_copy(update={"steps": fresh}))
+            return
+        result: StepExecutionResult = outcome
+        run.record_tool_calls(result.tool_calls)
+        if result.repaired_step is not None:
+            run.state.replace_step(
+                result.repaired_step.model_copy(update={"status": StepStatus.RUNNING, "errors": ()})
+            )
+        if result.success:
+            _transition(run, work.step_id, StepStatus.COMPLETE, result=_jsonable(result.result))
+        else:
+            message = result.error or "the step failed"
+            run.fail_cycle({"type": "StepFailed", "message": message, "step_id": work.step_id})
+            _transition(run, work.step_id, StepStatus.FAILED, failure=message)
+
+    def abandon(self, work: Work | None, error: BaseException, run: RunContext) -> None:
+        """A step left running by a failed cycle is marked failed, and the run goes on (FR-054)."""
+        state = run.state
+        step_id = state.current_step_id
+        if state.goal is not None and step_id is not None and state.step(step_id).status is StepStatus.RUNNING:
+            _transition(run, step_id, StepStatus.FAILED, failure=f"{type(error).__name__}: {error}")
+
+    def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
+        return Conclusion(answer=_answer(state.plan), message=_message(state, verdict.status))
+
+
+def _execute_step(step: PlanStep, run: RunContext) -> StepExecutionResult:
+    """FR-052: execute the running step through the ``aeon_execute_step`` hook; any failure fails only the step."""
+    components, state = run.components, run.state
+    context = StepContext(
+        run_id=state.run_id,
+        snapshot=state.snapshot,
+        tools=components.tools,
+        memory=components.memory,
+        llm=components.llm,
+        supervisor=components.supervisor,
+        validator=components.validator,
+        record=run.record_action,
+        invoke=run.hooks.caller("aeon_invoke_tool"),
+        max_tokens=components.max_tokens,
+        temperature=components.temperature,
+    )
+    try:
+        result = run.hooks.caller("aeon_execute_step")(step=step, context=context)
+    except (LLMError, SupervisorError):
+        raise
+    except Exception as exc:
+        # FR-054: a failing step is marked failed and the run goes on.
+        return StepExecutionResult(success=False, error=f"{type(exc).__name__}: {exc}", execution_mode="tool")
+    if not isinstance(result, StepExecutionResult):
+        return StepExecutionResult(
+            success=False, error="no step executor returned a StepExecutionResult", execution_mode="tool"
+        )
+    return result
+
+
+def _transition(
+    run: RunContext, step_id: str, status: StepStatus, *, result: Any = None, failure: str | None = None
+) -> PlanStep:
+    step, previous = run.state.transition(step_id, status, result=result, failure=failure)
+    if run.hooks.listens("aeon_step_status_changed"):
+        run.emit("aeon_step_status_changed", run_id=run.run_id, step=step, previous=previous)
+    return step
+
+
+def _assess(run: RunContext, plan: Plan) -> ConvergenceAssessment:
+    """Ask the convergence engine; without one, a finished plan has converged."""
+    convergence = run.components.convergence
+    if convergence is None:
+        return ConvergenceAssessment(converged=plan.is_finished, completeness_score=1.0 if plan.is_finished else 0)
+    results = [{"step_id": s.step_id, "status": s.status.value, "result": s.result} for s in plan.steps]
+    try:
+        return convergence.assess(plan.model_dump(mode="json"), results)
+    except Exception as exc:
+        run.record_error(error_record(exc, phase="convergence"))
+        return ConvergenceAssessment(converged=False, reason_codes=("convergence_error",))
+
+
+def _restore_memory(run: RunContext) -> None:
+    """A resumed run may have a fresh memory: put back what completed steps stored (read by later prompts)."""
+    state, memory = run.state, run.components.memory
+    for step in state.steps:
+        key = memory_key(state.run_id, step.step_id)
+        if step.status is StepStatus.COMPLETE and memory.read(key) is None:
+            memory.write(key, step.result)
+
+
+def _answer(plan: Plan | None) -> Any:
+    """The run's answer: the result of the last step that completed."""
+    if plan is None:
+        return None
+    done = [s for s in plan.steps if s.status is StepStatus.COMPLETE]
+    return done[-1].result if done else None
+
+
+def _message(state: OrchestrationState, status: str) -> str:
+    if status == "completed":
+        return "every step completed"
+    if status == "ttl_expired":
+        pending = [s.step_id for s in state.plan.steps if not s.status.is_terminal] if state.plan else []
+        return (
+            f"TTL expired after {state.cycle} cycles with steps {pending} unfinished; "
+            "the state is kept in final_state. Raise the TTL (--ttl, or [run] ttl in aeon.toml) to let it finish."
+        )
+    if state.plan is None:
+        return "no usable plan: " + (state.errors[-1]["message"] if state.errors else "unknown error")
+    failed = [s.step_id for s in state.plan.steps if s.status is StepStatus.FAILED]
+    if failed:
+        return f"steps {failed} failed; see errors"
+    return state.errors[-1]["message"] if state.errors else "the run did not converge"
+
+
+_SCALARS: Final = (str, int, float, bool, type(None))
+
+
+def _jsonable(value: Any) -> Any:
+    """Step results are stored in the plan, which is pure JSON data (FR-009)."""
+    if isinstance(value, _SCALARS) or (
+        type(value) is dict and all(type(k) is str and isinstance(v, _SCALARS) for k, v in value.items())
+    ):
+        return value  # the usual result, a flat object: no need to encode it to know
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return str(value)

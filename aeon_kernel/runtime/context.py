@@ -1,0 +1,116 @@
+"""What a scheduler sees of its run: the working state, the shared components, the hooks, and the open cycle.
+
+Everything per run lives here or in :class:`~aeon_kernel.runtime.state.RunState`, never on the components, so
+several runs can share one engine's model, memory and tools at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aeon_kernel.contracts import ConvergenceEngine, Memory, Planner, Supervisor, Validator
+from aeon_kernel.errors import AeonError
+from aeon_kernel.llm.client import ModelClient
+from aeon_kernel.models import Phase, Plan, SupervisorAction, ToolCall
+from aeon_kernel.runtime.state import RunState
+from aeon_kernel.tools import ToolRegistry
+
+log = logging.getLogger("aeon")
+
+
+class Hooks(Protocol):
+    """How the runtime calls hooks; :class:`aeon_kernel.plugins.AeonPluginManager` is one."""
+
+    def caller(self, hook_name: str) -> Callable[..., Any]: ...
+
+    def listens(self, hook_name: str) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Components:
+    """The components a run works with: built once (by the engine, from ``aeon.toml``) and shared by its runs."""
+
+    llm: ModelClient
+    memory: Memory
+    tools: ToolRegistry
+    supervisor: Supervisor
+    validator: Validator
+    planner: Planner
+    convergence: ConvergenceEngine | None = None
+    max_tokens: int = 512
+    temperature: float = 0.0
+
+
+def error_record(exc: BaseException, step_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A JSON-ready error record, for the log and for the next prompt (FR-055)."""
+    base = exc.to_dict() if isinstance(exc, AeonError) else {"type": type(exc).__name__, "message": str(exc)}
+    return {**base, "step_id": step_id, **extra}
+
+
+class Cycle:
+    """What one cycle gathers before it becomes a LogEntry."""
+
+    __slots__ = ("actions", "errors", "phase", "plan_state", "started", "step_id", "tool_calls")
+
+    def __init__(self, plan: Plan | None) -> None:
+        self.started = time.perf_counter()
+        self.plan_state = plan  # the snapshot at cycle start (FR-038)
+        self.phase: Phase = "plan" if plan is None else "step"
+        self.step_id: str | None = None
+        self.actions: list[SupervisorAction] = []
+        self.tool_calls: list[ToolCall] = []
+        self.errors: list[dict[str, Any]] = []
+
+
+class RunContext:
+    """One run as its scheduler sees it."""
+
+    __slots__ = ("components", "cycle", "hooks", "state", "telemetry_errors")
+
+    def __init__(self, state: RunState, components: Components, hooks: Hooks) -> None:
+        self.state = state
+        self.components = components
+        self.hooks = hooks
+        #: the cycle in progress (None between cycles)
+        self.cycle: Cycle | None = None
+        #: event hooks that raised, this run (a failing sink never breaks a run)
+        self.telemetry_errors: list[dict[str, Any]] = []
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    def emit(self, hook_name: str, **kwargs: Any) -> None:
+        """Call an event hook; a failing sink is reported, never allowed to break the run."""
+        try:
+            self.hooks.caller(hook_name)(**kwargs)
+        except Exception as exc:
+            log.warning("telemetry hook %s failed: %s: %s", hook_name, type(exc).__name__, exc)
+            self.telemetry_errors.append(error_record(exc, hook=hook_name))
+
+    def record_action(self, action: SupervisorAction) -> None:
+        """Supervisors report every attempt here; it lands in the cycle's log line and in the state."""
+        if self.cycle is not None:
+            self.cycle.actions.append(action)
+        self.emit("aeon_supervisor_action", run_id=self.state.run_id, action=action)
+
+    def record_tool_calls(self, calls: tuple[ToolCall, ...]) -> None:
+        """Tool calls made in this cycle: into its log line, and to ``aeon_tool_called``."""
+        if self.cycle is not None:
+            self.cycle.tool_calls.extend(calls)
+        if calls and self.hooks.listens("aeon_tool_called"):
+            for call in calls:
+                self.emit("aeon_tool_called", run_id=self.state.run_id, call=call)
+
+    def record_error(self, error: dict[str, Any]) -> None:
+        """An error outside any step (convergence, the state store): into the state's error history."""
+        self.state.record_error(error)
+
+    def fail_cycle(self, error: dict[str, Any]) -> None:
+        """An error of this cycle: into its log line (and, when the cycle ends, the state's history)."""
+        if self.cycle is not None:
+            self.cycle.errors.append(error)

@@ -1,0 +1,281 @@
+"""A Run: one request driven cycle by cycle to a typed result (spec 000 FR-034…039, FR-049; pydantic-graph's GraphRun).
+
+The run owns the cycle; its :class:`~aeon_kernel.runtime.scheduler.Scheduler` decides what each cycle does. Every
+cycle spends one unit of TTL (FR-035) and ends with exactly one log record, built in ``finally`` so failing
+cycles are logged too (FR-039); with a state store the cycle is committed before the record is handed to the
+sinks. Nothing raised inside a cycle escapes as a bare exception: it becomes an error in the record and, when the
+model stays unavailable (FR-049) or the store fails, a structured failed result.
+
+Iterate a run (``for entry in run``), step it (``run.next()``), or drain it (``run.execute()``); ``run.state``
+is an immutable snapshot at any time and ``run.result`` the :class:`RunResult` once it has ended. A run holds no
+state on the components it shares, so several runs of one engine can be active at once.
+This is the primary kernel module; spec SC-008 caps it at 800 lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aeon_kernel.errors import AeonError, LLMError
+from aeon_kernel.llm.client import capture_calls, total_usage
+from aeon_kernel.models import ConvergenceAssessment, LogEntry, OrchestrationState, RunStatus, utc_now
+from aeon_kernel.runtime.context import Components, Cycle, Hooks, RunContext, error_record
+from aeon_kernel.runtime.scheduler import Scheduler, Verdict, Work
+from aeon_kernel.runtime.state import RunState
+from aeon_kernel.runtime.store import StateStore, StoredRun
+
+log = logging.getLogger("aeon")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended. ``to_dict()`` is the JSON form ``Orchestrator.execute`` returns and sinks receive."""
+
+    run_id: str
+    #: ``completed``, ``failed`` or ``ttl_expired`` (decision 0006)
+    status: RunStatus
+    #: the result of the last step that completed, or None
+    answer: Any
+    #: why the run ended as it did, and what to do next when it did not complete
+    message: str
+    errors: tuple[dict[str, Any], ...]
+    convergence: ConvergenceAssessment | None
+    #: the final state; kept on ``ttl_expired`` too (FR-036)
+    state: OrchestrationState
+    #: ``state`` as JSON, dumped once
+    final_state: dict[str, Any]
+    _dict: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, built once: every caller and the ``aeon_run_end`` sinks share it (read it, don't edit it)."""
+        if self._dict is None:
+            object.__setattr__(self, "_dict", self._build_dict())
+        assert self._dict is not None
+        return self._dict
+
+    def _build_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "plan": self.final_state["plan"],
+            "answer": self.answer,
+            "errors": list(self.errors),
+            "message": self.message,
+            "convergence": self.convergence.model_dump(mode="json") if self.convergence else None,
+            "final_state": self.final_state,
+        }
+
+
+class Run:
+    """One run of one request.
+
+    :param state: where the run starts: a new state, or the one a store gave back (with ``resumed``).
+    :param scheduler: decides each cycle's work; belongs to this run only.
+    :param components: the model, memory, tools, ... (shared with other runs).
+    :param hooks: where events go and where ``aeon_execute_step``/``aeon_invoke_tool`` are called.
+    :param store: when given, every cycle is committed before it is logged, and the run can be resumed (FR-013).
+    :param manifest: what produced the run; ``run_id`` and ``started`` are added.
+    :param resumed: the stored run this one continues (claimed by the caller).
+    """
+
+    def __init__(
+        self,
+        state: OrchestrationState,
+        scheduler: Scheduler,
+        components: Components,
+        hooks: Hooks,
+        *,
+        store: StateStore | None = None,
+        manifest: dict[str, Any] | None = None,
+        resumed: StoredRun | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.store = store
+        self.manifest = {**(manifest or {}), "run_id": state.run_id, "started": utc_now()}
+        self._resumed = resumed
+        self._context = RunContext(RunState(state), components, hooks)
+        self._started = False
+        self._fatal = False
+        self._closed = False
+        self.result: RunResult | None = None
+
+    # --- public API ----------------------------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self._context.run_id
+
+    @property
+    def state(self) -> OrchestrationState:
+        """The state now, as an immutable snapshot (safe to keep)."""
+        return self._context.state.snapshot()
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    @property
+    def telemetry_errors(self) -> list[dict[str, Any]]:
+        """Event hooks that raised during this run (the run went on)."""
+        return self._context.telemetry_errors
+
+    def next(self) -> LogEntry | None:
+        """Run one cycle and return its log record; None once the run has ended (``result`` is then set)."""
+        if self.result is not None:
+            return None
+        if not self._started:
+            self._start()
+        verdict = self._verdict()
+        if verdict is not None:
+            self._finish(verdict)
+            return None
+        return self._cycle()
+
+    def __iter__(self) -> Run:
+        return self
+
+    def __next__(self) -> LogEntry:
+        entry = self.next()
+        if entry is None:
+            raise StopIteration
+        return entry
+
+    def execute(self) -> RunResult:
+        """Run to the end and return the result."""
+        while self.next() is not None:
+            pass
+        assert self.result is not None
+        return self.result
+
+    def close(self) -> None:
+        """Stop here: an unfinished run is released in its store and stays resumable."""
+        if self.result is None and self._started and not self._closed and self.store is not None:
+            self.store.release(self.run_id)
+        self._closed = True
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- the run's life ------------------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        self._started = True
+        context, resumed = self._context, self._resumed
+        state = context.state.snapshot()
+        if resumed is None:
+            if self.store is not None:
+                self.store.create_run(state, self.manifest)
+        else:
+            self.manifest["resumed_at_cycle"] = state.cycle
+        self.scheduler.start(context, resumed=resumed is not None)
+        if resumed is not None:
+            context.emit("aeon_run_resumed", run_id=self.run_id, state=state, entries=resumed.entries)
+        context.emit(
+            "aeon_run_start", run_id=self.run_id, request=state.request, state=state, manifest=self.manifest
+        )
+
+    def _verdict(self) -> Verdict | None:
+        """Whether the run is over: the model or the store failed (FR-049), the scheduler says so, or the TTL."""
+        if self._fatal:
+            return Verdict("failed")
+        verdict = self.scheduler.status(self._context)
+        if verdict is None and self._context.state.ttl_remaining <= 0:
+            return Verdict("ttl_expired")  # FR-005/036
+        return verdict
+
+    def _cycle(self) -> LogEntry:
+        """One cycle: the scheduler's next unit of work; always ends with one log record."""
+        context = self._context
+        cycle = context.cycle = Cycle(context.state.plan())
+        capture = capture_calls()
+        work: Work | None = None
+        try:
+            with capture:
+                work = self.scheduler.next_work(context)
+                cycle.phase, cycle.step_id = work.phase, work.step_id
+                outcome = self.scheduler.perform(work, context)
+                self.scheduler.apply(work, outcome, context)
+        except Exception as exc:
+            # Nothing escapes a cycle: the scheduler settles its state (a running step fails, FR-054) and the
+            # error is logged (FR-039). A model that stays unavailable ends the run with a structured error (FR-049).
+            if not isinstance(exc, AeonError):
+                log.exception("unexpected error in cycle %d", context.state.cycle + 1)
+            self.scheduler.abandon(work, exc, context)
+            cycle.errors.append(error_record(exc, cycle.step_id, phase=cycle.phase))
+            self._fatal = isinstance(exc, LLMError)
+        finally:
+            entry = self._close_cycle(cycle, capture.calls)
+        return entry
+
+    def _close_cycle(self, cycle: Cycle, calls: list[dict[str, Any]]) -> LogEntry:
+        context = self._context
+        state = context.state
+        state.end_cycle(cycle.tool_calls, calls, cycle.actions, cycle.errors)
+        step = state.step(cycle.step_id) if state.goal is not None and cycle.step_id else None
+        # Built without re-validation: every part is already a validated kernel object (pydantic would
+        # otherwise re-run the plan's validators on each cycle).
+        entry = LogEntry.trusted(
+            step_number=state.cycle,
+            plan_state=cycle.plan_state,
+            llm_output=calls[0] if calls else {},
+            supervisor_actions=tuple(cycle.actions),
+            tool_calls=tuple(cycle.tool_calls),
+            ttl_remaining=state.ttl_remaining,
+            errors=tuple(cycle.errors),
+            timestamp=utc_now(),
+            run_id=state.run_id,
+            phase=cycle.phase,
+            step_id=cycle.step_id,
+            step_status=step.status if step else None,
+            usage=total_usage(calls),
+            duration_ms=round((time.perf_counter() - cycle.started) * 1000, 3),
+        )
+        context.cycle = None
+        if self.store is not None:
+            entry = self._commit(state.snapshot(), entry, calls)
+        if context.hooks.listens("aeon_cycle_end"):
+            context.emit("aeon_cycle_end", entry=entry, state=state.snapshot())
+        return entry
+
+    def _commit(self, state: OrchestrationState, entry: LogEntry, calls: list[dict[str, Any]]) -> LogEntry:
+        """Store the cycle before it is logged; a store that fails ends the run, and the log says why."""
+        assert self.store is not None
+        try:
+            self.store.commit_cycle(state, entry, calls)
+        except Exception as exc:
+            log.error("the state store failed: %s: %s", type(exc).__name__, exc)
+            error = error_record(exc, entry.step_id, phase="state_store")
+            self._context.record_error(error)
+            self._fatal = True
+            return entry.model_copy(update={"errors": (*entry.errors, error)})
+        return entry
+
+    def _finish(self, verdict: Verdict) -> None:
+        context = self._context
+        context.state.finish(verdict.status)
+        state = context.state.snapshot()
+        conclusion = self.scheduler.conclude(state, verdict)
+        result = RunResult(
+            run_id=state.run_id,
+            status=verdict.status,
+            answer=conclusion.answer,
+            message=conclusion.message,
+            errors=state.errors,
+            convergence=verdict.convergence,
+            state=state,
+            final_state=state.model_dump(mode="json"),
+        )
+        if self.store is not None:
+            try:
+                self.store.finish_run(state, result.to_dict())
+            except Exception as exc:
+                log.error("the state store could not record the end of run %s: %s", state.run_id, exc)
+                result = replace(result, errors=(*result.errors, error_record(exc, phase="state_store")))
+        self.result = result
+        context.emit("aeon_run_end", run_id=state.run_id, result=result.to_dict())

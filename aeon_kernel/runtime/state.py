@@ -1,0 +1,162 @@
+"""A run as its cycles change it: mutable, private to one :class:`~aeon_kernel.runtime.run.Run`, with immutable
+snapshots on demand.
+
+Everything outside the run (hooks, step executors, state stores, ``Run.state``) sees
+:class:`OrchestrationState` and :class:`Plan` snapshots, which never change under their holder. Building a new
+snapshot on every change cost a new step, plan and state per transition, three of them per step; here a change
+replaces one step in a list and drops the cached snapshots, which are rebuilt only when somebody asks. The
+transition rules stay in one place: :func:`aeon_kernel.models.moved_step`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aeon_kernel.errors import StateTransitionError
+from aeon_kernel.models import (
+    OrchestrationState,
+    Plan,
+    PlanStep,
+    RunStatus,
+    StepStatus,
+    SupervisorAction,
+    ToolCall,
+    current_after,
+    moved_step,
+)
+
+
+class RunState:
+    """The working copy of one run's :class:`OrchestrationState`."""
+
+    __slots__ = (
+        "_plan",
+        "_snapshot",
+        "current_step_id",
+        "cycle",
+        "errors",
+        "goal",
+        "index",
+        "llm_outputs",
+        "request",
+        "run_id",
+        "status",
+        "steps",
+        "supervisor_actions",
+        "tool_history",
+        "ttl_remaining",
+    )
+    goal: str | None
+    steps: list[PlanStep]
+    index: dict[str, int]
+    _plan: Plan | None
+    _snapshot: OrchestrationState | None
+
+    def __init__(self, state: OrchestrationState) -> None:
+        self.run_id = state.run_id
+        self.request = state.request
+        self.current_step_id = state.current_step_id
+        self.tool_history: list[ToolCall] = list(state.tool_history)
+        self.llm_outputs: list[dict[str, Any]] = list(state.llm_outputs)
+        self.supervisor_actions: list[SupervisorAction] = list(state.supervisor_actions)
+        self.errors: list[dict[str, Any]] = list(state.errors)
+        self.ttl_remaining = state.ttl_remaining
+        self.cycle = state.cycle
+        self.status: RunStatus = state.status
+        self._use_plan(state.plan)
+        self._snapshot = state
+
+    # --- snapshots ---------------------------------------------------------------------------------------------
+
+    def plan(self) -> Plan | None:
+        """The plan now, as an immutable snapshot (None while it is being generated)."""
+        if self._plan is None and self.goal is not None:
+            self._plan = Plan.from_steps(self.goal, tuple(self.steps), self.index)
+        return self._plan
+
+    def snapshot(self) -> OrchestrationState:
+        """The whole state now, as an immutable snapshot."""
+        if self._snapshot is None:
+            self._snapshot = OrchestrationState.trusted(
+                run_id=self.run_id,
+                request=self.request,
+                plan=self.plan(),
+                current_step_id=self.current_step_id,
+                tool_history=tuple(self.tool_history),
+                llm_outputs=tuple(self.llm_outputs),
+                supervisor_actions=tuple(self.supervisor_actions),
+                errors=tuple(self.errors),
+                ttl_remaining=self.ttl_remaining,
+                cycle=self.cycle,
+                status=self.status,
+            )
+        return self._snapshot
+
+    # --- reading -----------------------------------------------------------------------------------------------
+
+    def step(self, step_id: str) -> PlanStep:
+        return self.steps[self.index[step_id]]
+
+    def all_complete(self) -> bool:
+        return all(step.status is StepStatus.COMPLETE for step in self.steps)
+
+    # --- changes -----------------------------------------------------------------------------------------------
+
+    def start_plan(self, plan: Plan) -> None:
+        """A newly generated plan: its first step is the next to run."""
+        self._use_plan(plan)
+        self.current_step_id = plan.steps[0].step_id
+        self._snapshot = None
+
+    def transition(
+        self, step_id: str, status: StepStatus, *, result: Any = None, failure: str | None = None
+    ) -> tuple[PlanStep, StepStatus]:
+        """Move one step (the rules: :func:`moved_step`), advance ``current_step_id``; the step, its old status."""
+        index = self.index.get(step_id)
+        if index is None:
+            raise StateTransitionError(f"no step {step_id!r} in the plan")
+        previous = self.steps[index].status
+        step = self.steps[index] = moved_step(self.steps, index, status, result=result, failure=failure)
+        self.current_step_id = current_after(self.steps, index)
+        self._plan = self._snapshot = None
+        return step, previous
+
+    def replace_step(self, step: PlanStep) -> None:
+        """Swap in a repaired step; its id, position and status must not change (FR-053)."""
+        index = self.index.get(step.step_id)
+        if index is None:
+            raise StateTransitionError(f"no step {step.step_id!r} in the plan")
+        if self.steps[index].status is not step.status:
+            raise StateTransitionError(f"replacing step {step.step_id!r} may not change its status")
+        self.steps[index] = step
+        self._plan = self._snapshot = None
+
+    def end_cycle(
+        self,
+        tool_calls: list[ToolCall],
+        llm_outputs: list[dict[str, Any]],
+        supervisor_actions: list[SupervisorAction],
+        errors: list[dict[str, Any]],
+    ) -> None:
+        """FR-035: one cycle done, one unit of TTL spent; the cycle's records appended to the histories."""
+        self.cycle += 1
+        self.ttl_remaining = max(0, self.ttl_remaining - 1)
+        self.tool_history += tool_calls
+        self.llm_outputs += llm_outputs
+        self.supervisor_actions += supervisor_actions
+        self.errors += errors
+        self._snapshot = None
+
+    def record_error(self, error: dict[str, Any]) -> None:
+        self.errors.append(error)
+        self._snapshot = None
+
+    def finish(self, status: RunStatus) -> None:
+        self.status = status
+        self._snapshot = None
+
+    def _use_plan(self, plan: Plan | None) -> None:
+        self.goal = plan.goal if plan is not None else None
+        self.steps = list(plan.steps) if plan is not None else []
+        self.index = {step.step_id: i for i, step in enumerate(self.steps)}
+        self._plan = plan

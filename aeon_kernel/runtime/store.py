@@ -1,0 +1,82 @@
+"""The StateStore contract: durable runs (spec 000 FR-013, issue: durable runs).
+
+A store commits every cycle in one transaction — the run's counters, the step that changed (its status and
+result) and the cycle's record — *before* the cycle's JSONL line is written, so after a crash the store is the
+truth and the log can be repaired from it. Stores keep deltas: a cycle writes the one step it touched and its
+own record, never the whole history again.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from aeon_kernel.models import LogEntry, OrchestrationState
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One line of ``aeon runs``."""
+
+    run_id: str
+    request: str
+    status: str
+    cycles: int
+    started: str
+    updated: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "request": self.request,
+            "status": self.status,
+            "cycles": self.cycles,
+            "started": self.started,
+            "updated": self.updated,
+        }
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run as the store has it: the rebuilt state, its manifest, and every committed cycle record."""
+
+    state: OrchestrationState
+    manifest: dict[str, Any]
+    entries: tuple[LogEntry, ...]
+
+
+class StateStore(ABC):
+    """Where runs survive a crash. Implementations must make ``commit_cycle`` atomic."""
+
+    @abstractmethod
+    def create_run(self, state: OrchestrationState, manifest: dict[str, Any]) -> None:
+        """Record a new run (and its plan, if it has one) and claim it for this process."""
+
+    @abstractmethod
+    def commit_cycle(
+        self, state: OrchestrationState, entry: LogEntry, llm_outputs: list[dict[str, Any]]
+    ) -> None:
+        """Atomically store one finished cycle: counters, the step it changed, and its record."""
+
+    @abstractmethod
+    def finish_run(self, state: OrchestrationState, result: dict[str, Any]) -> None:
+        """Mark the run finished with ``result`` and release it."""
+
+    @abstractmethod
+    def load(self, run_id: str) -> StoredRun:
+        """The stored run; raises RunStoreError when it is unknown or cannot be read back."""
+
+    @abstractmethod
+    def claim(self, run_id: str) -> None:
+        """Take the run for this process; raises RunStoreError if another live process holds it."""
+
+    @abstractmethod
+    def release(self, run_id: str) -> None:
+        """Let go of a run without finishing it (an interrupted run stays resumable)."""
+
+    @abstractmethod
+    def list_runs(self) -> list[RunSummary]:
+        """Every run, newest first."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook with nothing to do by default
+        """Release resources."""

@@ -1,0 +1,105 @@
+"""The kernel's retry policy around any adapter (FR-048/049): transient errors only, 3 attempts, backoff."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aeon_kernel import LLMAdapter, LLMError, LLMResponse, LLMTransientError
+from aeon_kernel.llm.client import ModelClient, total_usage
+
+
+class Flaky(LLMAdapter):
+    """Fails with the queued errors, then answers."""
+
+    supports_json_schema = True
+
+    def __init__(self, *errors: Exception, reply: Any = None) -> None:
+        self.errors = list(errors)
+        self.calls: list[dict[str, Any]] = []
+        self.reply = reply if reply is not None else {"text": "ok", "usage": {"prompt_tokens": 3}}
+
+    def generate(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+    ) -> LLMResponse:
+        self.calls.append({"prompt": prompt, "json_schema": json_schema})
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.reply  # type: ignore[no-any-return]
+
+
+def client(adapter: LLMAdapter) -> tuple[ModelClient, list[float]]:
+    sleeps: list[float] = []
+    return ModelClient(adapter, initial_wait=0.5, max_wait=8, sleep=sleeps.append), sleeps
+
+
+def test_transient_errors_are_retried_with_growing_backoff() -> None:
+    adapter = Flaky(LLMTransientError("503"), LLMTransientError("timeout"))
+    llm, sleeps = client(adapter)
+    assert llm.generate("hi")["text"] == "ok"
+    assert len(adapter.calls) == 3
+    assert len(sleeps) == 2 and 0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 1.5
+
+
+def test_three_attempts_then_llm_error() -> None:
+    adapter = Flaky(*[LLMTransientError("down")] * 5)
+    llm, sleeps = client(adapter)
+    with pytest.raises(LLMError, match="after 3 attempts: down"):
+        llm.generate("hi")
+    assert len(adapter.calls) == 3 and len(sleeps) == 2
+
+
+def test_retry_after_is_honoured() -> None:
+    adapter = Flaky(LLMTransientError("429", retry_after=5.0))
+    llm, sleeps = client(adapter)
+    llm.generate("hi")
+    assert sleeps == [pytest.approx(5.0, abs=1.0)] and sleeps[0] >= 5.0
+
+
+def test_permanent_errors_are_not_retried() -> None:
+    adapter = Flaky(LLMError("400 bad request"))
+    llm, sleeps = client(adapter)
+    with pytest.raises(LLMError, match="400"):
+        llm.generate("hi")
+    assert len(adapter.calls) == 1 and sleeps == []
+
+
+def test_an_adapter_bug_becomes_an_llm_error() -> None:
+    llm, _ = client(Flaky(KeyError("choices")))
+    with pytest.raises(LLMError, match="KeyError"):
+        llm.generate("hi")
+
+
+@pytest.mark.parametrize("reply", [{"no_text": 1}, {"text": 5}, "just a string"])
+def test_a_malformed_response_is_an_llm_error(reply: Any) -> None:
+    llm, _ = client(Flaky(reply=reply))
+    with pytest.raises(LLMError, match="must return a dict"):
+        llm.generate("hi")
+
+
+def test_schema_is_passed_only_to_adapters_that_can_constrain() -> None:
+    schema = {"type": "object"}
+    capable = Flaky()
+    client(capable)[0].generate("hi", json_schema=schema)
+    incapable = Flaky()
+    incapable.supports_json_schema = False
+    client(incapable)[0].generate("hi", json_schema=schema)
+    assert capable.calls[0]["json_schema"] == schema
+    assert incapable.calls[0]["json_schema"] is None
+
+
+def test_calls_are_recorded_until_drained_with_usage() -> None:
+    llm, _ = client(Flaky())
+    llm.generate("a")
+    llm.generate("b", json_schema={"type": "object"})
+    calls = llm.drain()
+    assert [c["constrained"] for c in calls] == [False, True]
+    assert total_usage(calls) == {"prompt_tokens": 6, "llm_calls": 2}
+    assert llm.drain() == []

@@ -1,0 +1,82 @@
+"""The embedded default, for real: Gemma 3 270M in-process through llama.cpp (issue: real LLM backends).
+
+These tests load the model (about a second) and generate (a few seconds per call on two cores); they are marked
+``model`` so a quick loop can deselect them with ``-m "not model"``. CI runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aeon_kernel import Engine
+from aeon_kernel.config import AeonConfig
+from aeon_kernel.llm.output import loads_strict
+from aeon_kernel.llm.prompts import SYSTEM_PROMPT, plan_prompt, plan_schema
+from aeon_kernel.schemas import schema_errors
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    pytest.importorskip("llama_cpp")
+    with Engine(AeonConfig()) as engine:
+        yield engine
+
+
+def test_default_llm_is_the_embedded_model(engine: Engine) -> None:
+    assert engine.config.choice("llm").use == "llama_cpp"
+    assert engine.llm.model_id == "gemma-3-270m-q4_k_m"
+    assert engine.llm.supports_json_schema
+
+
+def test_constrained_decoding_always_yields_a_schema_valid_plan(engine: Engine) -> None:
+    tools = engine.tools.export_tools_for_llm()
+    schema = plan_schema(tools)
+    for request in ["calculate the sum of 5 and 10", "echo hello", "what is the weather in Paris?"]:
+        text = engine.llm.generate(plan_prompt(request, tools), SYSTEM_PROMPT, 512, 0.0, json_schema=schema)[
+            "text"
+        ]
+        assert schema_errors(schema, loads_strict(text)) == [], text
+
+
+def test_sum_of_5_and_10_plans_calls_the_calculator_and_reports_15(engine: Engine) -> None:
+    result = engine.run("calculate the sum of 5 and 10")
+    assert result["status"] == "completed", result["message"]
+    calls = result["final_state"]["tool_history"]
+    assert [(c["tool_name"], c["result"]["value"]) for c in calls] == [("calculator", 15)]
+    assert "15" in str(result["answer"])
+    usage = [o.get("usage", {}) for o in result["final_state"]["llm_outputs"]]
+    assert all(u.get("prompt_tokens", 0) > 0 and u.get("completion_tokens", 0) > 0 for u in usage)
+
+
+def test_the_readme_main_job_works_from_the_command_line(tmp_path: Path) -> None:
+    """The quick start's `aeon run`, offline, with no configuration and no API key."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aeon_kernel",
+            "run",
+            "calculate the sum of 5 and 10",
+            "--json",
+            "--log",
+            "l.jsonl",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert "15" in str(result["answer"])
+    manifest, *lines = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
+    assert manifest["manifest"]["model"] == "gemma-3-270m-q4_k_m"
+    model_cycles = [line for line in lines if line["usage"]["llm_calls"] > 0]
+    assert model_cycles and all(line["usage"]["total_tokens"] > 0 for line in model_cycles)
