@@ -6,7 +6,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from aeon_kernel.models import LogEntry, MemoryEntry, OrchestrationState, Plan, PlanStep, SupervisorAction, ToolCall
+from aeon_kernel.models import (
+    LogEntry,
+    MemoryEntry,
+    OrchestrationState,
+    Plan,
+    PlanStep,
+    SupervisorAction,
+    ToolCall,
+)
 from aeon_kernel.tools import Tool
 
 EXPORTED_MODELS: tuple[type[BaseModel], ...] = (

@@ -130,7 +130,9 @@ class Orchestrator:
         assert self.result is not None
         return self.result
 
-    def iter(self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None) -> Iterator[LogEntry]:
+    def iter(
+        self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None
+    ) -> Iterator[LogEntry]:
         """Run the loop one cycle at a time, yielding each cycle's log record as soon as it is written.
 
         The final result is in ``self.result`` once the iterator is exhausted.
@@ -151,6 +153,18 @@ class Orchestrator:
     def result(self) -> dict[str, Any] | None:
         """The latest run's result as a dict, once it has ended."""
         return self.run.result.to_dict() if self.run is not None and self.run.result is not None else None
+
+    @property
+    def llm(self) -> ModelClient:
+        return self.components.llm
+
+    @property
+    def memory(self) -> Memory:
+        return self.components.memory
+
+    @property
+    def tools(self) -> ToolRegistry:
+        return self.components.tools
 
     @property
     def telemetry_errors(self) -> list[dict[str, Any]]:

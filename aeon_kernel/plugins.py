@@ -239,7 +239,9 @@ class Registries:
     """The component registries of one engine, filled by calling each plugin's ``aeon_register_*`` hooks."""
 
     def __init__(self, pm: AeonPluginManager) -> None:
-        self.by_kind: dict[str, ComponentRegistry[Any]] = {kind.name: ComponentRegistry(kind.name) for kind in KINDS}
+        self.by_kind: dict[str, ComponentRegistry[Any]] = {
+            kind.name: ComponentRegistry(kind.name) for kind in KINDS
+        }
         self.conflicts: list[DuplicateComponentError] = []
         for kind in KINDS:
             self._collect(pm, kind.name, kind.hook)

@@ -17,6 +17,7 @@ T = TypeVar("T")
 #: The callback a ``aeon_register_*`` hook receives: ``register(name, factory)``.
 Register = Callable[[str, Callable[..., Any]], None]
 
+
 @dataclass(frozen=True)
 class Registration:
     name: str

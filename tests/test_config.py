@@ -45,6 +45,8 @@ def test_defaults_when_nothing_is_configured() -> None:
         "validator": "schema",
         "supervisor": "default",
         "convergence": "plan_finished",
+        "planner": "model",
+        "scheduler": "linear",
     }
     assert config.telemetry == ()
     assert config.tools_enabled is None

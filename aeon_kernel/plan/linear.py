@@ -67,7 +67,9 @@ class LinearPlanScheduler(Scheduler):
             # A new plan starts with every step pending (spec 001), whatever statuses the planner wrote.
             plan: Plan = outcome
             fresh = tuple(
-                s.model_copy(update={"status": StepStatus.PENDING, "errors": (), "result": None, "failure": None})
+                s.model_copy(
+                    update={"status": StepStatus.PENDING, "errors": (), "result": None, "failure": None}
+                )
                 for s in plan.steps
             )
             run.state.start_plan(plan.model_copy(update={"steps": fresh}))
@@ -89,7 +91,11 @@ class LinearPlanScheduler(Scheduler):
         """A step left running by a failed cycle is marked failed, and the run goes on (FR-054)."""
         state = run.state
         step_id = state.current_step_id
-        if state.goal is not None and step_id is not None and state.step(step_id).status is StepStatus.RUNNING:
+        if (
+            state.goal is not None
+            and step_id is not None
+            and state.step(step_id).status is StepStatus.RUNNING
+        ):
             _transition(run, step_id, StepStatus.FAILED, failure=f"{type(error).__name__}: {error}")
 
     def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
@@ -139,7 +145,9 @@ def _assess(run: RunContext, plan: Plan) -> ConvergenceAssessment:
     """Ask the convergence engine; without one, a finished plan has converged."""
     convergence = run.components.convergence
     if convergence is None:
-        return ConvergenceAssessment(converged=plan.is_finished, completeness_score=1.0 if plan.is_finished else 0)
+        return ConvergenceAssessment(
+            converged=plan.is_finished, completeness_score=1.0 if plan.is_finished else 0
+        )
     results = [{"step_id": s.step_id, "status": s.status.value, "result": s.result} for s in plan.steps]
     try:
         return convergence.assess(plan.model_dump(mode="json"), results)

@@ -14,6 +14,7 @@ from typing import Any
 
 from aeon_kernel.models import LogEntry, OrchestrationState
 
+
 @dataclass(frozen=True)
 class RunSummary:
     """One line of ``aeon runs``."""

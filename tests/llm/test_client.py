@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 from typing import Any
 
 import pytest
 
 from aeon_kernel import LLMAdapter, LLMError, LLMResponse, LLMTransientError
-from aeon_kernel.llm.client import ModelClient, total_usage
+from aeon_kernel.llm.client import ModelClient, capture_calls, total_usage
 
 
 class Flaky(LLMAdapter):
@@ -95,11 +97,44 @@ def test_schema_is_passed_only_to_adapters_that_can_constrain() -> None:
     assert incapable.calls[0]["json_schema"] is None
 
 
-def test_calls_are_recorded_until_drained_with_usage() -> None:
+def test_calls_are_captured_per_block_with_usage() -> None:
+    """A run captures each cycle's responses; a call outside any capture block is recorded nowhere."""
     llm, _ = client(Flaky())
-    llm.generate("a")
-    llm.generate("b", json_schema={"type": "object"})
-    calls = llm.drain()
+    llm.generate("outside")
+    with capture_calls() as calls:
+        llm.generate("a")
+        llm.generate("b", json_schema={"type": "object"})
+    llm.generate("after")
     assert [c["constrained"] for c in calls] == [False, True]
     assert total_usage(calls) == {"prompt_tokens": 6, "llm_calls": 2}
-    assert llm.drain() == []
+
+
+def test_nested_and_concurrent_captures_stay_apart() -> None:
+    """Two runs sharing one client, in two threads at once, each see only their own calls."""
+
+    class Echo(Flaky):
+        def generate(self, prompt: str, *args: Any, **kwargs: Any) -> LLMResponse:
+            return {"text": prompt}
+
+    llm, _ = client(Echo())
+    seen: dict[str, list[str]] = {}
+    barrier = threading.Barrier(2)
+
+    def cycle(name: str) -> None:
+        with capture_calls() as calls:
+            barrier.wait()
+            for _ in range(20):
+                llm.generate(name)
+        seen[name] = [c["text"] for c in calls]
+
+    threads = [threading.Thread(target=cycle, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"a": ["a"] * 20, "b": ["b"] * 20}
+    with capture_calls() as outer:
+        llm.generate("x")
+        with capture_calls() as inner:
+            llm.generate("y")
+    assert (len(outer), len(inner)) == (1, 1)

@@ -323,14 +323,31 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #     """State stores (durable runs): ``factory(**options)`` returns a ``StateStore`` ([state])."""
 #     register("my_store", MyStateStore)
 #
-# A decision hook: the first non-None result wins, and the kernel's own executor runs last. Return None to
-# leave the step to it; ``tryfirst=True`` runs before other plugins, ``wrapper=True`` wraps the whole call.
-# (For type checkers: ``from aeon_kernel.executor import StepContext`` under ``if TYPE_CHECKING:``.)
+# @hookimpl
+# def aeon_register_planners(register: Register) -> None:
+#     """Planners: ``factory(llm, validator, supervisor, max_tokens, temperature, **options)`` returns a
+#     ``Planner`` ([planner])."""
+#     register("my_planner", MyPlanner)
+#
+# @hookimpl
+# def aeon_register_schedulers(register: Register) -> None:
+#     """Schedulers: ``factory(**options)`` returns a ``Scheduler``, one per run ([scheduler])."""
+#     register("my_scheduler", MyScheduler)
+#
+# Decision hooks: the first non-None result wins, and the kernel's own implementation runs last. Return None
+# to leave the call to it; ``tryfirst=True`` runs before other plugins, ``wrapper=True`` wraps the whole call.
 #
 # @hookimpl(tryfirst=True)
 # def aeon_execute_step(step: PlanStep, context: StepContext) -> StepExecutionResult | None:
 #     if step.tool == "calculator" and "**" in str(step.arguments):
 #         return StepExecutionResult(success=False, error="policy: no exponents", execution_mode="tool")
+#     return None
+#
+# @hookimpl(tryfirst=True)
+# def aeon_invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> ToolCall | None:
+#     if tool.name == "shell":
+#         return ToolCall(tool_name=tool.name, arguments=arguments, step_id=context.step_id,
+#                         error={"type": "PolicyDenied", "message": "policy: no shell"})
 #     return None
 #% if cookiecutter.kind != "sink"
 #
