@@ -16,8 +16,8 @@ from typing import Any, Final
 
 import click
 
-from aeon_kernel.version import __version__
 from aeon_kernel.errors import AeonError, ConfigError
+from aeon_kernel.version import __version__
 
 EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3}
 EXIT_SETUP_ERROR: Final = 2

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Final
 from aeon_kernel.schemas import canonical_json, compiled_validator
 
 if TYPE_CHECKING:
-    from aeon_kernel.tools import Tool
     from aeon_kernel.models import PlanStep
+    from aeon_kernel.tools import Tool
 
 SYSTEM_PROMPT: Final = (
     "You are the planning and reasoning engine of Aeon, an orchestration kernel. "

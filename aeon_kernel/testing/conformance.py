@@ -27,9 +27,9 @@ from aeon_kernel.engine import Engine
 from aeon_kernel.errors import LLMError, MemoryStoreError, ValidationError
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.plugins import build_plugin_manager
-from aeon_kernel.tools import Tool, ToolRegistry
 from aeon_kernel.schemas import check_schema, schema_errors
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
+from aeon_kernel.tools import Tool, ToolRegistry
 
 # --- Memory ----------------------------------------------------------------------------------------------------
 

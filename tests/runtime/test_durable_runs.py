@@ -15,8 +15,8 @@ import pytest
 from aeon_kernel import Engine, RunStoreError, current_idempotency_key
 from aeon_kernel.config import AeonConfig, Choice
 from aeon_plugins.sqlite_state import SqliteStateStore
-from tests.support.builders import plan, tool_step
 from tests.support import ledger
+from tests.support.builders import plan, tool_step
 
 TEN_STEPS = plan(*[tool_step(str(i), "ledger", {"n": i}) for i in range(1, 11)], goal="ten side effects")
 
