@@ -33,12 +33,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
-
-from pydantic import SecretStr
 
 from aeon_kernel.errors import ConfigError
 from aeon_kernel.kinds import BY_SECTION, ROLES
@@ -128,6 +125,8 @@ def load_config(path: str | Path | None = None) -> AeonConfig:
     found = find_config(path)
     if found is None:
         return AeonConfig()
+    import tomllib
+
     try:
         data = tomllib.loads(found.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -223,6 +222,8 @@ def _sub_table(parent: dict[str, Any], name: str, section: str, where: str) -> d
 
 def resolve_secrets(value: Any, where: str = "option") -> Any:
     """Replace ``{"$env": NAME}`` and ``{"$file": path}`` references, at any depth, with SecretStr values."""
+    from pydantic import SecretStr  # only a config with secrets pays for importing pydantic here
+
     if isinstance(value, dict):
         if set(value) == {"$env"}:
             name = value["$env"]

@@ -9,25 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aeon_kernel.config import AeonConfig, Choice, load_config
-from aeon_kernel.contracts import (
-    ConvergenceEngine,
-    LLMAdapter,
-    Memory,
-    Planner,
-    Supervisor,
-    TelemetrySink,
-    Validator,
-)
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, UnknownComponentError
 from aeon_kernel.hookspecs import HOOKSPEC_VERSION
 from aeon_kernel.kinds import KINDS, ROLES
-from aeon_kernel.llm.cassette import RecordingAdapter, ReplayAdapter
-from aeon_kernel.llm.client import ModelClient
-from aeon_kernel.models import Plan
-from aeon_kernel.orchestrator import Orchestrator
 from aeon_kernel.plugins import (
     AeonPluginManager,
     Registries,
@@ -35,11 +22,27 @@ from aeon_kernel.plugins import (
     describe_plugins,
     loaded_plugins,
 )
-from aeon_kernel.runtime.run import Run
-from aeon_kernel.runtime.scheduler import Scheduler
-from aeon_kernel.runtime.store import StateStore
-from aeon_kernel.tools import Tool, ToolRegistry
 from aeon_kernel.version import __version__
+
+# The rest of the kernel is imported when a component or a run is first needed, so that writing
+# ``from aeon_kernel import Engine`` costs little more than pydantic and pluggy (bench/README.md, W3).
+if TYPE_CHECKING:
+    from aeon_kernel.contracts import (
+        ConvergenceEngine,
+        LLMAdapter,
+        Memory,
+        Planner,
+        Supervisor,
+        TelemetrySink,
+        Validator,
+    )
+    from aeon_kernel.llm.client import ModelClient
+    from aeon_kernel.models import Plan
+    from aeon_kernel.orchestrator import Orchestrator
+    from aeon_kernel.runtime.run import Run
+    from aeon_kernel.runtime.scheduler import Scheduler
+    from aeon_kernel.runtime.store import StateStore
+    from aeon_kernel.tools import ToolRegistry
 
 
 class Engine:
@@ -96,6 +99,9 @@ class Engine:
     @property
     def llm(self) -> ModelClient:
         if self._llm is None:
+            from aeon_kernel.llm.cassette import RecordingAdapter, ReplayAdapter
+            from aeon_kernel.llm.client import ModelClient
+
             adapter: LLMAdapter
             if self.replay is not None:
                 adapter = ReplayAdapter(self.replay)
@@ -153,6 +159,8 @@ class Engine:
     def tools(self) -> ToolRegistry:
         """Every registered tool, or only those ``[tools] enabled`` lists."""
         if self._tools is None:
+            from aeon_kernel.tools import Tool, ToolRegistry
+
             registry = self.registries["tools"]
             names = self.config.tools_enabled if self.config.tools_enabled is not None else registry.names()
             tools = ToolRegistry()
@@ -188,6 +196,8 @@ class Engine:
 
     def orchestrator(self, ttl: int | None = None) -> Orchestrator:
         """A new orchestrator on this engine's components (sinks from ``[telemetry]`` are attached once)."""
+        from aeon_kernel.orchestrator import Orchestrator
+
         if not self._configured_sinks_attached:
             self._configured_sinks_attached = True
             for choice in self.config.telemetry:

@@ -11,8 +11,7 @@ import difflib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -20,10 +19,10 @@ from aeon_kernel import hookspecs
 from aeon_kernel.errors import DuplicateComponentError
 from aeon_kernel.kinds import KINDS
 from aeon_kernel.markers import PROJECT
-from aeon_kernel.plan.builtins import KernelComponents
-from aeon_kernel.plan.executor import KernelStepExecutor
 from aeon_kernel.registry import ComponentRegistry
-from aeon_kernel.tools import KernelToolInvoker
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 ENTRY_POINT_GROUP = PROJECT
 #: Set to any non-empty value to skip entry-point discovery (like PYTEST_DISABLE_PLUGIN_AUTOLOAD).
@@ -153,6 +152,11 @@ def build_plugin_manager(
     :param allow: when given, only entry points (or distributions) with these names are loaded.
     :param block: entry points (or distributions) that are never imported.
     """
+    # The kernel's own implementations, imported here rather than at import time (DESIGN rule 5).
+    from aeon_kernel.plan.builtins import KernelComponents
+    from aeon_kernel.plan.executor import KernelStepExecutor
+    from aeon_kernel.tools import KernelToolInvoker
+
     pm = AeonPluginManager()
     pm.register(KernelStepExecutor(), name="aeon.executor")
     pm.register(KernelToolInvoker(), name="aeon.tools")
@@ -171,6 +175,8 @@ def build_plugin_manager(
 
 
 def _load_entry_points(pm: AeonPluginManager, allow: set[str] | None, block: set[str]) -> None:
+    from importlib.metadata import entry_points
+
     seen: set[str] = set()
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         source = PluginSource(ep.dist.name, ep.dist.version) if ep.dist is not None else PluginSource()

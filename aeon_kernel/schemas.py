@@ -13,8 +13,6 @@ import json
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final
 
-import jsonschema_rs
-
 from aeon_kernel.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -40,6 +38,8 @@ class CompiledSchema:
         self.schema = schema
         #: canonical JSON of the schema, as prompts show it
         self.text = canonical_json(schema) if text is None else text
+        import jsonschema_rs  # here, not at import time: it loads certifi and its Rust core (~6 ms)
+
         try:
             self._fast: Any = jsonschema_rs.validator_for(schema)
         except Exception:  # a schema the fast engine cannot compile is still checked, by the reference one

@@ -13,15 +13,17 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from aeon_kernel.errors import AeonError, ToolRegistrationError, ValidationError
 from aeon_kernel.idempotency import idempotency_scope
 from aeon_kernel.markers import hookimpl
-from aeon_kernel.models import ToolCall, utc_now
 from aeon_kernel.schemas import check_schema, schema_errors
+
+if TYPE_CHECKING:
+    from aeon_kernel.models import ToolCall
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -153,6 +155,8 @@ class ToolContext:
 
 def invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> ToolCall:
     """Run a tool; any exception, or a result that breaks ``output_schema``, is a tool failure (FR-054)."""
+    from aeon_kernel.models import ToolCall, utc_now  # the data model is not needed to define a tool
+
     started = time.perf_counter()
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None

@@ -36,7 +36,13 @@ def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
     assert {row["variant"] for row in aeon["W2"]} == {"plain", "jsonl", "sqlite"}
     assert all("median" in row for row in aeon["W2"])
     assert all(row["bytes_per_step"] > 0 for row in aeon["W2"] if row["variant"] != "plain")
-    assert {row["variant"] for row in aeon["W3"]} == {"import aeon_kernel", "aeon --help"}
+    assert {row["variant"] for row in aeon["W3"]} == {
+        "import aeon_kernel",
+        "user import",
+        "user import, no tool",
+        "one pydantic model",
+        "aeon --help",
+    }
     (many,) = aeon["W4"]
     assert many["runs"] == 20 and many["failed"] == 0
     assert {"wall_s", "runs_per_s", "peak_rss_mb", "growth_mb"} <= set(many)

@@ -169,7 +169,17 @@ def w2(variant: str, tmp: Path) -> Case:
 
 # --- W3 and W4 ------------------------------------------------------------------------------------------------------
 
-IMPORTS = {"import aeon_kernel": "import aeon_kernel"}
+#: ``import aeon_kernel`` alone is lazy and says little; the second line is what an embedder really writes.
+USER_IMPORT = (
+    "from aeon_kernel import Engine, FunctionTool, hookimpl; from aeon_kernel.config import AeonConfig"
+)
+IMPORTS = {
+    "import aeon_kernel": "import aeon_kernel",
+    "user import": USER_IMPORT,
+    "user import, no tool": "from aeon_kernel import Engine, hookimpl; from aeon_kernel.config import AeonConfig",
+    # The floor of any import that defines a tool, since a Tool is a pydantic model: pydantic and one model.
+    "one pydantic model": "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int",
+}
 
 
 def _aeon() -> list[str]:

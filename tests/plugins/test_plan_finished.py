@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aeon_kernel import ConvergenceEngine, Plan, PlanStep, StepStatus
+from aeon_kernel import ConvergenceEngine, OrchestrationState, Plan, PlanStep, StepStatus
+from aeon_kernel.runtime.state import RunState
 from aeon_plugins.plan_finished import PlanFinished, aeon_register_convergence_engines
 
 ENGINE = PlanFinished()
@@ -87,16 +88,18 @@ def test_agrees_with_plan_is_finished_on_real_plans() -> None:
     plan = Plan(
         goal="g", steps=(PlanStep(step_id="a", description="a"), PlanStep(step_id="b", description="b"))
     )
-    states = [plan]
+    run = RunState(OrchestrationState(run_id="r", request="q", plan=plan, ttl_remaining=5))
+    plans = [run.plan()]
     for step_id, status in [
         ("a", StepStatus.RUNNING),
         ("a", StepStatus.COMPLETE),
         ("b", StepStatus.RUNNING),
         ("b", StepStatus.FAILED),
     ]:
-        states.append(states[-1].transition(step_id, status))
-    verdicts = [ENGINE.assess(p.model_dump(mode="json"), []).converged for p in states]
-    assert verdicts == [p.is_finished for p in states] == [False, False, False, False, True]
+        run.transition(step_id, status)
+        plans.append(run.snapshot().plan)  # snapshots never change, so each keeps the plan of its moment
+    verdicts = [ENGINE.assess(p.model_dump(mode="json"), []).converged for p in plans if p is not None]
+    assert verdicts == [p.is_finished for p in plans if p is not None] == [False, False, False, False, True]
 
 
 def test_registered_as_a_convergence_engine() -> None:

@@ -1,7 +1,8 @@
 """A Hypothesis state machine over step status transitions (spec 001; FR-052/053).
 
-Random transition attempts are applied to a real Plan; a plain list of statuses is the model of what must be
-allowed. Invariants: no backward transition, strict order, errors cleared when a step completes or fails.
+Random transition attempts and repairs are applied to a run's working copy (:class:`RunState`), the only way a
+run's steps change; a plain list of statuses is the model of what must be allowed. Invariants: no backward
+transition, strict order, errors cleared when a step completes or fails, snapshots that never change afterwards.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from aeon_kernel import Plan, PlanStep, StateTransitionError, StepStatus
+from aeon_kernel import OrchestrationState, Plan, PlanStep, StateTransitionError, StepStatus
+from aeon_kernel.runtime.state import RunState
 
 ALLOWED = {
     StepStatus.PENDING: {StepStatus.RUNNING},
@@ -20,17 +22,27 @@ ALLOWED = {
 ORDER = {StepStatus.COMPLETE: 2, StepStatus.FAILED: 2, StepStatus.RUNNING: 1, StepStatus.PENDING: 0}
 
 
-class PlanTransitions(RuleBasedStateMachine):
-    plan: Plan
+class StepTransitions(RuleBasedStateMachine):
+    run: RunState
     model: list[StepStatus]
 
     @initialize(n=st.integers(min_value=1, max_value=8))
-    def make_plan(self, n: int) -> None:
-        self.plan = Plan(
+    def make_run(self, n: int) -> None:
+        plan = Plan(
             goal="g", steps=tuple(PlanStep(step_id=f"s{i}", description=f"step {i}") for i in range(n))
         )
+        self.run = RunState(OrchestrationState(run_id="r", request="q", plan=plan, ttl_remaining=10))
         self.model = [StepStatus.PENDING] * n
+        self.errors: list[tuple[str, ...]] = [()] * n  # the model of each step's errors
         self.history: list[list[StepStatus]] = [list(self.model)]
+        self.snapshots: list[Plan] = [
+            self.plan()
+        ]  # one per entry of history, kept to check they never change
+
+    def plan(self) -> Plan:
+        plan = self.run.snapshot().plan
+        assert plan is not None
+        return plan
 
     @rule(data=st.data(), status=st.sampled_from(list(StepStatus)))
     def attempt(self, data: st.DataObject, status: StepStatus) -> None:
@@ -39,45 +51,56 @@ class PlanTransitions(RuleBasedStateMachine):
         current = self.model[index]
         earlier_done = all(s in (StepStatus.COMPLETE, StepStatus.FAILED) for s in self.model[:index])
         legal = target in ALLOWED[current] and (target is not StepStatus.RUNNING or earlier_done)
-        before = self.plan
+        before = self.run.snapshot()
         try:
-            self.plan = self.plan.transition(f"s{index}", target)
+            step, previous = self.run.transition(f"s{index}", target)
         except StateTransitionError:
             assert not legal, f"{current.value} -> {target.value} at {index} should be allowed ({self.model})"
-            assert self.plan is before
+            assert self.run.snapshot() == before
             return
         assert legal, f"{current.value} -> {target.value} at {index} should be refused ({self.model})"
+        assert previous is current and step.status is target
         self.model[index] = target
+        if target.is_terminal:
+            self.errors[index] = ()
         self.history.append(list(self.model))
+        self.snapshots.append(self.plan())
 
     @rule(data=st.data(), message=st.text(min_size=1, max_size=10))
     def validator_reports_an_error(self, data: st.DataObject, message: str) -> None:
         index = data.draw(st.integers(min_value=0, max_value=len(self.model) - 1))
-        step = self.plan.steps[index]
+        step = self.run.step(f"s{index}")
         if not step.status.is_terminal:
-            self.plan = self.plan.replace_step(step.model_copy(update={"errors": (*step.errors, message)}))
+            self.run.replace_step(step.model_copy(update={"errors": (*step.errors, message)}))
+            self.errors[index] = (*self.errors[index], message)
 
     @rule(data=st.data())
     def replacing_a_step_cannot_change_its_status(self, data: st.DataObject) -> None:
         index = data.draw(st.integers(min_value=0, max_value=len(self.model) - 1))
-        step = self.plan.steps[index]
-        other = next(s for s in StepStatus if s is not step.status)
+        step = self.run.step(f"s{index}")
+        other = data.draw(st.sampled_from([s for s in StepStatus if s is not step.status]))
+        before = self.run.snapshot()
         try:
-            self.plan.replace_step(step.model_copy(update={"status": other}))
+            self.run.replace_step(step.model_copy(update={"status": other}))
         except StateTransitionError:
+            assert self.run.snapshot() == before
             return
         raise AssertionError("replace_step changed a status")
 
     @invariant()
     def statuses_match_the_model(self) -> None:
-        assert [s.status for s in self.plan.steps] == self.model
+        assert [s.status for s in self.plan().steps] == self.model
+
+    @invariant()
+    def errors_match_the_model(self) -> None:
+        assert [s.errors for s in self.plan().steps] == self.errors
 
     @invariant()
     def strict_order(self) -> None:
         ranks = [ORDER[s] for s in self.model]
         assert ranks == sorted(ranks, reverse=True), self.model
         assert self.model.count(StepStatus.RUNNING) <= 1
-        Plan.model_validate(self.plan.model_dump())  # the plan's own validator agrees
+        Plan.model_validate(self.plan().model_dump())  # the plan's own validator agrees
 
     @invariant()
     def never_backwards(self) -> None:
@@ -86,18 +109,23 @@ class PlanTransitions(RuleBasedStateMachine):
                 assert ORDER[b] >= ORDER[a]
 
     @invariant()
+    def old_snapshots_never_change(self) -> None:
+        for snapshot, statuses in zip(self.snapshots, self.history, strict=True):
+            assert [s.status for s in snapshot.steps] == statuses
+
+    @invariant()
     def finished_steps_have_no_errors(self) -> None:
-        for step in self.plan.steps:
+        for step in self.plan().steps:
             if step.status.is_terminal:
                 assert step.errors == ()
 
     @invariant()
     def next_pending_is_the_first_pending_when_nothing_runs(self) -> None:
-        nxt = self.plan.next_pending()
+        nxt = self.plan().next_pending()
         if StepStatus.RUNNING in self.model or StepStatus.PENDING not in self.model:
             assert nxt is None
         else:
             assert nxt is not None and nxt.step_id == f"s{self.model.index(StepStatus.PENDING)}"
 
 
-TestPlanTransitions = PlanTransitions.TestCase
+TestStepTransitions = StepTransitions.TestCase
