@@ -56,6 +56,19 @@ def test_run_json_prints_the_result(project: Path) -> None:
     assert [cycle["step_number"] for cycle in cycles] == [1, 2, 3]
 
 
+def test_log_flag_keeps_the_sinks_configured_in_aeon_toml(project: Path) -> None:
+    """Regression: --log added its sink first, and the engine then skipped the [telemetry] sinks."""
+    toml = project / "aeon.toml"
+    toml.write_text(toml.read_text() + '[telemetry]\nuse = ["jsonl"]\n[telemetry.jsonl]\npath = "configured.jsonl"\n')
+    proc = aeon("run", "calculate the sum of 5 and 10", "--json", "--log", "flag.jsonl", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout)["run_id"]
+    for name in ("configured.jsonl", "flag.jsonl"):
+        manifest, *cycles = [json.loads(line) for line in (project / name).read_text().splitlines()]
+        assert manifest["manifest"]["run_id"] == run_id, name
+        assert [cycle["step_number"] for cycle in cycles] == [1, 2, 3], name
+
+
 def test_run_live_view_shows_the_plan_and_the_answer(project: Path) -> None:
     result = CliRunner().invoke(cli, ["run", "calculate the sum of 5 and 10"])
     assert result.exit_code == 0, result.output
