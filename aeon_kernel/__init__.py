@@ -52,6 +52,9 @@ if TYPE_CHECKING:
     from aeon_kernel.idempotency import (
         current_idempotency_key,
     )
+    from aeon_kernel.invocation import (
+        ToolContext,
+    )
     from aeon_kernel.llm.client import (
         ModelClient,
     )
@@ -128,7 +131,6 @@ if TYPE_CHECKING:
     from aeon_kernel.tools import (
         FunctionTool,
         Tool,
-        ToolContext,
         ToolRegistry,
     )
 
@@ -149,9 +151,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "aeon_kernel.tools": (
         "FunctionTool",
         "Tool",
-        "ToolContext",
         "ToolRegistry",
     ),
+    "aeon_kernel.invocation": ("ToolContext",),
     "aeon_kernel.engine": ("Engine",),
     "aeon_kernel.errors": (
         "AeonError",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from aeon_kernel.markers import hookimpl, hookspec
 
 if TYPE_CHECKING:
+    from aeon_kernel.invocation import ToolContext
     from aeon_kernel.models import (
         LogEntry,
         OrchestrationState,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     )
     from aeon_kernel.plan.context import StepContext
     from aeon_kernel.registry import Register
-    from aeon_kernel.tools import Tool, ToolContext
+    from aeon_kernel.tools import Tool
 
 __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 

@@ -58,7 +58,7 @@ class StepStatus(StrEnum):
 _ALLOWED_TRANSITIONS: dict[StepStatus, frozenset[StepStatus]] = {
     StepStatus.PENDING: frozenset({StepStatus.RUNNING}),
     StepStatus.RUNNING: frozenset({StepStatus.COMPLETE, StepStatus.FAILED}),
-    StepStatus.COMPLETE: frozenset({StepStatus.RUNNING}),
+    StepStatus.COMPLETE: frozenset(),
     StepStatus.FAILED: frozenset(),
 }
 

@@ -109,6 +109,9 @@ class AeonPluginManager(pluggy.PluginManager):
         if not impls:
             return _no_result if firstresult else _no_results
         function, names = impls[0].function, impls[0].argnames
+        if firstresult and hook.spec is not None and names == hook.spec.argnames:
+            # It takes every argument, by the same names: the caller's keywords fit as they are.
+            return function
 
         def call(**kwargs: Any) -> Any:
             result = function(*[kwargs[name] for name in names])
@@ -153,9 +156,9 @@ def build_plugin_manager(
     :param block: entry points (or distributions) that are never imported.
     """
     # The kernel's own implementations, imported here rather than at import time (DESIGN rule 5).
+    from aeon_kernel.invocation import KernelToolInvoker
     from aeon_kernel.plan.builtins import KernelComponents
     from aeon_kernel.plan.executor import KernelStepExecutor
-    from aeon_kernel.tools import KernelToolInvoker
 
     pm = AeonPluginManager()
     pm.register(KernelStepExecutor(), name="aeon.executor")

@@ -1,29 +1,20 @@
-"""Tools (FR-019…023): the Tool contract, the registry a run calls into, and the one way a tool is invoked.
+"""Tools (FR-019…023): the Tool contract and the registry a run calls into.
 
-Every tool invocation goes through the ``aeon_invoke_tool`` hook, whose kernel implementation (here, ``trylast``)
-runs the tool inside its idempotency scope and checks the result against ``output_schema``. A plugin can deny a
-call (``tryfirst``, returning a ``ToolCall`` with an error), or wrap it (``wrapper=True``) to time, limit or
-sandbox it — the seam that the permissions and policies of spec 004 §5/§10.5 plug into.
+How a tool is called — the ``aeon_invoke_tool`` hook and the kernel's implementation of it — is in
+:mod:`aeon_kernel.invocation`; this module stays light, so that defining a tool imports no more than it needs.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from aeon_kernel.errors import AeonError, ToolRegistrationError, ValidationError
-from aeon_kernel.idempotency import idempotency_scope
-from aeon_kernel.markers import hookimpl
+from aeon_kernel.errors import ToolRegistrationError, ValidationError
 from aeon_kernel.schemas import check_schema, schema_errors
-
-if TYPE_CHECKING:
-    from aeon_kernel.models import ToolCall
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -138,59 +129,3 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._tools)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolContext:
-    """Who is calling a tool: the run and the step. Passed to every ``aeon_invoke_tool`` implementation."""
-
-    run_id: str
-    step_id: str
-
-    @property
-    def idempotency_key(self) -> str:
-        """``"<run_id>:<step_id>"``: the same when a resumed run executes a step again."""
-        return f"{self.run_id}:{self.step_id}"
-
-
-def invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> ToolCall:
-    """Run a tool; any exception, or a result that breaks ``output_schema``, is a tool failure (FR-054)."""
-    from aeon_kernel.models import ToolCall, utc_now  # the data model is not needed to define a tool
-
-    started = time.perf_counter()
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    try:
-        with idempotency_scope(context.run_id, context.step_id):
-            result = tool.invoke(**arguments)
-        if not isinstance(result, dict):
-            raise ValidationError(f"{tool.name} returned {type(result).__name__}, not an object")
-        tool.validate_output(result)
-    except Exception as exc:
-        result = None
-        error = failed_call_error(tool.name, exc)
-    # Every field is built here, and ``result`` xor ``error`` holds by construction.
-    return ToolCall.trusted(
-        tool_name=tool.name,
-        arguments=arguments,
-        step_id=context.step_id,
-        result=result,
-        error=error,
-        duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        timestamp=utc_now(),
-    )
-
-
-def failed_call_error(tool_name: str, exc: BaseException) -> dict[str, Any]:
-    """The ``error`` record of a tool call that raised ``exc``."""
-    if isinstance(exc, AeonError):
-        return {**exc.to_dict(), "message": f"{tool_name} failed: {exc}"}
-    return {"type": type(exc).__name__, "message": f"{tool_name} failed: {type(exc).__name__}: {exc}"}
-
-
-class KernelToolInvoker:
-    """The kernel's ``aeon_invoke_tool``: runs last, so any plugin may deny, replace or wrap the call."""
-
-    @hookimpl(trylast=True)
-    def aeon_invoke_tool(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> ToolCall:
-        return invoke_tool(tool, arguments, context)

@@ -32,7 +32,11 @@ def _imports(path: Path) -> set[str]:
     """Every aeon_kernel module ``path`` imports anywhere: top level, in functions, under TYPE_CHECKING."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("aeon_kernel"):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").startswith("aeon_kernel")
+        ):
             module = node.module or ""
             for alias in node.names:
                 found.add(f"{module}.{alias.name}" if f"{module}.{alias.name}" in KERNEL_MODULES else module)
@@ -101,7 +105,9 @@ def test_the_runtime_imports_no_plan_code_and_nothing_imports_the_cli() -> None:
     graph = import_graph()
     for name, imported in graph.items():
         if name.startswith("aeon_kernel.runtime"):
-            assert not {m for m in imported if m.startswith(("aeon_kernel.plan", "aeon_kernel.orchestrator"))}, name
+            assert not {
+                m for m in imported if m.startswith(("aeon_kernel.plan", "aeon_kernel.orchestrator"))
+            }, name
         if not name.startswith(("aeon_kernel.cli", "aeon_kernel.__main__")):
             assert not {m for m in imported if m.startswith("aeon_kernel.cli")}, name
 
@@ -160,5 +166,7 @@ def test_builtin_plugins_use_only_the_public_kernel_api() -> None:
                 for alias in node.names:
                     assert alias.name in aeon_kernel.__all__, f"{path.name} imports {alias.name}"
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aeon_plugins."):
-                pytest.fail(f"{path.name} imports another plugin's module {node.module}: share through the kernel")
+                pytest.fail(
+                    f"{path.name} imports another plugin's module {node.module}: share through the kernel"
+                )
         assert not re.search(r"\baeon_kernel\.\w+\.", source.split('"""', 2)[-1]), path.name

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aeon_kernel.contracts import Memory, RecordAction, Supervisor, Validator
+from aeon_kernel.invocation import ToolContext
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.llm.prompts import state_summary
 from aeon_kernel.models import OrchestrationState, ToolCall, utc_now
-from aeon_kernel.tools import Tool, ToolContext, ToolRegistry
+from aeon_kernel.tools import Tool, ToolRegistry
 
 
 def memory_key(run_id: str, step_id: str) -> str:

@@ -59,7 +59,9 @@ def test_run_json_prints_the_result(project: Path) -> None:
 def test_log_flag_keeps_the_sinks_configured_in_aeon_toml(project: Path) -> None:
     """Regression: --log added its sink first, and the engine then skipped the [telemetry] sinks."""
     toml = project / "aeon.toml"
-    toml.write_text(toml.read_text() + '[telemetry]\nuse = ["jsonl"]\n[telemetry.jsonl]\npath = "configured.jsonl"\n')
+    toml.write_text(
+        toml.read_text() + '[telemetry]\nuse = ["jsonl"]\n[telemetry.jsonl]\npath = "configured.jsonl"\n'
+    )
     proc = aeon("run", "calculate the sum of 5 and 10", "--json", "--log", "flag.jsonl", cwd=project)
     assert proc.returncode == 0, proc.stderr
     run_id = json.loads(proc.stdout)["run_id"]

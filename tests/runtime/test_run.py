@@ -51,7 +51,11 @@ def test_a_run_steps_one_cycle_per_next_and_ends_with_a_typed_result(make_harnes
     assert run.next() is None  # and stays ended
     result = run.result
     assert isinstance(result, RunResult)
-    assert (result.status, result.answer, result.message) == ("completed", "The sum is 15", "every step completed")
+    assert (result.status, result.answer, result.message) == (
+        "completed",
+        "The sum is 15",
+        "every step completed",
+    )
     assert result.state is run.state and result.state.status == "completed"
     assert result.convergence is not None and result.convergence.converged
     assert result.to_dict()["final_state"] == result.state.model_dump(mode="json")
@@ -72,7 +76,16 @@ def test_the_result_dict_is_what_orchestrator_execute_returns(make_harness: Make
     returned = h.orchestrator.execute("sum")
     assert h.orchestrator.run is not None and h.orchestrator.run.result is not None
     assert returned == h.orchestrator.run.result.to_dict()
-    assert set(returned) == {"run_id", "status", "plan", "answer", "errors", "message", "convergence", "final_state"}
+    assert set(returned) == {
+        "run_id",
+        "status",
+        "plan",
+        "answer",
+        "errors",
+        "message",
+        "convergence",
+        "final_state",
+    }
 
 
 def test_telemetry_errors_belong_to_each_run(make_harness: MakeHarness) -> None:
@@ -154,8 +167,8 @@ def _components() -> tuple[Any, ...]:
     from aeon_plugins.schema_validator import SchemaValidator
     from aeon_plugins.supervisor import DefaultSupervisor
 
-    llm = ScriptedLLM([])
-    return InMemoryKVStore(), ToolRegistry(), DefaultSupervisor(llm, SchemaValidator(), ToolRegistry()), SchemaValidator()
+    validator, tools = SchemaValidator(), ToolRegistry()
+    return InMemoryKVStore(), tools, DefaultSupervisor(ScriptedLLM([]), validator, tools), validator
 
 
 def test_the_run_asks_the_scheduler_in_order_and_logs_every_cycle() -> None:
@@ -210,7 +223,9 @@ def test_a_resumed_run_tells_its_scheduler(tmp_path: Any) -> None:
 
     store = SqliteStateStore(tmp_path / "runs.db")
     countdown = Countdown(units=2)
-    orchestrator = Orchestrator(ScriptedLLM([]), *_components(), state_store=store, scheduler=lambda: countdown)
+    orchestrator = Orchestrator(
+        ScriptedLLM([]), *_components(), state_store=store, scheduler=lambda: countdown
+    )
     run = orchestrator.start("count down")
     assert run.next() is not None
     run.close()  # interrupted after one cycle: released, resumable

@@ -1,0 +1,73 @@
+"""How a tool is called: the ``aeon_invoke_tool`` hook's context and the kernel's implementation of it.
+
+Every tool invocation goes through ``aeon_invoke_tool``, whose kernel implementation (here, ``trylast``) runs the
+tool inside its idempotency scope and checks the result against ``output_schema``. A plugin can deny a call
+(``tryfirst``, returning a ``ToolCall`` with an error), or wrap it (``wrapper=True``) to time, limit or sandbox
+it — the seam that the permissions and policies of spec 004 §5/§10.5 plug into.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aeon_kernel.errors import AeonError, ValidationError
+from aeon_kernel.idempotency import idempotency_scope
+from aeon_kernel.markers import hookimpl
+from aeon_kernel.models import ToolCall, utc_now
+from aeon_kernel.tools import Tool
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Who is calling a tool: the run and the step. Passed to every ``aeon_invoke_tool`` implementation."""
+
+    run_id: str
+    step_id: str
+
+    @property
+    def idempotency_key(self) -> str:
+        """``"<run_id>:<step_id>"``: the same when a resumed run executes a step again."""
+        return f"{self.run_id}:{self.step_id}"
+
+
+def invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> ToolCall:
+    """Run a tool; any exception, or a result that breaks ``output_schema``, is a tool failure (FR-054)."""
+    started = time.perf_counter()
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    try:
+        with idempotency_scope(context.run_id, context.step_id):
+            result = tool.invoke(**arguments)
+        if not isinstance(result, dict):
+            raise ValidationError(f"{tool.name} returned {type(result).__name__}, not an object")
+        tool.validate_output(result)
+    except Exception as exc:
+        result = None
+        error = failed_call_error(tool.name, exc)
+    # Every field is built here, and ``result`` xor ``error`` holds by construction.
+    return ToolCall.trusted(
+        tool_name=tool.name,
+        arguments=arguments,
+        step_id=context.step_id,
+        result=result,
+        error=error,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        timestamp=utc_now(),
+    )
+
+
+def failed_call_error(tool_name: str, exc: BaseException) -> dict[str, Any]:
+    """The ``error`` record of a tool call that raised ``exc``."""
+    if isinstance(exc, AeonError):
+        return {**exc.to_dict(), "message": f"{tool_name} failed: {exc}"}
+    return {"type": type(exc).__name__, "message": f"{tool_name} failed: {type(exc).__name__}: {exc}"}
+
+
+class KernelToolInvoker:
+    """The kernel's ``aeon_invoke_tool``: runs last, so any plugin may deny, replace or wrap the call."""
+
+    @hookimpl(trylast=True)
+    def aeon_invoke_tool(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> ToolCall:
+        return invoke_tool(tool, arguments, context)
