@@ -206,9 +206,14 @@ class Run:
             # error is logged (FR-039). A model that stays unavailable ends the run with a structured error (FR-049).
             if not isinstance(exc, AeonError):
                 log.exception("unexpected error in cycle %d", context.state.cycle + 1)
-            self.scheduler.abandon(work, exc, context)
             cycle.errors.append(error_record(exc, cycle.step_id, phase=cycle.phase))
             self._fatal = isinstance(exc, LLMError)
+            try:
+                self.scheduler.abandon(work, exc, context)
+            except Exception as inner:  # a scheduler that cannot settle its state cannot go on
+                log.exception("%s.abandon failed", type(self.scheduler).__name__)
+                cycle.errors.append(error_record(inner, cycle.step_id, phase="abandon"))
+                self._fatal = True
         finally:
             entry = self._close_cycle(cycle, capture.calls)
         return entry

@@ -209,6 +209,20 @@ def test_a_cycle_that_raises_is_abandoned_logged_and_the_run_goes_on() -> None:
     assert result.errors == (error,)
 
 
+def test_a_scheduler_that_cannot_abandon_ends_the_run_failed() -> None:
+    class Stuck(Countdown):
+        def abandon(self, work: Work | None, error: BaseException, run: RunContext) -> None:
+            raise RuntimeError("cannot settle")
+
+    run, sink = _run(Stuck(fail_on=1, error=ValueError("boom")))
+    result = run.execute()
+    assert result.status == "failed" and len(sink.entries) == 1
+    assert [(e["type"], e.get("phase")) for e in sink.entries[0].errors] == [
+        ("ValueError", "step"),
+        ("RuntimeError", "abandon"),
+    ]
+
+
 def test_an_unavailable_model_ends_the_run_failed() -> None:
     """FR-049: the run itself, not the scheduler, stops a run whose model stays unavailable."""
     countdown = Countdown(fail_on=1, error=LLMError("the model is unavailable after 3 attempts"))
