@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 from aeon_kernel.version import __version__
 
 if TYPE_CHECKING:
+    from aeon_kernel.config import (
+        AeonConfig,
+    )
     from aeon_kernel.contracts import (
         ConvergenceEngine,
         LLMAdapter,
@@ -84,6 +87,7 @@ if TYPE_CHECKING:
         LogEntry,
         MemoryEntry,
         OrchestrationState,
+        Phase,
         Plan,
         PlanStep,
         RunStatus,
@@ -117,6 +121,9 @@ if TYPE_CHECKING:
         Verdict,
         Work,
     )
+    from aeon_kernel.runtime.state import (
+        RunState,
+    )
     from aeon_kernel.runtime.store import (
         RunSummary,
         StateStore,
@@ -136,6 +143,7 @@ if TYPE_CHECKING:
 
 #: module -> the public names it defines
 _MODULES: dict[str, tuple[str, ...]] = {
+    "aeon_kernel.config": ("AeonConfig",),
     "aeon_kernel.contracts": (
         "ConvergenceEngine",
         "LLMAdapter",
@@ -180,6 +188,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "LogEntry",
         "MemoryEntry",
         "OrchestrationState",
+        "Phase",
         "Plan",
         "PlanStep",
         "RunStatus",
@@ -206,6 +215,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "Components",
         "RunContext",
     ),
+    "aeon_kernel.runtime.state": ("RunState",),
     "aeon_kernel.runtime.store": (
         "RunSummary",
         "StateStore",
@@ -245,6 +255,7 @@ __all__ = [
     "HOOKSPEC_VERSION",
     "INT64_MAX",
     "INT64_MIN",
+    "AeonConfig",
     "AeonError",
     "Components",
     "Conclusion",
@@ -266,6 +277,7 @@ __all__ = [
     "OrchestrationError",
     "OrchestrationState",
     "Orchestrator",
+    "Phase",
     "Plan",
     "PlanStep",
     "Planner",
@@ -275,6 +287,7 @@ __all__ = [
     "Run",
     "RunContext",
     "RunResult",
+    "RunState",
     "RunStatus",
     "RunStoreError",
     "RunSummary",

@@ -182,8 +182,9 @@ class ConvergenceEngine(ABC):
 class TelemetrySink:
     """A telemetry sink: an object registered on the engine's plugin manager that implements event hooks.
 
-    Subclasses implement any of ``aeon_run_start``, ``aeon_cycle_end``, ``aeon_step_status_changed``,
-    ``aeon_tool_called``, ``aeon_supervisor_action`` and ``aeon_run_end`` with ``@hookimpl``.
+    Subclasses implement any of ``aeon_run_start``, ``aeon_run_resumed``, ``aeon_cycle_end``,
+    ``aeon_step_status_changed``, ``aeon_tool_called``, ``aeon_supervisor_action`` and ``aeon_run_end`` with
+    ``@hookimpl``. Each sink gets every event, whatever another sink raises.
     """
 
     def close(self) -> None:

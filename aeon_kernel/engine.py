@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aeon_kernel.config import AeonConfig, Choice, load_config
+from aeon_kernel.config import AeonConfig, Choice, load_config, resolve_secrets
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, UnknownComponentError
 from aeon_kernel.hookspecs import HOOKSPEC_VERSION
 from aeon_kernel.kinds import KINDS, ROLES
@@ -91,10 +91,7 @@ class Engine:
         """Build the component ``[role]`` chooses from ``deps``, its options, and ``defaults`` the options override."""
         choice: Choice = self.config.choice(role)
         options = {**(defaults or {}), **choice.resolved_options()}
-        try:
-            return self.registries[ROLES[role].name].create(choice.use, **deps, **options)
-        except TypeError as exc:
-            raise ConfigError(f"[{role}] options for {choice.use!r} are not accepted: {exc}") from None
+        return self.registries[ROLES[role].name].create(choice.use, **deps, **options)
 
     @property
     def llm(self) -> ModelClient:
@@ -165,7 +162,7 @@ class Engine:
             names = self.config.tools_enabled if self.config.tools_enabled is not None else registry.names()
             tools = ToolRegistry()
             for name in names:
-                tool = registry.create(name, **self.config.tool_options.get(name, {}))
+                tool = registry.create(name, **resolve_secrets(self.config.tool_options.get(name, {}), name))
                 if not isinstance(tool, Tool) or tool.name != name:
                     raise ToolRegistrationError(
                         f"the factory registered as tool {name!r} by {registry.get(name).provider} returned "

@@ -185,7 +185,8 @@ def aeon_invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext
     """Invoke one tool.
 
     :param tool: the registered tool to call.
-    :param arguments: its arguments, already validated against ``tool.input_schema``.
+    :param arguments: its arguments. The kernel's step executor validates them against ``tool.input_schema``
+        (repairing them through the supervisor) before it calls the tool.
     :param context: who calls: ``run_id``, ``step_id`` and the call's ``idempotency_key``.
     :return: the :class:`~aeon_kernel.models.ToolCall` record — with ``result``, or with ``error`` to refuse or
         fail the call — or None to leave the call to the next implementation. The kernel's implementation runs
@@ -271,5 +272,7 @@ def aeon_run_end(run_id: str, result: dict[str, Any]) -> None:
     """A run ended.
 
     :param run_id: the run's identifier.
-    :param result: what ``Orchestrator.execute`` returns: ``plan``, ``status``, ``final_state``, ``answer``.
+    :param result: what ``Orchestrator.execute`` returns (``RunResult.to_dict()``): ``run_id``, ``status``,
+        ``plan``, ``answer``, ``errors``, ``message``, ``convergence`` and ``final_state``. Shared by every
+        implementation: read it, do not change it.
     """

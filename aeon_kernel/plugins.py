@@ -66,24 +66,28 @@ class AeonPluginManager(pluggy.PluginManager):
         self.sources: dict[str, PluginSource] = {}
         self.skipped: list[str] = []
         self._callers: dict[str, Callable[..., Any]] = {}
+        self._each: dict[str, tuple[tuple[str, Callable[..., Any]], ...]] = {}
         self._monitored = False
         #: bumped whenever a plugin is registered or unregistered, so derived data can be cached safely
         self.generation = 0
 
     def register(self, plugin: Any, name: str | None = None) -> str | None:
-        self._callers.clear()
-        self.generation += 1
+        self._forget()
         return super().register(plugin, name)
 
     def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
-        self._callers.clear()
-        self.generation += 1
+        self._forget()
         return super().unregister(plugin, name)
 
     def add_hookcall_monitoring(self, before: Any, after: Any) -> Callable[[], None]:
-        self._callers.clear()
         self._monitored = True  # tracing sees every call: no shortcuts from now on
+        self._forget()
         return super().add_hookcall_monitoring(before, after)
+
+    def _forget(self) -> None:
+        self._callers.clear()
+        self._each.clear()
+        self.generation += 1
 
     def caller(self, hook_name: str) -> Callable[..., Any]:
         """What ``pm.hook.<hook_name>`` does, at the cost of what is registered (the loop calls hooks per cycle).
@@ -101,6 +105,24 @@ class AeonPluginManager(pluggy.PluginManager):
         """Whether any plugin implements ``hook_name`` (so the loop can skip building an event nobody reads)."""
         return self.caller(hook_name) not in (_no_result, _no_results)
 
+    def each(self, hook_name: str) -> tuple[tuple[str, Callable[..., Any]], ...]:
+        """An event hook's implementations as ``(plugin name, call)``, in pluggy's order, to call one by one.
+
+        pluggy stops a call at the first implementation that raises, so the ones after it would miss the event;
+        calling them separately lets every sink get every event however another one fails. Under tracing, or
+        with a wrapper, the hook is one entry (pluggy's caller), so what a plugin author observes is unchanged.
+        """
+        cached = self._each.get(hook_name)
+        if cached is None:
+            hook: pluggy.HookCaller = getattr(self.hook, hook_name)
+            impls = hook.get_hookimpls()
+            if self._monitored or any(i.hookwrapper or i.wrapper for i in impls):
+                cached = ((hook_name, hook),)
+            else:
+                cached = tuple((impl.plugin_name, _bound(impl, False)) for impl in reversed(impls))
+            self._each[hook_name] = cached
+        return cached
+
     def _shortest_caller(self, hook: pluggy.HookCaller) -> Callable[..., Any]:
         impls = hook.get_hookimpls()
         firstresult = bool(hook.spec and hook.spec.opts.get("firstresult"))
@@ -108,16 +130,21 @@ class AeonPluginManager(pluggy.PluginManager):
             return hook
         if not impls:
             return _no_result if firstresult else _no_results
-        function, names = impls[0].function, impls[0].argnames
-        if firstresult and hook.spec is not None and names == hook.spec.argnames:
+        if firstresult and hook.spec is not None and impls[0].argnames == hook.spec.argnames:
             # It takes every argument, by the same names: the caller's keywords fit as they are.
-            return function
+            return impls[0].function
+        return _bound(impls[0], firstresult)
 
-        def call(**kwargs: Any) -> Any:
-            result = function(*[kwargs[name] for name in names])
-            return result if firstresult else ([] if result is None else [result])
 
-        return call
+def _bound(impl: pluggy.HookImpl, firstresult: bool) -> Callable[..., Any]:
+    """One implementation, called as pluggy would: given the arguments it declares, its result as pluggy returns it."""
+    function, names = impl.function, impl.argnames
+
+    def call(**kwargs: Any) -> Any:
+        result = function(*[kwargs[name] for name in names])
+        return result if firstresult else ([] if result is None else [result])
+
+    return call
 
 
 def _no_result(**kwargs: Any) -> None:

@@ -6,11 +6,13 @@ provides it, and a name registered twice is an error naming both plugins rather 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from aeon_kernel.errors import DuplicateComponentError, UnknownComponentError
+from aeon_kernel.errors import ConfigError, DuplicateComponentError, UnknownComponentError
+from aeon_kernel.kinds import label
 
 T = TypeVar("T")
 
@@ -56,8 +58,25 @@ class ComponentRegistry(Generic[T]):
             raise UnknownComponentError(self.kind, name, self.providers()) from None
 
     def create(self, name: str, **options: Any) -> T:
-        """Call the factory registered as ``name`` with ``options``."""
-        return self.get(name).factory(**options)  # type: ignore[no-any-return]
+        """Call the factory registered as ``name`` with ``options``.
+
+        Options the factory's signature cannot take are a :class:`ConfigError` naming them; a ``TypeError`` raised
+        *inside* the factory is its own bug and propagates as it is.
+        """
+        registration = self.get(name)
+        try:
+            signature = inspect.signature(registration.factory)
+        except (TypeError, ValueError):  # no signature to check (some builtins): let the call decide
+            signature = None
+        if signature is not None:
+            try:
+                signature.bind(**options)
+            except TypeError as exc:
+                raise ConfigError(
+                    f"the {label(self.kind)} {name!r} (from {registration.provider}) cannot be built with the "
+                    f"options {sorted(options)}: {exc}. Check its table in aeon.toml."
+                ) from None
+        return registration.factory(**options)  # type: ignore[no-any-return]
 
     def providers(self) -> dict[str, str]:
         return {name: reg.provider for name, reg in self._entries.items()}

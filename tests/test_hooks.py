@@ -681,6 +681,39 @@ def test_the_tool_context_names_the_run_the_step_and_the_idempotency_key(make_ha
     ]
 
 
+@pytest.mark.parametrize(
+    ("answer_with", "why"),
+    [
+        (
+            {"error": {"type": "Denied"}},
+            "Denied",
+        ),  # an error without a message: still a refusal, still recorded
+        ({}, "neither a result nor an error"),
+        ({"result": {"message": 42}}, "spy result invalid"),  # a replaced result must match output_schema too
+        ("not a record", "got str instead of a ToolCall"),
+    ],
+)
+def test_an_unusable_tool_record_fails_the_step_and_is_kept(
+    make_harness: MakeHarness, answer_with: Any, why: str
+) -> None:
+    class Odd:
+        @hookimpl(tryfirst=True)
+        def aeon_invoke_tool(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> Any:
+            if not isinstance(answer_with, dict):
+                return answer_with
+            return ToolCall(tool_name=tool.name, arguments=arguments, step_id=context.step_id, **answer_with)
+
+    invocations: list[dict[str, Any]] = []
+    steps = plan(tool_step("1", "spy", {"message": "hi"}))
+    h = make_harness([steps], tools=[spy_tool(invocations)], plugins=(Odd(),))
+    result = h.run()
+    (step,) = result["plan"]["steps"]
+    assert step["status"] == "failed" and why in step["failure"]
+    (call,) = h.orchestrator.get_state().tool_history
+    assert call.result is None and why in str(call.error)
+    assert invocations == []
+
+
 # --- events --------------------------------------------------------------------------------------------------
 
 

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import HOOKSPEC_VERSION, DuplicateComponentError, Engine, UnknownComponentError, hookimpl
+from aeon_kernel import (
+    HOOKSPEC_VERSION,
+    ConfigError,
+    DuplicateComponentError,
+    Engine,
+    UnknownComponentError,
+    hookimpl,
+)
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.plugins import Registries, build_plugin_manager
 
@@ -330,3 +337,53 @@ def test_the_run_manifest_follows_the_plugins_and_hands_out_copies() -> None:
     assert "late-listener" in [p["name"] for p in engine.manifest()["plugins"]]
     engine.pm.unregister(name="late-listener")
     assert [p["name"] for p in engine.manifest()["plugins"]] == [p["name"] for p in second["plugins"]]
+
+
+# --- building components from their options -----------------------------------------------------------------------
+
+
+class OptionTools:
+    """A tool whose factory takes one option, and one whose factory has a bug of its own."""
+
+    @hookimpl
+    def aeon_register_tools(self, register: Any) -> None:
+        from aeon_kernel import FunctionTool
+
+        def keyed(api_key: Any) -> FunctionTool:
+            return FunctionTool(
+                name="keyed",
+                description="Knows a key.",
+                input_schema={"type": "object"},
+                output_schema={"type": "object"},
+                function=lambda: {"key_shown": str(api_key), "key": api_key.get_secret_value()},
+            )
+
+        def buggy() -> FunctionTool:
+            return len(1)  # type: ignore[arg-type, return-value]  # a TypeError inside the factory
+
+        register("keyed", keyed)
+        register("buggy", buggy)
+
+
+def test_unknown_options_are_a_config_error_naming_them() -> None:
+    config = AeonConfig(tools_enabled=("keyed",), tool_options={"keyed": {"api_kee": "x"}})
+    with pytest.raises(ConfigError) as info:
+        _ = Engine(config, plugins=[OptionTools()], autoload=False).tools
+    assert "keyed" in str(info.value) and "api_kee" in str(info.value)
+
+
+def test_a_type_error_inside_a_factory_is_not_blamed_on_the_options() -> None:
+    config = AeonConfig(tools_enabled=("buggy",))
+    with pytest.raises(TypeError, match="has no len"):
+        _ = Engine(config, plugins=[OptionTools()], autoload=False).tools
+
+
+def test_secrets_in_a_tool_table_are_resolved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every other section resolved ``$env``/``$file`` references; ``[tools.<name>]`` passed the raw dict."""
+    monkeypatch.setenv("AEON_TEST_TOOL_KEY", "s3cret")
+    config = AeonConfig(
+        tools_enabled=("keyed",), tool_options={"keyed": {"api_key": {"$env": "AEON_TEST_TOOL_KEY"}}}
+    )
+    tool = Engine(config, plugins=[OptionTools()], autoload=False).tools.get("keyed")
+    assert tool is not None
+    assert tool.invoke() == {"key_shown": "**********", "key": "s3cret"}

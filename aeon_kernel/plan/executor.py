@@ -54,7 +54,7 @@ class KernelStepExecutor:
             return _failed("tool", f"invalid arguments for {tool.name}: {exc}", tool_calls=(call,))
         call = ctx.call_tool(tool, arguments, step.step_id)
         if call.error is not None:
-            return _failed("tool", call.error["message"], tool_calls=(call,))
+            return _failed("tool", str(call.error.get("message") or call.error), tool_calls=(call,))
         try:
             ctx.memory.write(ctx.memory_key(step.step_id), call.result)
         except Exception as exc:

@@ -27,6 +27,8 @@ class Hooks(Protocol):
 
     def caller(self, hook_name: str) -> Callable[..., Any]: ...
 
+    def each(self, hook_name: str) -> tuple[tuple[str, Callable[..., Any]], ...]: ...
+
     def listens(self, hook_name: str) -> bool: ...
 
 
@@ -85,12 +87,15 @@ class RunContext:
         return self.state.run_id
 
     def emit(self, hook_name: str, **kwargs: Any) -> None:
-        """Call an event hook; a failing sink is reported, never allowed to break the run."""
-        try:
-            self.hooks.caller(hook_name)(**kwargs)
-        except Exception as exc:
-            log.warning("telemetry hook %s failed: %s: %s", hook_name, type(exc).__name__, exc)
-            self.telemetry_errors.append(error_record(exc, hook=hook_name))
+        """Call an event hook on every implementation; a failing sink is reported, and the others still get it."""
+        for plugin, call in self.hooks.each(hook_name):
+            try:
+                call(**kwargs)
+            except Exception as exc:
+                log.warning(
+                    "telemetry hook %s of %s failed: %s: %s", hook_name, plugin, type(exc).__name__, exc
+                )
+                self.telemetry_errors.append(error_record(exc, hook=hook_name, plugin=plugin))
 
     def record_action(self, action: SupervisorAction) -> None:
         """Supervisors report every attempt here; it lands in the cycle's log line and in the state."""

@@ -19,11 +19,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aeon_kernel.errors import AeonError, LLMError
+from aeon_kernel.errors import AeonError, LLMError, OrchestrationError
 from aeon_kernel.llm.client import capture_calls, total_usage
 from aeon_kernel.models import ConvergenceAssessment, LogEntry, OrchestrationState, RunStatus, utc_now
 from aeon_kernel.runtime.context import Components, Cycle, Hooks, RunContext, error_record
-from aeon_kernel.runtime.scheduler import Scheduler, Verdict, Work
+from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
 from aeon_kernel.runtime.state import RunState
 from aeon_kernel.runtime.store import StateStore, StoredRun
 
@@ -126,6 +126,10 @@ class Run:
         """Run one cycle and return its log record; None once the run has ended (``result`` is then set)."""
         if self.result is not None:
             return None
+        if self._closed:
+            raise OrchestrationError(
+                f"run {self.run_id} was closed; resume it to go on (Orchestrator.start_resume)"
+            )
         if not self._started:
             self._start()
         verdict = self._verdict()
@@ -173,7 +177,10 @@ class Run:
                 self.store.create_run(state, self.manifest)
         else:
             self.manifest["resumed_at_cycle"] = state.cycle
-        self.scheduler.start(context, resumed=resumed is not None)
+        try:
+            self.scheduler.start(context, resumed=resumed is not None)
+        except Exception as exc:
+            self._scheduler_failed("start", exc)
         if resumed is not None:
             context.emit("aeon_run_resumed", run_id=self.run_id, state=state, entries=resumed.entries)
         context.emit(
@@ -184,10 +191,20 @@ class Run:
         """Whether the run is over: the model or the store failed (FR-049), the scheduler says so, or the TTL."""
         if self._fatal:
             return Verdict("failed")
-        verdict = self.scheduler.status(self._context)
+        try:
+            verdict = self.scheduler.status(self._context)
+        except Exception as exc:
+            self._scheduler_failed("status", exc)
+            return Verdict("failed")
         if verdict is None and self._context.state.ttl_remaining <= 0:
             return Verdict("ttl_expired")  # FR-005/036
         return verdict
+
+    def _scheduler_failed(self, stage: str, exc: Exception) -> None:
+        """A scheduler bug outside a cycle: recorded in the state, and the run ends failed (never a bare raise)."""
+        log.exception("%s.%s failed", type(self.scheduler).__name__, stage)
+        self._context.record_error(error_record(exc, phase=f"scheduler.{stage}"))
+        self._fatal = True
 
     def _cycle(self) -> LogEntry:
         """One cycle: the scheduler's next unit of work; always ends with one log record."""
@@ -264,8 +281,12 @@ class Run:
     def _finish(self, verdict: Verdict) -> None:
         context = self._context
         context.state.finish(verdict.status)
+        try:
+            conclusion = self.scheduler.conclude(context.state.snapshot(), verdict)
+        except Exception as exc:
+            self._scheduler_failed("conclude", exc)
+            conclusion = Conclusion(answer=None, message=f"the scheduler could not conclude: {exc}")
         state = context.state.snapshot()
-        conclusion = self.scheduler.conclude(state, verdict)
         result = RunResult(
             run_id=state.run_id,
             status=verdict.status,

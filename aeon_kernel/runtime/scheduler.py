@@ -44,6 +44,10 @@ class Verdict:
     status: RunStatus
     convergence: ConvergenceAssessment | None = None
 
+    def __post_init__(self) -> None:
+        if self.status not in ("completed", "failed", "ttl_expired"):
+            raise ValueError(f"a run ends completed, failed or ttl_expired, not {self.status!r}")
+
 
 @dataclass(frozen=True, slots=True)
 class Conclusion:

@@ -16,6 +16,7 @@ from aeon_kernel import (
     LLMError,
     LLMResponse,
     LogEntry,
+    OrchestrationError,
     Orchestrator,
     Run,
     RunContext,
@@ -356,3 +357,64 @@ def test_components_are_shared_and_hold_no_run(make_harness: MakeHarness) -> Non
     h.orchestrator.execute("sum")
     with pytest.raises(AttributeError):
         components.llm = components.llm  # type: ignore[misc]  # frozen: nothing per run can land here
+
+
+def test_a_failing_sink_does_not_keep_the_event_from_the_others(make_harness: MakeHarness) -> None:
+    """pluggy stops a call at the first implementation that raises; the run calls each sink by itself."""
+
+    class Broken:
+        @hookimpl(tryfirst=True)  # called before the recording sink
+        def aeon_run_end(self, run_id: str, result: dict[str, Any]) -> None:
+            raise OSError("disk full")
+
+        @hookimpl(tryfirst=True)
+        def aeon_cycle_end(self, entry: LogEntry, state: Any) -> None:
+            raise OSError("disk full")
+
+    h = make_harness([SUM_PLAN, answer("15")], plugins=(Broken(),))
+    run = h.orchestrator.start("sum")
+    run.execute()
+    assert len(h.sink.of("aeon_run_end")) == 1 and len(h.sink.entries) == 3
+    assert len(run.telemetry_errors) == 4
+    assert {(e["hook"], e["message"]) for e in run.telemetry_errors} == {
+        ("aeon_run_end", "disk full"),
+        ("aeon_cycle_end", "disk full"),
+    }
+    assert all(e["plugin"].startswith("Broken") for e in run.telemetry_errors)
+
+
+def test_a_verdict_ends_a_run_or_says_nothing() -> None:
+    with pytest.raises(ValueError, match="running"):
+        Verdict("running")
+
+
+def test_a_closed_run_refuses_to_go_on(make_harness: MakeHarness) -> None:
+    h = make_harness([SUM_PLAN, answer("15")])
+    run = h.orchestrator.start("sum")
+    run.next()
+    run.close()
+    with pytest.raises(OrchestrationError, match="closed"):
+        run.next()
+
+
+@pytest.mark.parametrize("stage", ["start", "status", "conclude"])
+def test_a_scheduler_bug_outside_a_cycle_ends_the_run_with_a_record(stage: str) -> None:
+    class Buggy(Countdown):
+        def start(self, run: RunContext, *, resumed: bool) -> None:
+            if stage == "start":
+                raise KeyError("start bug")
+
+        def status(self, run: RunContext) -> Verdict | None:
+            if stage == "status":
+                raise KeyError("status bug")
+            return super().status(run)
+
+        def conclude(self, state: Any, verdict: Verdict) -> Any:
+            raise KeyError("conclude bug")
+
+    run, _ = _run(Buggy(units=1))
+    result = run.execute()
+    assert result.status == ("completed" if stage == "conclude" else "failed")
+    phases = [e.get("phase") for e in result.errors]
+    assert f"scheduler.{stage}" in phases and "scheduler.conclude" in phases
+    assert "could not conclude" in result.message
