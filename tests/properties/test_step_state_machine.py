@@ -8,7 +8,7 @@ transition, strict order, errors cleared when a step completes or fails, snapsho
 from __future__ import annotations
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from aeon_kernel import OrchestrationState, Plan, PlanStep, StateTransitionError, StepStatus
 from aeon_kernel.runtime.state import RunState
@@ -44,10 +44,13 @@ class StepTransitions(RuleBasedStateMachine):
         assert plan is not None
         return plan
 
-    @rule(data=st.data(), status=st.sampled_from(list(StepStatus)))
-    def attempt(self, data: st.DataObject, status: StepStatus) -> None:
-        target = status
-        index = data.draw(st.integers(min_value=0, max_value=len(self.model) - 1))
+    def near_the_frontier(self) -> list[int]:
+        """Where a mistake would show: the last finished step, the first unfinished one, the one after it."""
+        done = sum(s.is_terminal for s in self.model)  # the model keeps finished steps first
+        return [i for i in (done - 1, done, done + 1) if 0 <= i < len(self.model)]
+
+    def try_move(self, index: int, target: StepStatus) -> None:
+        """Ask the run to move step ``index`` to ``target``; the reference model says whether it must agree."""
         current = self.model[index]
         earlier_done = all(s in (StepStatus.COMPLETE, StepStatus.FAILED) for s in self.model[:index])
         legal = target in ALLOWED[current] and (target is not StepStatus.RUNNING or earlier_done)
@@ -65,6 +68,22 @@ class StepTransitions(RuleBasedStateMachine):
             self.errors[index] = ()
         self.history.append(list(self.model))
         self.snapshots.append(self.plan())
+
+    @rule(data=st.data(), status=st.sampled_from(list(StepStatus)))
+    def attempt(self, data: st.DataObject, status: StepStatus) -> None:
+        """Any move on any step, most often near the frontier, where forbidden moves (a restart) matter."""
+        anywhere = st.integers(min_value=0, max_value=len(self.model) - 1)
+        self.try_move(data.draw(st.sampled_from(self.near_the_frontier()) | anywhere), status)
+
+    @precondition(lambda self: not all(s.is_terminal for s in self.model))
+    @rule(data=st.data())
+    def advance(self, data: st.DataObject) -> None:
+        """Start the first unfinished step, or finish the running one, so runs reach finished steps."""
+        index = sum(s.is_terminal for s in self.model)
+        if self.model[index] is StepStatus.PENDING:
+            self.try_move(index, StepStatus.RUNNING)
+        else:
+            self.try_move(index, data.draw(st.sampled_from([StepStatus.COMPLETE, StepStatus.FAILED])))
 
     @rule(data=st.data(), message=st.text(min_size=1, max_size=10))
     def validator_reports_an_error(self, data: st.DataObject, message: str) -> None:
