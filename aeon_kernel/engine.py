@@ -7,7 +7,8 @@ create many orchestrators and runs, several of them active at once (``engine.sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,7 @@ class Engine:
         self._supervisor: Supervisor | None = None
         self._convergence: ConvergenceEngine | None = None
         self._planner: Planner | None = None
+        self._new_scheduler: Callable[[], Scheduler] | None = None
         self._sinks: list[TelemetrySink] = []
         self._configured_sinks_attached = False
         self._state_store: StateStore | None = None
@@ -149,7 +151,14 @@ class Engine:
 
     def scheduler(self) -> Scheduler:
         """A new scheduler of the kind ``[scheduler]`` chooses (one per run)."""
-        scheduler: Scheduler = self._create("scheduler")
+        if self._new_scheduler is None:
+            first: Scheduler = self._create("scheduler")  # checks the name and the options, once
+            registration = self.registries[ROLES["scheduler"].name].get(self.config.choice("scheduler").use)
+            self._new_scheduler = partial(
+                registration.factory, **self.config.choice("scheduler").resolved_options()
+            )
+            return first
+        scheduler: Scheduler = self._new_scheduler()
         return scheduler
 
     @property

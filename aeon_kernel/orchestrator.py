@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 from aeon_kernel.contracts import ConvergenceEngine, LLMAdapter, Memory, Planner, Supervisor, Validator
@@ -125,10 +126,11 @@ class Orchestrator:
         ``status`` is ``completed`` (every step complete and the convergence engine agrees), ``failed``, or
         ``ttl_expired`` (the state is kept: FR-036).
         """
-        for _ in self.iter(user_request, initial_plan):
-            pass
-        assert self.result is not None
-        return self.result
+        run = self._begin(lambda: self.start(user_request, initial_plan))
+        try:
+            return run.execute().to_dict()
+        finally:
+            self._end(run)
 
     def iter(
         self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None
@@ -137,11 +139,13 @@ class Orchestrator:
 
         The final result is in ``self.result`` once the iterator is exhausted.
         """
-        yield from self._drive(lambda: self.start(user_request, initial_plan))
+        with self._active(lambda: self.start(user_request, initial_plan)) as run:
+            yield from run
 
     def resume(self, run_id: str) -> Iterator[LogEntry]:
         """Continue an interrupted run from its state store, one cycle at a time (like :meth:`iter`)."""
-        yield from self._drive(lambda: self.start_resume(run_id))
+        with self._active(lambda: self.start_resume(run_id)) as run:
+            yield from run
 
     def get_state(self) -> OrchestrationState:
         """The current state of the latest run (immutable; safe to keep)."""
@@ -173,7 +177,16 @@ class Orchestrator:
 
     # --- internals -----------------------------------------------------------------------------------------------
 
-    def _drive(self, start: Callable[[], Run]) -> Iterator[LogEntry]:
+    @contextmanager
+    def _active(self, start: Callable[[], Run]) -> Iterator[Run]:
+        """The simple API's run: one at a time per orchestrator, remembered, and closed however it ends."""
+        run = self._begin(start)
+        try:
+            yield run
+        finally:
+            self._end(run)
+
+    def _begin(self, start: Callable[[], Run]) -> Run:
         if self._iterating:
             raise OrchestrationError(
                 "this orchestrator's iter() is already running; finish it, or use start() for concurrent runs"
@@ -181,12 +194,14 @@ class Orchestrator:
         self._iterating = True
         try:
             run = self.run = start()
-            try:
-                yield from run
-            finally:
-                run.close()
-        finally:
+        except BaseException:
             self._iterating = False
+            raise
+        return run
+
+    def _end(self, run: Run) -> None:
+        self._iterating = False
+        run.close()
 
     def _new_run(self, state: OrchestrationState, resumed: StoredRun | None = None) -> Run:
         return Run(

@@ -34,6 +34,7 @@ class ComponentRegistry(Generic[T]):
         self.kind = kind
         self._entries: dict[str, Registration] = {}
         self._conflicts: dict[str, DuplicateComponentError] = {}
+        self._signatures: dict[str, inspect.Signature | None] = {}
 
     def add(self, name: str, factory: Callable[..., T], provider: str) -> None:
         if not isinstance(name, str) or not name:
@@ -64,10 +65,7 @@ class ComponentRegistry(Generic[T]):
         *inside* the factory is its own bug and propagates as it is.
         """
         registration = self.get(name)
-        try:
-            signature = inspect.signature(registration.factory)
-        except (TypeError, ValueError):  # no signature to check (some builtins): let the call decide
-            signature = None
+        signature = self._signature(registration) if options else None
         if signature is not None:
             try:
                 signature.bind(**options)
@@ -77,6 +75,15 @@ class ComponentRegistry(Generic[T]):
                     f"options {sorted(options)}: {exc}. Check its table in aeon.toml."
                 ) from None
         return registration.factory(**options)  # type: ignore[no-any-return]
+
+    def _signature(self, registration: Registration) -> inspect.Signature | None:
+        """The factory's signature, read once (some factories are built per run), or None when it has none."""
+        if registration.name not in self._signatures:
+            try:
+                self._signatures[registration.name] = inspect.signature(registration.factory)
+            except (TypeError, ValueError):  # no signature to check (some builtins): let the call decide
+                self._signatures[registration.name] = None
+        return self._signatures[registration.name]
 
     def providers(self) -> dict[str, str]:
         return {name: reg.provider for name, reg in self._entries.items()}

@@ -27,6 +27,15 @@ ATTEMPTS: Final = 3
 _captured: ContextVar[list[dict[str, Any]] | None] = ContextVar("aeon_model_calls", default=None)
 
 
+def begin_capture(calls: list[dict[str, Any]]) -> Token[list[dict[str, Any]] | None]:
+    """From now on, every model response in this thread or task goes to ``calls``; undo with :func:`end_capture`."""
+    return _captured.set(calls)
+
+
+def end_capture(token: Token[list[dict[str, Any]] | None]) -> None:
+    _captured.reset(token)
+
+
 class capture_calls:
     """Within the block, every model response is appended to the list ``with`` gives (one cycle's worth).
 
@@ -40,12 +49,12 @@ class capture_calls:
         self._token: Token[list[dict[str, Any]] | None] | None = None
 
     def __enter__(self) -> list[dict[str, Any]]:
-        self._token = _captured.set(self.calls)
+        self._token = begin_capture(self.calls)
         return self.calls
 
     def __exit__(self, *exc_info: object) -> None:
         assert self._token is not None
-        _captured.reset(self._token)
+        end_capture(self._token)
 
 
 class ModelClient(LLMAdapter):

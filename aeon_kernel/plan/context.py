@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from aeon_kernel.contracts import Memory, RecordAction, Supervisor, Validator
-from aeon_kernel.invocation import ToolContext
+from aeon_kernel.invocation import ToolContext, checked
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.llm.prompts import state_summary
-from aeon_kernel.models import OrchestrationState, ToolCall, utc_now
-from aeon_kernel.schemas import schema_errors
+from aeon_kernel.models import OrchestrationState, ToolCall
 from aeon_kernel.tools import Tool, ToolRegistry
 
 
@@ -52,17 +51,7 @@ class StepContext:
     def call_tool(self, tool: Tool, arguments: dict[str, Any], step_id: str) -> ToolCall:
         """Invoke ``tool`` through the ``aeon_invoke_tool`` hook (policies, sandboxes and timers see every call)."""
         call = self.invoke(tool=tool, arguments=arguments, context=ToolContext(self.run_id, step_id))
-        if not isinstance(call, ToolCall):
-            return _refused(tool, arguments, step_id, f"got {type(call).__name__} instead of a ToolCall")
-        if call.error is not None:
-            return call
-        if call.result is None:
-            return _refused(tool, arguments, step_id, "the ToolCall has neither a result nor an error")
-        # Whoever produced the record (a plugin may replace the kernel's), its result must match the schema.
-        problems = schema_errors(tool.output_schema, call.result)
-        if problems:
-            return _refused(tool, arguments, step_id, f"{tool.name} result invalid: " + "; ".join(problems))
-        return call
+        return checked(tool, arguments, step_id, call)
 
     def summary(self) -> str:
         """FR-002: goal, earlier results (read back from memory, FR-018), errors, and TTL, for the next prompt."""
@@ -71,14 +60,3 @@ class StepContext:
         state = self.state
         goal = state.plan.goal if state.plan else state.request
         return state_summary(goal, results, list(state.errors), state.ttl_remaining)
-
-
-def _refused(tool: Tool, arguments: dict[str, Any], step_id: str, why: str) -> ToolCall:
-    """The record of a tool call whose ``aeon_invoke_tool`` answer cannot be used."""
-    return ToolCall(
-        tool_name=tool.name,
-        arguments=arguments,
-        step_id=step_id,
-        error={"type": "ValidationError", "message": f"{tool.name}: unusable aeon_invoke_tool record: {why}"},
-        timestamp=utc_now(),
-    )

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aeon_kernel.errors import AeonError, LLMError, OrchestrationError
-from aeon_kernel.llm.client import capture_calls, total_usage
+from aeon_kernel.llm.client import begin_capture, end_capture, total_usage
 from aeon_kernel.models import ConvergenceAssessment, LogEntry, OrchestrationState, RunStatus, utc_now
 from aeon_kernel.runtime.context import Components, Cycle, Hooks, RunContext, error_record
 from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
@@ -210,14 +210,17 @@ class Run:
         """One cycle: the scheduler's next unit of work; always ends with one log record."""
         context = self._context
         cycle = context.cycle = Cycle(context.state.plan())
-        capture = capture_calls()
+        calls: list[dict[str, Any]] = []
         work: Work | None = None
         try:
-            with capture:
+            capture = begin_capture(calls)  # this cycle's model responses, whatever other runs do meanwhile
+            try:
                 work = self.scheduler.next_work(context)
                 cycle.phase, cycle.step_id = work.phase, work.step_id
                 outcome = self.scheduler.perform(work, context)
                 self.scheduler.apply(work, outcome, context)
+            finally:
+                end_capture(capture)
         except Exception as exc:
             # Nothing escapes a cycle: the scheduler settles its state (a running step fails, FR-054) and the
             # error is logged (FR-039). A model that stays unavailable ends the run with a structured error (FR-049).
@@ -232,7 +235,7 @@ class Run:
                 cycle.errors.append(error_record(inner, cycle.step_id, phase="abandon"))
                 self._fatal = True
         finally:
-            entry = self._close_cycle(cycle, capture.calls)
+            entry = self._close_cycle(cycle, calls)
         return entry
 
     def _close_cycle(self, cycle: Cycle, calls: list[dict[str, Any]]) -> LogEntry:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aeon_kernel.models import ConvergenceAssessment, OrchestrationState, Phase, RunStatus
 
@@ -29,9 +29,11 @@ if TYPE_CHECKING:
     from aeon_kernel.runtime.context import RunContext
 
 
-@dataclass(frozen=True, slots=True)
-class Work:
-    """One unit of work: what a cycle does. ``phase`` and ``step_id`` go into the cycle's log record."""
+class Work(NamedTuple):
+    """One unit of work: what a cycle does. ``phase`` and ``step_id`` go into the cycle's log record.
+
+    A named tuple, since a run makes one per cycle: immutable and cheap.
+    """
 
     phase: Phase
     step_id: str | None = None
