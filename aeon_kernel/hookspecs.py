@@ -190,12 +190,12 @@ def aeon_invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext
     :param context: who calls: ``run_id``, ``step_id`` and the call's ``idempotency_key``.
     :return: the :class:`~aeon_kernel.models.ToolCall` record — with ``result``, or with ``error`` to refuse or
         fail the call — or None to leave the call to the next implementation. The kernel's implementation runs
-        last, calls ``tool.invoke`` inside the idempotency scope, checks the result against
-        ``tool.output_schema`` and always returns a record.
+        last, calls ``tool.invoke`` inside the idempotency scope and always returns a record.
 
-    Called for every tool call a step executor makes through ``StepContext.call_tool``. Stops at the first
-    non-None result. A ``wrapper=True`` implementation sees every call and its record; an exception raised here
-    fails the step (FR-054).
+    Called for every tool call a step executor makes through ``StepContext.call_tool``, which then holds the
+    answer, whoever gave it, to ``tool.output_schema`` (a result that breaks it becomes an error record). Stops
+    at the first non-None result. A ``wrapper=True`` implementation sees every call and its record, before that
+    check; an exception raised here fails the step (FR-054).
     """
 
 
