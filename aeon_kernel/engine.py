@@ -8,7 +8,6 @@ create many orchestrators and runs, several of them active at once (``engine.sta
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,11 +88,14 @@ class Engine:
 
     # --- components, built on first use ------------------------------------------------------------------------
 
-    def _create(self, role: str, defaults: dict[str, Any] | None = None, **deps: Any) -> Any:
-        """Build the component ``[role]`` chooses from ``deps``, its options, and ``defaults`` the options override."""
+    def _factory(self, role: str, defaults: dict[str, Any] | None = None, **deps: Any) -> Callable[[], Any]:
+        """How to build the component ``[role]`` chooses: ``deps``, its options, and ``defaults`` they override."""
         choice: Choice = self.config.choice(role)
         options = {**(defaults or {}), **choice.resolved_options()}
-        return self.registries[ROLES[role].name].create(choice.use, **deps, **options)
+        return self.registries[ROLES[role].name].bound(choice.use, **deps, **options)
+
+    def _create(self, role: str, defaults: dict[str, Any] | None = None, **deps: Any) -> Any:
+        return self._factory(role, defaults, **deps)()
 
     @property
     def llm(self) -> ModelClient:
@@ -152,12 +154,7 @@ class Engine:
     def scheduler(self) -> Scheduler:
         """A new scheduler of the kind ``[scheduler]`` chooses (one per run)."""
         if self._new_scheduler is None:
-            first: Scheduler = self._create("scheduler")  # checks the name and the options, once
-            registration = self.registries[ROLES["scheduler"].name].get(self.config.choice("scheduler").use)
-            self._new_scheduler = partial(
-                registration.factory, **self.config.choice("scheduler").resolved_options()
-            )
-            return first
+            self._new_scheduler = self._factory("scheduler")
         scheduler: Scheduler = self._new_scheduler()
         return scheduler
 

@@ -8,7 +8,7 @@ keeps the components the runs share and remembers its latest run for ``get_state
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
@@ -29,6 +29,14 @@ from aeon_kernel.tools import ToolRegistry
 from aeon_kernel.version import __version__
 
 DEFAULT_TTL: Final = 50
+
+
+def new_run_id() -> str:
+    """A random (version 4) UUID as 32 hex digits, like ``uuid.uuid4().hex`` at a fifth of its cost."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    return raw.hex()
 
 
 class Orchestrator:
@@ -98,12 +106,19 @@ class Orchestrator:
             raise ValidationError("the request must be a non-empty string")
         plan = self._initial_plan(initial_plan)
         current = (plan.running_step() or plan.next_pending()) if plan is not None else None
-        state = OrchestrationState(
-            run_id=uuid.uuid4().hex,
+        # Every part is checked already (the request above, the plan by its model, the TTL in __init__).
+        state = OrchestrationState.trusted(
+            run_id=new_run_id(),
             request=user_request,
             plan=plan,
             current_step_id=current.step_id if current else None,
+            tool_history=(),
+            llm_outputs=(),
+            supervisor_actions=(),
+            errors=(),
             ttl_remaining=self.ttl,
+            cycle=0,
+            status="running",
         )
         return self._new_run(state)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from aeon_kernel.errors import ConfigError, DuplicateComponentError, UnknownComponentError
@@ -59,10 +60,14 @@ class ComponentRegistry(Generic[T]):
             raise UnknownComponentError(self.kind, name, self.providers()) from None
 
     def create(self, name: str, **options: Any) -> T:
-        """Call the factory registered as ``name`` with ``options``.
+        """Call the factory registered as ``name`` with ``options``."""
+        return self.bound(name, **options)()
 
-        Options the factory's signature cannot take are a :class:`ConfigError` naming them; a ``TypeError`` raised
-        *inside* the factory is its own bug and propagates as it is.
+    def bound(self, name: str, **options: Any) -> Callable[[], T]:
+        """The factory registered as ``name`` with ``options`` bound, for components built again and again.
+
+        Options the factory's signature cannot take are a :class:`ConfigError` naming them, raised here; a
+        ``TypeError`` raised *inside* the factory is its own bug and propagates as it is.
         """
         registration = self.get(name)
         signature = self._signature(registration) if options else None
@@ -74,7 +79,7 @@ class ComponentRegistry(Generic[T]):
                     f"the {label(self.kind)} {name!r} (from {registration.provider}) cannot be built with the "
                     f"options {sorted(options)}: {exc}. Check its table in aeon.toml."
                 ) from None
-        return registration.factory(**options)  # type: ignore[no-any-return]
+        return partial(registration.factory, **options)
 
     def _signature(self, registration: Registration) -> inspect.Signature | None:
         """The factory's signature, read once (some factories are built per run), or None when it has none."""

@@ -327,3 +327,17 @@ def test_run_events_are_emitted(make_harness: MakeHarness) -> None:
     assert names.count("aeon_cycle_end") == 3
     assert h.sink.of("aeon_tool_called")[0].tool_name == "calculator"
     assert h.sink.of("aeon_run_end")[0] is result
+
+
+def test_run_ids_are_distinct_version_4_uuids(make_harness: MakeHarness) -> None:
+    import uuid
+
+    from aeon_kernel.orchestrator import new_run_id
+
+    ids = {new_run_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for run_id in list(ids)[:200]:
+        parsed = uuid.UUID(hex=run_id)
+        assert (parsed.version, parsed.variant, parsed.hex) == (4, uuid.RFC_4122, run_id)
+    h = make_harness([SUM_PLAN, answer("15")])
+    assert uuid.UUID(hex=h.run()["run_id"]).version == 4

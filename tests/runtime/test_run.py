@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 import time
@@ -28,6 +29,7 @@ from aeon_kernel import (
 )
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.testing import RecordingSink
+from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from aeon_plugins.scripted import ScriptedLLM
 from tests.conftest import MakeHarness
 from tests.support.builders import answer, llm_step, plan, tool_step
@@ -283,22 +285,8 @@ class ByRequestPlugin:
 
 
 def _engine(tmp_path: Any) -> Engine:
-    import aeon_plugins.echo
-    import aeon_plugins.in_memory
-    import aeon_plugins.jsonl
-    import aeon_plugins.plan_finished
-    import aeon_plugins.schema_validator
-    import aeon_plugins.supervisor
-
+    builtins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
     config = AeonConfig().with_choice("llm", "by_request")
-    builtins = [
-        aeon_plugins.echo,
-        aeon_plugins.in_memory,
-        aeon_plugins.jsonl,
-        aeon_plugins.plan_finished,
-        aeon_plugins.schema_validator,
-        aeon_plugins.supervisor,
-    ]
     engine = Engine(config, plugins=[*builtins, ByRequestPlugin()], autoload=False)
     engine.add_sink("jsonl", path=str(tmp_path / "runs.jsonl"))
     return engine
