@@ -19,12 +19,13 @@ def memory_key(run_id: str, step_id: str) -> str:
     return f"run/{run_id}/{step_id}"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class StepContext:
     """What a step may use: the run's components and, through ``state``, an immutable snapshot of its state.
 
-    One is made per step and nothing reads it back, so it is a plain (slotted, cheap to build) dataclass. The
-    snapshot is built only when a step asks for ``state``: most tool steps never do.
+    Nothing in it is about one step, so a run builds one and hands it to each of its steps; it is frozen so no
+    step can change what the next one sees. The snapshot is built only when a step asks for ``state`` (most tool
+    steps never do), and is the state as that step starts.
     """
 
     run_id: str

@@ -29,6 +29,10 @@ _PLAN: Final = Work("plan")
 class LinearPlanScheduler(Scheduler):
     """One plan, its steps one after another."""
 
+    def __init__(self) -> None:
+        # What a step executor may use is the same for every step of a run: built once, at its first step.
+        self._step_context: tuple[RunContext, StepContext] | None = None
+
     def start(self, run: RunContext, *, resumed: bool) -> None:
         if resumed:
             _restore_memory(run)
@@ -60,7 +64,7 @@ class LinearPlanScheduler(Scheduler):
             return components.planner.generate_plan(
                 run.state.request, None, components.tools, record=run.record_action
             )
-        return _execute_step(run.state.step(work.step_id), run)
+        return _execute_step(run.state.step(work.step_id), self._context_for(run), run)
 
     def apply(self, work: Work, outcome: Any, run: RunContext) -> None:
         if work.step_id is None:
@@ -101,23 +105,30 @@ class LinearPlanScheduler(Scheduler):
     def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
         return Conclusion(answer=_answer(state.plan), message=_message(state, verdict.status))
 
+    def _context_for(self, run: RunContext) -> StepContext:
+        if (
+            self._step_context is None or self._step_context[0] is not run
+        ):  # a scheduler reused by another run
+            components, state = run.components, run.state
+            context = StepContext(
+                run_id=state.run_id,
+                snapshot=state.snapshot,
+                tools=components.tools,
+                memory=components.memory,
+                llm=components.llm,
+                supervisor=components.supervisor,
+                validator=components.validator,
+                record=run.record_action,
+                invoke=run.hooks.caller("aeon_invoke_tool"),
+                max_tokens=components.max_tokens,
+                temperature=components.temperature,
+            )
+            self._step_context = (run, context)
+        return self._step_context[1]
 
-def _execute_step(step: PlanStep, run: RunContext) -> StepExecutionResult:
+
+def _execute_step(step: PlanStep, context: StepContext, run: RunContext) -> StepExecutionResult:
     """FR-052: execute the running step through the ``aeon_execute_step`` hook; any failure fails only the step."""
-    components, state = run.components, run.state
-    context = StepContext(
-        run_id=state.run_id,
-        snapshot=state.snapshot,
-        tools=components.tools,
-        memory=components.memory,
-        llm=components.llm,
-        supervisor=components.supervisor,
-        validator=components.validator,
-        record=run.record_action,
-        invoke=run.hooks.caller("aeon_invoke_tool"),
-        max_tokens=components.max_tokens,
-        temperature=components.temperature,
-    )
     try:
         result = run.hooks.caller("aeon_execute_step")(step=step, context=context)
     except (LLMError, SupervisorError):
