@@ -5,8 +5,9 @@ that also retried would multiply the attempts. Exhaustion becomes an :class:`LLM
 structured failure (FR-049).
 
 One client is shared by every run of an engine (and by the supervisor and planner built on it), so the responses
-of a cycle are not kept on the client: a run opens :func:`capture_calls` around each cycle, and every response
-given inside it — in that thread or task — lands in that cycle's list and nowhere else.
+of a cycle are not kept on the client: a run calls :func:`begin_capture` as each cycle starts (and
+:func:`end_capture` as it ends), and every response given in between — in that thread or task — lands in that
+cycle's list and nowhere else.
 """
 
 from __future__ import annotations
@@ -34,27 +35,6 @@ def begin_capture(calls: list[dict[str, Any]]) -> Token[list[dict[str, Any]] | N
 
 def end_capture(token: Token[list[dict[str, Any]] | None]) -> None:
     _captured.reset(token)
-
-
-class capture_calls:
-    """Within the block, every model response is appended to the list ``with`` gives (one cycle's worth).
-
-    A class rather than ``@contextmanager``: a run opens one per cycle.
-    """
-
-    __slots__ = ("_token", "calls")
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self._token: Token[list[dict[str, Any]] | None] | None = None
-
-    def __enter__(self) -> list[dict[str, Any]]:
-        self._token = begin_capture(self.calls)
-        return self.calls
-
-    def __exit__(self, *exc_info: object) -> None:
-        assert self._token is not None
-        end_capture(self._token)
 
 
 class ModelClient(LLMAdapter):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from aeon_kernel import LLMAdapter, LLMError, LLMResponse, LLMTransientError
-from aeon_kernel.llm.client import ModelClient, capture_calls, total_usage
+from aeon_kernel.llm.client import ModelClient, begin_capture, end_capture, total_usage
 
 
 class Flaky(LLMAdapter):
@@ -34,6 +36,17 @@ class Flaky(LLMAdapter):
         if self.errors:
             raise self.errors.pop(0)
         return self.reply  # type: ignore[no-any-return]
+
+
+@contextmanager
+def capture_calls() -> Iterator[list[dict[str, Any]]]:
+    """What a run does around each cycle."""
+    calls: list[dict[str, Any]] = []
+    token = begin_capture(calls)
+    try:
+        yield calls
+    finally:
+        end_capture(token)
 
 
 def client(adapter: LLMAdapter) -> tuple[ModelClient, list[float]]:
