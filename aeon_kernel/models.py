@@ -49,18 +49,38 @@ class StepStatus(StrEnum):
     RUNNING = "running"
     COMPLETE = "complete"
     FAILED = "failed"
+    #: spec 003: a running step found BLOCKED, or made inconsistent by a refinement. It holds the run's place
+    #: (nothing after it starts) until a refinement replaces it; complete and failed steps are never refined.
+    INVALID = "invalid"
 
     @property
     def is_terminal(self) -> bool:
         return self in (StepStatus.COMPLETE, StepStatus.FAILED)
 
+    @property
+    def holds_place(self) -> bool:
+        """Running or invalid: the one step a plan may be stopped at."""
+        return self in (StepStatus.RUNNING, StepStatus.INVALID)
+
 
 _ALLOWED_TRANSITIONS: dict[StepStatus, frozenset[StepStatus]] = {
     StepStatus.PENDING: frozenset({StepStatus.RUNNING}),
-    StepStatus.RUNNING: frozenset({StepStatus.COMPLETE, StepStatus.FAILED}),
+    StepStatus.RUNNING: frozenset({StepStatus.COMPLETE, StepStatus.FAILED, StepStatus.INVALID}),
     StepStatus.COMPLETE: frozenset(),
     StepStatus.FAILED: frozenset(),
+    StepStatus.INVALID: frozenset(),  # left only by a refinement (aeon_kernel.reasoning.deltas), never by a move
 }
+
+ClarityState = Literal["CLEAR", "PARTIALLY_CLEAR", "BLOCKED"]
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def _is_empty(value: Any) -> bool:
+    return not value
+
 
 _FROZEN = ConfigDict(frozen=True, extra="ignore")
 _set = object.__setattr__
@@ -123,6 +143,15 @@ class PlanStep(FrozenModel):
     errors: tuple[str, ...] = ()
     result: Any = None
     failure: str | None = None
+    # Spec 003's step additions, used by multi-pass plans. Left out of a dump while unset, so a single-pass
+    # plan's JSON (log lines, results, prompts) is what it always was.
+    step_index: int | None = Field(default=None, ge=1, exclude_if=_is_none)
+    total_steps: int | None = Field(default=None, ge=1, exclude_if=_is_none)
+    incoming_context: str = Field(default="", exclude_if=_is_empty)
+    handoff_to_next: str = Field(default="", exclude_if=_is_empty)
+    dependencies: tuple[str, ...] = Field(default=(), exclude_if=_is_empty)
+    provides: tuple[str, ...] = Field(default=(), exclude_if=_is_empty)
+    clarity_state: ClarityState | None = Field(default=None, exclude_if=_is_none)
 
     @field_validator("step_id", "description")
     @classmethod
@@ -135,6 +164,16 @@ class PlanStep(FrozenModel):
     @classmethod
     def _tool_not_blank(cls, value: str | None) -> str | None:
         return value if value and value.strip() else None
+
+    @model_validator(mode="after")
+    def _index_within_total(self) -> PlanStep:
+        if (
+            self.step_index is not None
+            and self.total_steps is not None
+            and self.total_steps < self.step_index
+        ):
+            raise ValueError(f"total_steps ({self.total_steps}) is less than step_index ({self.step_index})")
+        return self
 
 
 class Plan(FrozenModel):
@@ -151,13 +190,12 @@ class Plan(FrozenModel):
         duplicates = sorted(i for i, n in counts.items() if n > 1)
         if duplicates:
             raise ValueError(f"step_id values must be unique; repeated: {duplicates}")
-        # Strict order (FR-052): finished steps, then at most one running step, then pending steps.
-        ranks = [
-            0 if s.status.is_terminal else 1 if s.status is StepStatus.RUNNING else 2 for s in self.steps
-        ]
+        # Strict order (FR-052): finished steps, then at most one running (or invalid) step, then pending steps.
+        ranks = [0 if s.status.is_terminal else 1 if s.status.holds_place else 2 for s in self.steps]
         if ranks != sorted(ranks) or ranks.count(1) > 1:
             raise ValueError(
-                "step statuses are out of order: steps must be finished, then at most one running, then pending"
+                "step statuses are out of order: steps must be finished, then at most one running or invalid, "
+                "then pending"
             )
         return self
 
@@ -192,7 +230,7 @@ class Plan(FrozenModel):
     def next_pending(self) -> PlanStep | None:
         """The step that may start next, or None when none may (one is running, or all are finished)."""
         for step in self.steps:
-            if step.status is StepStatus.RUNNING:
+            if step.status.holds_place:
                 return None
             if step.status is StepStatus.PENDING:
                 return step
@@ -244,8 +282,8 @@ def moved_step(
 
 
 def current_after(steps: tuple[PlanStep, ...] | list[PlanStep], index: int) -> str | None:
-    """``current_step_id`` once ``steps[index]`` has moved: itself while running, else the next step (FR-052)."""
-    if steps[index].status is StepStatus.RUNNING:
+    """``current_step_id`` once ``steps[index]`` has moved: itself while it holds its place, else the next step."""
+    if steps[index].status.holds_place:
         return steps[index].step_id
     following = index + 1
     return steps[following].step_id if following < len(steps) else None
@@ -303,8 +341,9 @@ class MemoryEntry(FrozenModel):
 
 
 RunStatus = Literal["running", "completed", "failed", "ttl_expired"]
-#: What a cycle did: write the plan, or execute a step.
-Phase = Literal["plan", "step"]
+#: What a cycle did: write the plan or execute a step; multi-pass runs (spec 003) also infer the task's profile,
+#: validate the plan or the results, assess convergence, refine the plan, and update the profile.
+Phase = Literal["plan", "step", "profile", "validate", "evaluate", "refine", "update_profile"]
 
 
 class OrchestrationState(FrozenModel):
@@ -361,10 +400,22 @@ class StepExecutionResult(FrozenModel):
 
 
 class ConvergenceAssessment(FrozenModel):
-    """A convergence engine's verdict (spec 003): whether the run has reached a complete answer."""
+    """A convergence engine's verdict (spec 003): whether the run has reached a complete answer.
+
+    Not converged always says why (``reason_codes``). ``consistency_status`` (how plan, steps, answer and memory
+    agree) and ``detected_issues`` are left out of a dump while empty.
+    """
 
     converged: bool
     reason_codes: tuple[str, ...] = ()
     completeness_score: float = Field(default=0.0, ge=0.0, le=1.0)
     coherence_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    consistency_status: dict[str, Any] = Field(default_factory=dict, exclude_if=_is_empty)
+    detected_issues: tuple[str, ...] = Field(default=(), exclude_if=_is_empty)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _says_why_not(self) -> ConvergenceAssessment:
+        if not self.converged and not self.reason_codes:
+            raise ValueError("an assessment that has not converged needs at least one reason code")
+        return self

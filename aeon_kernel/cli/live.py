@@ -24,6 +24,7 @@ _STATUS_STYLE = {
     StepStatus.RUNNING: ("◐", "bold yellow"),
     StepStatus.COMPLETE: ("✔", "green"),
     StepStatus.FAILED: ("✘", "bold red"),
+    StepStatus.INVALID: ("!", "bold magenta"),
 }
 _RUN_STYLE = {"completed": "green", "failed": "red", "ttl_expired": "yellow"}
 

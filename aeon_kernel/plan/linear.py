@@ -156,8 +156,11 @@ def _assess(run: RunContext, plan: Plan) -> ConvergenceAssessment:
     """Ask the convergence engine; without one, a finished plan has converged."""
     convergence = run.components.convergence
     if convergence is None:
+        finished = plan.is_finished
         return ConvergenceAssessment(
-            converged=plan.is_finished, completeness_score=1.0 if plan.is_finished else 0
+            converged=finished,
+            completeness_score=1.0 if finished else 0.0,
+            reason_codes=() if finished else ("steps_unfinished",),
         )
     results = [{"step_id": s.step_id, "status": s.status.value, "result": s.result} for s in plan.steps]
     try:

@@ -15,11 +15,19 @@ from aeon_kernel.runtime.state import RunState
 
 ALLOWED = {
     StepStatus.PENDING: {StepStatus.RUNNING},
-    StepStatus.RUNNING: {StepStatus.COMPLETE, StepStatus.FAILED},
+    StepStatus.RUNNING: {StepStatus.COMPLETE, StepStatus.FAILED, StepStatus.INVALID},
     StepStatus.COMPLETE: set(),
     StepStatus.FAILED: set(),
+    StepStatus.INVALID: set(),  # spec 003: only a refinement leaves it
 }
-ORDER = {StepStatus.COMPLETE: 2, StepStatus.FAILED: 2, StepStatus.RUNNING: 1, StepStatus.PENDING: 0}
+ORDER = {
+    StepStatus.COMPLETE: 2,
+    StepStatus.FAILED: 2,
+    StepStatus.RUNNING: 1,
+    StepStatus.INVALID: 1,
+    StepStatus.PENDING: 0,
+}
+HOLDING = (StepStatus.RUNNING, StepStatus.INVALID)
 
 
 class StepTransitions(RuleBasedStateMachine):
@@ -118,7 +126,7 @@ class StepTransitions(RuleBasedStateMachine):
     def strict_order(self) -> None:
         ranks = [ORDER[s] for s in self.model]
         assert ranks == sorted(ranks, reverse=True), self.model
-        assert self.model.count(StepStatus.RUNNING) <= 1
+        assert sum(s in HOLDING for s in self.model) <= 1
         Plan.model_validate(self.plan().model_dump())  # the plan's own validator agrees
 
     @invariant()
@@ -141,7 +149,7 @@ class StepTransitions(RuleBasedStateMachine):
     @invariant()
     def next_pending_is_the_first_pending_when_nothing_runs(self) -> None:
         nxt = self.plan().next_pending()
-        if StepStatus.RUNNING in self.model or StepStatus.PENDING not in self.model:
+        if any(s in HOLDING for s in self.model) or StepStatus.PENDING not in self.model:
             assert nxt is None
         else:
             assert nxt is not None and nxt.step_id == f"s{self.model.index(StepStatus.PENDING)}"

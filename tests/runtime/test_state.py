@@ -29,9 +29,11 @@ from aeon_kernel.models import RunStatus
 from aeon_kernel.runtime.state import RunState
 
 P, R, C, F = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.COMPLETE, StepStatus.FAILED
+I = StepStatus.INVALID  # noqa: E741
 
-#: Spec 001's allowed step transitions, written out here rather than taken from aeon_kernel.models.
-ALLOWED = {P: {R}, R: {C, F}, C: set(), F: set()}
+#: Spec 001's allowed step transitions (and 003's running → invalid), written out here rather than taken from
+#: aeon_kernel.models. Only a refinement leaves ``invalid``.
+ALLOWED = {P: {R}, R: {C, F, I}, C: set(), F: set(), I: set()}
 
 
 def fresh_state(n: int = 3, errors: Sequence[tuple[str, ...]] | None = None) -> OrchestrationState:
@@ -104,7 +106,7 @@ def test_transitions_follow_a_plain_reference_model(
             if target in (C, F):
                 errors[index], results[index], failures[index] = (), result, failure
             following = f"s{index + 1}" if index + 1 < N else None
-            current = step_id if target is R else following
+            current = step_id if target in (R, I) else following
             assert step == run.step(step_id)
         snapshot = run.snapshot()
         assert snapshot.plan is not None and run.plan() is snapshot.plan
