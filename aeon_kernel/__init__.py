@@ -39,8 +39,10 @@ if TYPE_CHECKING:
         LLMError,
         LLMTransientError,
         MemoryStoreError,
+        NestingDepthError,
         OrchestrationError,
         PluginError,
+        RefinementLimitError,
         RunStoreError,
         StateTransitionError,
         SupervisorError,
@@ -68,6 +70,10 @@ if TYPE_CHECKING:
         loads_strict,
         tool_names,
     )
+    from aeon_kernel.llm.structured import (
+        ask_json,
+        ignore_action,
+    )
     from aeon_kernel.markers import (
         hookimpl,
     )
@@ -83,6 +89,7 @@ if TYPE_CHECKING:
         is_utf8,
     )
     from aeon_kernel.models import (
+        ClarityState,
         ConvergenceAssessment,
         LogEntry,
         MemoryEntry,
@@ -103,6 +110,22 @@ if TYPE_CHECKING:
     )
     from aeon_kernel.plan.context import (
         StepContext,
+    )
+    from aeon_kernel.reasoning.contracts import (
+        AdaptiveDepth,
+        RecursivePlanner,
+        SemanticValidator,
+    )
+    from aeon_kernel.reasoning.models import (
+        ExecutionHistory,
+        ExecutionPass,
+        RefinementAction,
+        SemanticValidationReport,
+        TaskProfile,
+        ValidationIssue,
+    )
+    from aeon_kernel.reasoning.ttl import (
+        allocate_ttl,
     )
     from aeon_kernel.registry import (
         Register,
@@ -170,8 +193,10 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "LLMError",
         "LLMTransientError",
         "MemoryStoreError",
+        "NestingDepthError",
         "OrchestrationError",
         "PluginError",
+        "RefinementLimitError",
         "RunStoreError",
         "StateTransitionError",
         "SupervisorError",
@@ -187,6 +212,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ConvergenceAssessment",
         "LogEntry",
         "MemoryEntry",
+        "ClarityState",
         "OrchestrationState",
         "Phase",
         "Plan",
@@ -247,6 +273,24 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "increment_error",
         "is_utf8",
     ),
+    "aeon_kernel.reasoning.models": (
+        "ExecutionHistory",
+        "ExecutionPass",
+        "RefinementAction",
+        "SemanticValidationReport",
+        "TaskProfile",
+        "ValidationIssue",
+    ),
+    "aeon_kernel.reasoning.contracts": (
+        "AdaptiveDepth",
+        "RecursivePlanner",
+        "SemanticValidator",
+    ),
+    "aeon_kernel.reasoning.ttl": ("allocate_ttl",),
+    "aeon_kernel.llm.structured": (
+        "ask_json",
+        "ignore_action",
+    ),
 }
 _EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -255,8 +299,10 @@ __all__ = [
     "HOOKSPEC_VERSION",
     "INT64_MAX",
     "INT64_MIN",
+    "AdaptiveDepth",
     "AeonConfig",
     "AeonError",
+    "ClarityState",
     "Components",
     "Conclusion",
     "ConfigError",
@@ -264,6 +310,8 @@ __all__ = [
     "ConvergenceEngine",
     "DuplicateComponentError",
     "Engine",
+    "ExecutionHistory",
+    "ExecutionPass",
     "FunctionTool",
     "LLMAdapter",
     "LLMError",
@@ -274,6 +322,7 @@ __all__ = [
     "MemoryEntry",
     "MemoryStoreError",
     "ModelClient",
+    "NestingDepthError",
     "OrchestrationError",
     "OrchestrationState",
     "Orchestrator",
@@ -283,6 +332,9 @@ __all__ = [
     "Planner",
     "PluginError",
     "RecordAction",
+    "RecursivePlanner",
+    "RefinementAction",
+    "RefinementLimitError",
     "Register",
     "Run",
     "RunContext",
@@ -292,6 +344,8 @@ __all__ = [
     "RunStoreError",
     "RunSummary",
     "Scheduler",
+    "SemanticValidationReport",
+    "SemanticValidator",
     "StateStore",
     "StateTransitionError",
     "StepContext",
@@ -303,6 +357,7 @@ __all__ = [
     "SupervisorAction",
     "SupervisorActionType",
     "SupervisorError",
+    "TaskProfile",
     "TelemetrySink",
     "Tool",
     "ToolCall",
@@ -312,10 +367,13 @@ __all__ = [
     "ToolRegistry",
     "UnknownComponentError",
     "ValidationError",
+    "ValidationIssue",
     "Validator",
     "Verdict",
     "Work",
     "__version__",
+    "allocate_ttl",
+    "ask_json",
     "canonical_json",
     "check_amount",
     "check_depth",
@@ -328,6 +386,7 @@ __all__ = [
     "encode_value",
     "ensure_no_new_tools",
     "hookimpl",
+    "ignore_action",
     "increment_error",
     "is_utf8",
     "loads_strict",

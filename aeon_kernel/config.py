@@ -44,7 +44,21 @@ from aeon_kernel.schemas import canonical_json
 CONFIG_ENV: Final = "AEON_CONFIG"
 DEFAULT_FILE: Final = "aeon.toml"
 
-_TOP_LEVEL: Final = {*BY_SECTION, "run", "plugins"}
+_TOP_LEVEL: Final = {*BY_SECTION, "run", "plugins", "reasoning"}
+#: ``[reasoning]``: ``mode`` ("single", the default, or "multipass") and the multi-pass scheduler's options
+REASONING_KEYS: Final = frozenset(
+    {
+        "completeness_threshold",
+        "coherence_threshold",
+        "consistency_threshold",
+        "max_passes",
+        "refinements_per_fragment",
+        "max_refinements",
+        "max_depth",
+        "shallow_depth",
+        "ttl_cap",
+    }
+)
 _RUN_KEYS: Final = {"ttl", "max_tokens", "temperature"}
 _PLUGIN_KEYS: Final = {"allow", "block"}
 
@@ -79,9 +93,31 @@ class AeonConfig:
     block: tuple[str, ...] = ()
     state: Choice | None = None  # durable runs: off unless [state] names a store
     source: Path | None = None
+    #: the sections the file set itself (a default may follow another setting only where the user left it open)
+    explicit: frozenset[str] = frozenset()
 
     def choice(self, role: str) -> Choice:
         return self.choices[role]
+
+    def multipass(self, **options: Any) -> AeonConfig:
+        """A copy that reasons in several passes (spec 003): the ``multipass`` scheduler with ``options`` (the
+        ``[reasoning]`` keys), and, where ``aeon.toml`` chose none, the ``recursive`` planner and the ``model``
+        convergence engine."""
+        bad = set(options) - REASONING_KEYS
+        if bad:
+            raise ConfigError(
+                f"unknown key(s) {sorted(bad)} in [reasoning]; valid: {sorted(REASONING_KEYS | {'mode'})}"
+            )
+        changes = {"scheduler": Choice("multipass", dict(options))}
+        if "planner" not in self.explicit:
+            changes["planner"] = Choice("recursive")
+        if "convergence" not in self.explicit:
+            changes["convergence"] = Choice("model")
+        if "scheduler" in self.explicit:
+            del changes["scheduler"]  # the user's own scheduler wins
+        from dataclasses import replace
+
+        return replace(self, choices={**self.choices, **changes})
 
     def with_choice(self, role: str, use: str, **options: Any) -> AeonConfig:
         """A copy with ``role`` switched to another component (used by CLI flags and tests)."""
@@ -191,7 +227,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         if not isinstance(use, str) or not use:
             raise ConfigError(f"{where}: [state] use must be a state store name, got {use!r}")
         state = Choice(use, table)
-    return AeonConfig(
+    config = AeonConfig(
         choices=choices,
         telemetry=tuple(Choice(name, _sub_table(telemetry, name, "telemetry", where)) for name in sinks),
         tools_enabled=tuple(enabled) if enabled is not None else None,
@@ -203,7 +239,17 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         block=tuple(block),
         state=state,
         source=source,
+        explicit=frozenset(data),
     )
+    reasoning = _table(data, "reasoning", where)
+    mode = reasoning.pop("mode", "single")
+    if mode not in ("single", "multipass"):
+        raise ConfigError(f'{where}: [reasoning] mode must be "single" or "multipass", got {mode!r}')
+    if mode == "multipass":
+        return config.multipass(**reasoning)
+    if reasoning:
+        raise ConfigError(f'{where}: [reasoning] options need mode = "multipass" (got {sorted(reasoning)})')
+    return config
 
 
 def _table(data: dict[str, Any], name: str, where: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aeon_kernel.config import AeonConfig, Choice, load_config, resolve_secrets
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, UnknownComponentError
 from aeon_kernel.hookspecs import HOOKSPEC_VERSION
-from aeon_kernel.kinds import KINDS, ROLES
+from aeon_kernel.kinds import BY_NAME, KINDS, ROLES
 from aeon_kernel.plugins import (
     AeonPluginManager,
     Registries,
@@ -81,6 +81,7 @@ class Engine:
         self._convergence: ConvergenceEngine | None = None
         self._planner: Planner | None = None
         self._new_scheduler: Callable[[], Scheduler] | None = None
+        self._components: dict[str, Any] = {}
         self._sinks: list[TelemetrySink] = []
         self._configured_sinks_attached = False
         self._state_store: StateStore | None = None
@@ -88,14 +89,43 @@ class Engine:
 
     # --- components, built on first use ------------------------------------------------------------------------
 
-    def _factory(self, role: str, defaults: dict[str, Any] | None = None, **deps: Any) -> Callable[[], Any]:
-        """How to build the component ``[role]`` chooses: ``deps``, its options, and ``defaults`` they override."""
+    def _factory(
+        self,
+        role: str,
+        defaults: dict[str, Any] | None = None,
+        offered: dict[str, Any] | None = None,
+        **deps: Any,
+    ) -> Callable[[], Any]:
+        """How to build the component ``[role]`` chooses: ``deps``, its options, ``defaults`` they override, and the
+        ``offered`` dependencies its factory names."""
         choice: Choice = self.config.choice(role)
         options = {**(defaults or {}), **choice.resolved_options()}
-        return self.registries[ROLES[role].name].bound(choice.use, **deps, **options)
+        return self.registries[ROLES[role].name].bound(choice.use, offered, **deps, **options)
 
-    def _create(self, role: str, defaults: dict[str, Any] | None = None, **deps: Any) -> Any:
-        return self._factory(role, defaults, **deps)()
+    def _create(
+        self,
+        role: str,
+        defaults: dict[str, Any] | None = None,
+        offered: dict[str, Any] | None = None,
+        **deps: Any,
+    ) -> Any:
+        return self._factory(role, defaults, offered, **deps)()
+
+    def _model_deps(self) -> dict[str, Any]:
+        """What a model-backed component may ask for: the run's model (retrying), validator and supervisor."""
+        return {"llm": self.llm, "validator": self.validator, "supervisor": self.supervisor}
+
+    def component(self, kind: str) -> Any:
+        """The component ``aeon.toml`` chooses for ``kind`` (a ``one`` kind of :mod:`aeon_kernel.kinds`), built once.
+
+        Its factory gets the run's model, validator and supervisor when it names them (``llm``, ``validator``,
+        ``supervisor``), and ``max_tokens``/``temperature`` from ``[run]``.
+        """
+        if kind not in self._components:
+            section = BY_NAME[kind].section
+            settings = {"max_tokens": self.config.max_tokens, "temperature": self.config.temperature}
+            self._components[kind] = self._create(section, offered={**self._model_deps(), **settings})
+        return self._components[kind]
 
     @property
     def llm(self) -> ModelClient:
@@ -136,19 +166,13 @@ class Engine:
     @property
     def convergence(self) -> ConvergenceEngine:
         if self._convergence is None:
-            self._convergence = self._create("convergence")
+            self._convergence = self.component("convergence_engines")
         return self._convergence
 
     @property
     def planner(self) -> Planner:
         if self._planner is None:
-            self._planner = self._create(
-                "planner",
-                {"max_tokens": self.config.max_tokens, "temperature": self.config.temperature},
-                llm=self.llm,
-                validator=self.validator,
-                supervisor=self.supervisor,
-            )
+            self._planner = self.component("planners")
         return self._planner
 
     def scheduler(self) -> Scheduler:
@@ -220,6 +244,7 @@ class Engine:
             state_store=self.state_store,
             planner=self.planner,
             scheduler=self.scheduler,
+            others=self.component,
         )
 
     def manifest(self) -> dict[str, Any]:
@@ -265,8 +290,11 @@ class Engine:
     def check_choices(self) -> None:
         """Fail early, listing what is available, when aeon.toml names a component no plugin registered."""
         config = self.config
+        scheduler = config.choice("scheduler").use
         for kind in KINDS:
             registry = self.registries[kind.name]
+            if kind.used_by not in (None, scheduler) and kind.section not in config.explicit:
+                continue  # a kind only another scheduler uses
             if kind.selection == "one" and (kind.section != "llm" or self.replay is None):
                 registry.get(config.choice(kind.section).use)
             elif kind.selection == "many":

@@ -108,3 +108,22 @@ class OrchestrationError(AeonError):
 
 class RunStoreError(AeonError):
     """A stored run cannot be used: unknown, finished, corrupt, or held by another live process."""
+
+
+class RefinementLimitError(AeonError):
+    """Spec 003: a plan fragment (or the whole run) used up its refinement attempts (3 per fragment, 10 in all).
+
+    The fragment is marked for manual intervention and the run goes on with the best plan it has.
+    """
+
+    def __init__(self, message: str, fragment: str | None = None) -> None:
+        self.fragment = fragment
+        super().__init__(message)
+
+
+class NestingDepthError(AeonError):
+    """Spec 003: a subplan would nest deeper than the limit (5); the fragment is marked for manual intervention."""
+
+    def __init__(self, message: str, depth: int = 0, max_depth: int = 5) -> None:
+        self.depth, self.max_depth = depth, max_depth
+        super().__init__(message)

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 
 #: Bumped when a hook's signature or meaning changes; plugins may declare the version they target.
-#: 1.2 added ``aeon_register_planners``, ``aeon_register_schedulers`` and ``aeon_invoke_tool``.
-HOOKSPEC_VERSION: Final = "1.2"
+#: 1.2 added ``aeon_register_planners``, ``aeon_register_schedulers`` and ``aeon_invoke_tool``; 1.3 the spec 003
+#: kinds (``aeon_register_depth_heuristics``, ``aeon_register_semantic_validators``) and ``aeon_pass_event``.
+HOOKSPEC_VERSION: Final = "1.3"
 
 
 # --- discovery -------------------------------------------------------------------------------------------------
@@ -109,7 +110,9 @@ def aeon_register_convergence_engines(register: Register) -> None:
     """Register convergence engines.
 
     :param register: ``register(name, factory)``; ``factory(**options)`` returns a
-        :class:`~aeon_kernel.contracts.ConvergenceEngine`, with ``options`` from the ``[convergence]`` table.
+        :class:`~aeon_kernel.contracts.ConvergenceEngine`, with ``options`` from the ``[convergence]`` table. A
+        factory that names ``llm``, ``validator``, ``supervisor``, ``max_tokens`` or ``temperature`` gets the run's
+        model (retrying), validator and supervisor, and ``[run]``'s settings, too.
 
     Called once when an engine builds its registries.
     """
@@ -142,10 +145,11 @@ def aeon_register_state_stores(register: Register) -> None:
 def aeon_register_planners(register: Register) -> None:
     """Register planners: what writes a run's plan.
 
-    :param register: ``register(name, factory)``; ``factory(llm, validator, supervisor, max_tokens, temperature,
-        **options)`` returns a :class:`~aeon_kernel.contracts.Planner`. ``llm`` is the run's model (retrying),
-        ``validator`` and ``supervisor`` the chosen ones, ``max_tokens`` and ``temperature`` those of ``[run]``;
-        ``options`` come from the ``[planner]`` table.
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns a
+        :class:`~aeon_kernel.contracts.Planner`, with ``options`` from the ``[planner]`` table. A factory that
+        names ``llm``, ``validator``, ``supervisor``, ``max_tokens`` or ``temperature`` gets the run's model
+        (retrying), the chosen validator and supervisor, and ``[run]``'s settings (the kernel's ``model`` planner
+        takes all five).
 
     Called once when an engine builds its registries. The kernel registers ``model`` (the default).
     """
@@ -160,6 +164,32 @@ def aeon_register_schedulers(register: Register) -> None:
         factory is called once per run: a scheduler belongs to one run.
 
     Called once when an engine builds its registries. The kernel registers ``linear`` (the default).
+    """
+
+
+@hookspec
+def aeon_register_depth_heuristics(register: Register) -> None:
+    """Register adaptive-depth heuristics (spec 003): what profiles a task and allocates its TTL.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns an
+        :class:`~aeon_kernel.reasoning.contracts.AdaptiveDepth`, with ``options`` from the ``[depth]`` table; a
+        factory that names ``llm``, ``validator``, ``supervisor``, ``max_tokens`` or ``temperature`` gets them too,
+        as for convergence engines.
+
+    Called once when an engine builds its registries. Used by multi-pass runs only.
+    """
+
+
+@hookspec
+def aeon_register_semantic_validators(register: Register) -> None:
+    """Register semantic validators (spec 003): what judges a plan's or the results' quality.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns a
+        :class:`~aeon_kernel.reasoning.contracts.SemanticValidator`, with ``options`` from the
+        ``[semantic_validator]`` table; a factory that names ``llm``, ``validator``, ``supervisor``, ``max_tokens``
+        or ``temperature`` gets them too, as for convergence engines.
+
+    Called once when an engine builds its registries. Used by multi-pass runs only.
     """
 
 
@@ -264,6 +294,24 @@ def aeon_supervisor_action(run_id: str, action: SupervisorAction) -> None:
 
     :param run_id: the run's identifier.
     :param action: the attempt, with ``repaired_output`` or ``error``.
+    """
+
+
+@hookspec
+def aeon_pass_event(run_id: str, pass_number: int, event: str, record: dict[str, Any]) -> None:
+    """Something happened in a multi-pass run (spec 003).
+
+    A pass began or ended, or a profile, a TTL allocation, a validation report, an assessment or a refinement
+    came out.
+
+    :param run_id: the run's identifier.
+    :param pass_number: the pass (0 is the initial plan's).
+    :param event: ``pass_start``, ``profile``, ``ttl``, ``report``, ``assessment``, ``refinement``,
+        ``profile_update`` or ``pass_end``.
+    :param record: the event's data as JSON: a ``TaskProfile``, a ``SemanticValidationReport``, a
+        ``ConvergenceAssessment``, the refinement outcomes, or an ``ExecutionPass``, dumped.
+
+    Called by the multi-pass scheduler as it goes; the JSONL sink writes each as a line.
     """
 
 

@@ -31,6 +31,8 @@ class Kind:
     selection: Selection
     #: the component used when the section does not say (for ``optional``: once the section exists)
     default: str | None = None
+    #: only the scheduler named here uses this kind: its choice is checked only for that scheduler, or when set
+    used_by: str | None = None
 
     @property
     def hook(self) -> str:
@@ -46,6 +48,8 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("convergence_engines", "convergence engine", "convergence", "one", "plan_finished"),
     Kind("planners", "planner", "planner", "one", "model"),
     Kind("schedulers", "scheduler", "scheduler", "one", "linear"),
+    Kind("depth_heuristics", "adaptive-depth heuristic", "depth", "one", "model", used_by="multipass"),
+    Kind("semantic_validators", "semantic validator", "semantic_validator", "one", "model", used_by="multipass"),
     Kind("telemetry_sinks", "telemetry sink", "telemetry", "many"),
     Kind("state_stores", "state store", "state", "optional", "sqlite"),
 )

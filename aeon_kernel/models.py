@@ -363,6 +363,9 @@ class OrchestrationState(FrozenModel):
     ttl_remaining: int = Field(ge=0)
     cycle: int = Field(default=0, ge=0)
     status: RunStatus = "running"
+    #: what the run's scheduler must remember across a crash (JSON; the linear scheduler needs none, the
+    #: multi-pass one keeps its pass, profile and refinement ledger here); left out of a dump while empty
+    scheduler_state: dict[str, Any] = Field(default_factory=dict, exclude_if=_is_empty)
 
 
 class LogEntry(FrozenModel):

@@ -55,6 +55,8 @@ class Orchestrator:
         can be continued with :meth:`resume` (FR-013).
     :param planner: writes the plan; the kernel's ``model`` planner on ``llm_adapter`` when omitted.
     :param scheduler: builds each run's scheduler; the linear plan scheduler when omitted.
+    :param others: builds the component chosen for another kind, by kind name (``Engine.component``), for
+        schedulers that use more than the components above (the multi-pass one's semantic validator, say).
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class Orchestrator:
         state_store: StateStore | None = None,
         planner: Planner | None = None,
         scheduler: Callable[[], Scheduler] = LinearPlanScheduler,
+        others: Callable[[str], Any] | None = None,
     ) -> None:
         if ttl < 1:
             raise ValueError(f"ttl must be at least 1, got {ttl}")
@@ -88,6 +91,7 @@ class Orchestrator:
             convergence=convergence,
             max_tokens=max_tokens,
             temperature=temperature,
+            others=others,
         )
         self.ttl = ttl
         self.pm = plugin_manager if plugin_manager is not None else build_plugin_manager(autoload=False)
@@ -119,6 +123,7 @@ class Orchestrator:
             ttl_remaining=self.ttl,
             cycle=0,
             status="running",
+            scheduler_state={},
         )
         return self._new_run(state)
 

@@ -184,7 +184,7 @@ def build_plugin_manager(
     """
     # The kernel's own implementations, imported here rather than at import time (DESIGN rule 5).
     from aeon_kernel.invocation import KernelToolInvoker
-    from aeon_kernel.plan.builtins import KernelComponents
+    from aeon_kernel.builtins import KernelComponents
     from aeon_kernel.plan.executor import KernelStepExecutor
 
     pm = AeonPluginManager()

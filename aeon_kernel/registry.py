@@ -63,13 +63,19 @@ class ComponentRegistry(Generic[T]):
         """Call the factory registered as ``name`` with ``options``."""
         return self.bound(name, **options)()
 
-    def bound(self, name: str, **options: Any) -> Callable[[], T]:
+    def bound(self, name: str, offered: dict[str, Any] | None = None, **options: Any) -> Callable[[], T]:
         """The factory registered as ``name`` with ``options`` bound, for components built again and again.
 
-        Options the factory's signature cannot take are a :class:`ConfigError` naming them, raised here; a
-        ``TypeError`` raised *inside* the factory is its own bug and propagates as it is.
+        ``offered`` are dependencies the factory gets only if its signature names them (the run's model, say,
+        which a deterministic component does not take). Options the factory's signature cannot take are a
+        :class:`ConfigError` naming them, raised here; a ``TypeError`` raised *inside* the factory is its own bug
+        and propagates as it is.
         """
         registration = self.get(name)
+        if offered:
+            signature = self._signature(registration)
+            named = set(signature.parameters) if signature is not None else set()
+            options = {**{k: v for k, v in offered.items() if k in named and k not in options}, **options}
         signature = self._signature(registration) if options else None
         if signature is not None:
             try:

@@ -47,6 +47,8 @@ def test_defaults_when_nothing_is_configured() -> None:
         "convergence": "plan_finished",
         "planner": "model",
         "scheduler": "linear",
+        "depth": "model",
+        "semantic_validator": "model",
     }
     assert config.telemetry == ()
     assert config.tools_enabled is None

@@ -80,10 +80,16 @@ def _drive(
     record: str | None,
     replay: str | None,
     ttl: int | None = None,
+    multipass: bool = False,
 ) -> None:
     """Build the engine, run ``start(orchestrator)`` to the end (live view or JSON), exit with the run's status."""
     try:
-        engine = _engine(config, record=record, replay=replay)
+        chosen: Any = config
+        if multipass:
+            from aeon_kernel.config import load_config
+
+            chosen = load_config(config).multipass()
+        engine = _engine(chosen, record=record, replay=replay)
         engine.check_choices()
         if log_path:
             engine.add_sink("jsonl", path=log_path)
@@ -111,13 +117,19 @@ def _drive(
 @cli.command()
 @click.argument("request")
 @click.option("--ttl", type=click.IntRange(min=1), help="Maximum number of cycles (default: [run] ttl, 50).")
+@click.option(
+    "--multipass",
+    is_flag=True,
+    help="Reason in several passes (spec 003): profile, plan, validate, execute, converge, refine; as "
+    '[reasoning] mode = "multipass" in aeon.toml.',
+)
 @_run_options
-def run(request: str, ttl: int | None, **options: Any) -> None:
+def run(request: str, ttl: int | None, multipass: bool, **options: Any) -> None:
     """Plan REQUEST with the model, execute the plan step by step, and report the answer.
 
     Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start.
     """
-    _drive(request, lambda orchestrator: orchestrator.iter(request), ttl=ttl, **options)
+    _drive(request, lambda orchestrator: orchestrator.iter(request), ttl=ttl, multipass=multipass, **options)
 
 
 @cli.command()

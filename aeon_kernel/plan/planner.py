@@ -14,12 +14,9 @@ from aeon_kernel.errors import SupervisorError, ValidationError
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.llm.output import ensure_no_new_tools, parse_json
 from aeon_kernel.llm.prompts import SYSTEM_PROMPT, plan_prompt, plan_schema
-from aeon_kernel.models import Plan, SupervisorAction
+from aeon_kernel.llm.structured import ignore_action
+from aeon_kernel.models import Plan
 from aeon_kernel.tools import ToolRegistry
-
-
-def _ignore(action: SupervisorAction) -> None:
-    """Where repair attempts go when the caller keeps no record of them."""
 
 
 class ModelPlanner(Planner):
@@ -47,7 +44,7 @@ class ModelPlanner(Planner):
         *,
         record: RecordAction | None = None,
     ) -> Plan:
-        record = record or _ignore
+        record = record or ignore_action
         tools = tool_registry.export_tools_for_llm()
         text = self.llm.generate(
             plan_prompt(task_description, tools),

@@ -47,6 +47,8 @@ class RunResult:
     state: OrchestrationState
     #: ``state`` as JSON, dumped once
     final_state: dict[str, Any]
+    #: what the scheduler adds to the result (``Conclusion.details``), by key
+    details: dict[str, Any] = field(default_factory=dict)
     _dict: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,6 +68,7 @@ class RunResult:
             "message": self.message,
             "convergence": self.convergence.model_dump(mode="json") if self.convergence else None,
             "final_state": self.final_state,
+            **self.details,
         }
 
 
@@ -296,9 +299,10 @@ class Run:
             answer=conclusion.answer,
             message=conclusion.message,
             errors=state.errors,
-            convergence=verdict.convergence,
+            convergence=verdict.convergence or conclusion.convergence,
             state=state,
             final_state=state.model_dump(mode="json"),
+            details=conclusion.details,
         )
         if self.store is not None:
             try:

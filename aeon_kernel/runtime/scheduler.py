@@ -20,7 +20,7 @@ per run from the ``schedulers`` registry); whatever it must remember across a cr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aeon_kernel.models import ConvergenceAssessment, OrchestrationState, Phase, RunStatus
@@ -57,6 +57,10 @@ class Conclusion:
 
     answer: Any
     message: str
+    #: more of the result, by key (a multi-pass run adds its ``execution_history``); JSON
+    details: dict[str, Any] = field(default_factory=dict)
+    #: the assessment to report when the verdict has none (a run whose TTL ran out: its latest completed pass's)
+    convergence: ConvergenceAssessment | None = None
 
 
 class Scheduler(ABC):

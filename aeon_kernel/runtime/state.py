@@ -40,6 +40,7 @@ class RunState:
         "llm_outputs",
         "request",
         "run_id",
+        "scheduler_state",
         "status",
         "steps",
         "supervisor_actions",
@@ -63,6 +64,8 @@ class RunState:
         self.ttl_remaining = state.ttl_remaining
         self.cycle = state.cycle
         self.status: RunStatus = state.status
+        #: the scheduler's own durable data (JSON); a scheduler that changes it calls :meth:`changed`
+        self.scheduler_state: dict[str, Any] = dict(state.scheduler_state)
         self._use_plan(state.plan)
         self._snapshot = state
 
@@ -89,6 +92,7 @@ class RunState:
                 ttl_remaining=self.ttl_remaining,
                 cycle=self.cycle,
                 status=self.status,
+                scheduler_state=dict(self.scheduler_state),
             )
         return self._snapshot
 
@@ -120,6 +124,24 @@ class RunState:
         self.current_step_id = current_after(self.steps, index)
         self._plan = self._snapshot = None
         return step, previous
+
+    def restructure(self, steps: list[PlanStep], goal: str | None = None) -> None:
+        """A refined plan (spec 003 deltas, checked by the caller): other steps, maybe another goal.
+
+        The current step becomes the one holding the run's place, or else the first that has not finished.
+        """
+        self.steps = list(steps)
+        self.index = {step.step_id: i for i, step in enumerate(self.steps)}
+        self.goal = goal or self.goal
+        self.current_step_id = next(
+            (s.step_id for s in self.steps if s.status.holds_place),
+            next((s.step_id for s in self.steps if not s.status.is_terminal), None),
+        )
+        self._plan = self._snapshot = None
+
+    def changed(self) -> None:
+        """Something the snapshot shows changed in place (``scheduler_state``, ``ttl_remaining``)."""
+        self._snapshot = None
 
     def replace_step(self, step: PlanStep) -> None:
         """Swap in a repaired step; its id, position and status must not change (FR-053)."""

@@ -250,6 +250,11 @@ class CycleLogSink(TelemetrySink):
     #
     # @hookimpl
     # def aeon_supervisor_action(self, run_id: str, action: SupervisorAction) -> None: ...
+    #
+    # @hookimpl
+    # def aeon_pass_event(
+    #     self, run_id: str, pass_number: int, event: str, record: dict[str, Any]
+    # ) -> None: ...
 
     def _write(self, line: str) -> None:
         self.lines.append(line)
@@ -334,6 +339,16 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #     """Schedulers: ``factory(**options)`` returns a ``Scheduler``, one per run ([scheduler])."""
 #     register("my_scheduler", MyScheduler)
 #
+# @hookimpl
+# def aeon_register_depth_heuristics(register: Register) -> None:
+#     """Adaptive depth (multi-pass runs): ``factory(**options)`` returns an ``AdaptiveDepth`` ([depth])."""
+#     register("my_depth", MyDepth)
+#
+# @hookimpl
+# def aeon_register_semantic_validators(register: Register) -> None:
+#     """Semantic validators (multi-pass runs): ``factory(**options)`` returns a ``SemanticValidator``."""
+#     register("my_semantic_validator", MySemanticValidator)
+#
 # Decision hooks: the first non-None result wins, and the kernel's own implementation runs last. Return None
 # to leave the call to it; ``tryfirst=True`` runs before other plugins, ``wrapper=True`` wraps the whole call.
 #
@@ -373,6 +388,9 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #
 # @hookimpl
 # def aeon_supervisor_action(run_id: str, action: SupervisorAction) -> None: ...
+#
+# @hookimpl
+# def aeon_pass_event(run_id: str, pass_number: int, event: str, record: dict[str, Any]) -> None: ...
 #
 # @hookimpl
 # def aeon_run_end(run_id: str, result: dict[str, Any]) -> None: ...

@@ -1,0 +1,50 @@
+"""Asking the model for a JSON value of a given schema: the one path every model-backed module takes (spec 003).
+
+Decoding is constrained to the schema where the adapter can do it; the text is parsed strictly; a value that is
+not JSON, or does not match the schema, goes to the supervisor's ``repair_json`` (at most two attempts); the
+repaired value is checked again. The model client retries transient failures (3 attempts with backoff) and
+raises ``LLMError`` when the model stays unavailable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aeon_kernel.contracts import RecordAction, Supervisor, Validator
+from aeon_kernel.errors import SupervisorError, ValidationError
+from aeon_kernel.llm.client import ModelClient
+from aeon_kernel.llm.output import parse_json
+from aeon_kernel.llm.prompts import SYSTEM_PROMPT
+from aeon_kernel.models import SupervisorAction
+
+
+def ignore_action(action: SupervisorAction) -> None:
+    """Where repair attempts go when the caller keeps no record of them."""
+
+
+def ask_json(
+    llm: ModelClient,
+    supervisor: Supervisor,
+    validator: Validator,
+    prompt: str,
+    schema: dict[str, Any],
+    *,
+    record: RecordAction | None = None,
+    max_tokens: int = 512,
+    temperature: float = 0.0,
+    system_prompt: str = SYSTEM_PROMPT,
+) -> Any:
+    """The model's answer to ``prompt`` as a value matching ``schema``.
+
+    Raises ``LLMError`` (model unavailable), or ``SupervisorError`` when no repair gave a valid value.
+    """
+    record = record or ignore_action
+    text = llm.generate(prompt, system_prompt, max_tokens, temperature, json_schema=schema)["text"]
+    value = parse_json(text, supervisor, record, schema, validator)
+    try:
+        validator.validate_llm_output(value, schema)
+    except ValidationError as exc:
+        raise SupervisorError(
+            f"the model's answer does not match its schema: {exc}", last_error=str(exc)
+        ) from None
+    return value

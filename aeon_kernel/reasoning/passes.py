@@ -1,0 +1,483 @@
+"""The multi-pass scheduler (``multipass``, spec 003): phases A to D on the runtime, wrapping the linear scheduler.
+
+Every cycle is one unit of work, in an order that does not depend on what the model answers:
+
+    pass 0   A  profile          infer the TaskProfile (the default one on failure), allocate the TTL
+             B  plan             the planner writes the plan (with the profile)
+                validate         the semantic validator judges it          } deep tasks only
+                refine           deltas for what it found, applied         } (when it found something)
+    pass k   C  step …           the plan's steps, strictly in order, until none is left or one is invalid
+                evaluate         the results are validated (deep tasks) and the convergence engine assesses them
+                refine           not converged: the planner's deltas, applied by the kernel
+             D  update_profile   the profile is updated when the pass showed a mismatch (deep tasks)
+
+A *shallow* task (``reasoning_depth`` at most ``shallow_depth``, 2 by default) skips the semantic validation and
+is assessed without a model call (every step complete, nothing failed): adaptive depth keeps easy tasks at one
+model call more than single-pass (the profile). A run ends when a pass converges (``completed``), when it cannot
+(``failed``: no plan, nothing left to refine, or ``max_passes``), or when the TTL runs out (the run's
+``ttl_expired``; the result is the latest completed pass with its scores). What the scheduler must remember — the
+stage, the pass, the profile, the refinement ledger, the passes so far — is JSON in the run's
+``scheduler_state``, so a multi-pass run resumes like any other.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+from aeon_kernel.errors import AeonError
+from aeon_kernel.models import ConvergenceAssessment, OrchestrationState, Phase, Plan, StepStatus, utc_now
+from aeon_kernel.plan.linear import LinearPlanScheduler
+from aeon_kernel.reasoning.contracts import AdaptiveDepth, RecursivePlanner, SemanticValidator
+from aeon_kernel.reasoning.deltas import RefinementLedger, apply_refinements
+from aeon_kernel.reasoning.models import (
+    SEVERITY_ORDER,
+    ExecutionHistory,
+    ExecutionPass,
+    PassPhase,
+    RefinementAction,
+    SemanticValidationReport,
+    TaskProfile,
+)
+from aeon_kernel.runtime.context import RunContext, error_record
+from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
+
+KEY: Final = "multipass"
+#: stage -> (the cycle's phase in the log record, the spec 003 phase it belongs to)
+STAGES: Final[dict[str, tuple[Phase, PassPhase]]] = {
+    "profile": ("profile", "A"),
+    "plan": ("plan", "B"),
+    "validate": ("validate", "B"),
+    "refine_plan": ("refine", "B"),
+    "execute": ("step", "C"),
+    "evaluate": ("evaluate", "C"),
+    "refine": ("refine", "C"),
+    "update_profile": ("update_profile", "D"),
+}
+
+
+class MultiPassScheduler(Scheduler):
+    """Spec 003's loop. Options come from ``[reasoning]`` in ``aeon.toml`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        completeness_threshold: float = 0.95,
+        coherence_threshold: float = 0.90,
+        consistency_threshold: float = 0.90,
+        max_passes: int = 4,
+        refinements_per_fragment: int = 3,
+        max_refinements: int = 10,
+        max_depth: int = 5,
+        shallow_depth: int = 2,
+        ttl_cap: int | None = None,
+    ) -> None:
+        self.criteria = {
+            "completeness_threshold": completeness_threshold,
+            "coherence_threshold": coherence_threshold,
+            "consistency_threshold": consistency_threshold,
+        }
+        self.max_passes = max_passes
+        self.limits = {
+            "per_fragment": refinements_per_fragment,
+            "limit": max_refinements,
+            "max_depth": max_depth,
+        }
+        self.shallow_depth = shallow_depth
+        self.ttl_cap = ttl_cap
+        self.linear = LinearPlanScheduler()
+
+    # --- the scheduler's memory, kept in the run's state ----------------------------------------------------------
+
+    def _memo(self, run: RunContext) -> dict[str, Any]:
+        memo: dict[str, Any] = run.state.scheduler_state.setdefault(KEY, {})
+        return memo
+
+    def _set(self, run: RunContext, **values: Any) -> None:
+        self._memo(run).update(values)
+        run.state.changed()
+
+    def _stage(self, run: RunContext, stage: str) -> None:
+        memo = self._memo(run)
+        memo["stage"] = stage
+        if memo.get("current") and stage in STAGES:
+            memo["current"]["phase"] = STAGES[stage][1]
+        run.state.changed()
+
+    def _profile(self, run: RunContext) -> TaskProfile:
+        data = self._memo(run).get("profile")
+        return TaskProfile.model_validate(data) if data else TaskProfile.default("not inferred yet")
+
+    def _deep(self, run: RunContext) -> bool:
+        return self._profile(run).reasoning_depth > self.shallow_depth
+
+    def _event(self, run: RunContext, event: str, record: dict[str, Any]) -> None:
+        if run.hooks.listens("aeon_pass_event"):
+            run.emit(
+                "aeon_pass_event",
+                run_id=run.run_id,
+                pass_number=self._memo(run).get("pass_number", 0),
+                event=event,
+                record=record,
+            )
+
+    # --- the protocol ----------------------------------------------------------------------------------------------
+
+    def start(self, run: RunContext, *, resumed: bool) -> None:
+        if not self._memo(run):  # a new run (a resumed one has its memo in its state)
+            ledger = RefinementLedger(
+                per_fragment=self.limits["per_fragment"],
+                limit=self.limits["limit"],
+                max_depth=self.limits["max_depth"],
+            )
+            budget = run.state.ttl_remaining + run.state.cycle
+            planned = run.state.goal is not None  # an initial plan was given: straight to pass 1
+            self._set(
+                run,
+                stage="execute" if planned else "profile",
+                pass_number=1 if planned else 0,
+                ledger=ledger.to_json(),
+                passes=[],
+                current={},
+                converged=False,
+                ttl_cap=min(self.ttl_cap, budget) if self.ttl_cap else budget,
+                started_at=time.time(),
+            )
+            self._open_pass(run)
+        self.linear.start(run, resumed=resumed)
+
+    def status(self, run: RunContext) -> Verdict | None:
+        memo = self._memo(run)
+        if memo.get("stage") != "done":
+            return None
+        assessment = memo.get("assessment")
+        converged = bool(memo.get("converged")) and run.state.goal is not None and run.state.all_complete()
+        return Verdict(
+            "completed" if converged else "failed",
+            ConvergenceAssessment.model_validate(assessment) if assessment else None,
+        )
+
+    def next_work(self, run: RunContext) -> Work:
+        stage = self._memo(run)["stage"]
+        if stage == "execute":
+            current = run.state.current_step_id
+            if current is not None and run.state.step(current).status is not StepStatus.INVALID:
+                return self.linear.next_work(run)
+            self._stage(run, "evaluate")  # nothing (more) to run in this pass
+            stage = "evaluate"
+        return Work(STAGES[stage][0])
+
+    def perform(self, work: Work, run: RunContext) -> Any:
+        if work.phase == "step":
+            return self.linear.perform(work, run)
+        components = run.components
+        stage = self._memo(run)["stage"]
+        if stage == "profile":
+            depth: AdaptiveDepth = components.component("depth_heuristics")
+            profile = depth.infer_task_profile(run.state.request, record=run.record_action)
+            return profile, depth.allocate_ttl(profile, self._memo(run)["ttl_cap"])
+        if stage == "plan":
+            return components.planner.generate_plan(
+                run.state.request, self._profile(run), components.tools, record=run.record_action
+            )
+        if stage == "validate":
+            validator: SemanticValidator = components.component("semantic_validators")
+            plan = run.state.plan()
+            assert plan is not None
+            return validator.validate(
+                plan.model_dump(mode="json"), "plan", components.tools, record=run.record_action
+            )
+        if stage in ("refine_plan", "refine"):
+            return self._proposals(run)
+        if stage == "evaluate":
+            return self._evaluate(run)
+        if stage == "update_profile":
+            return self._updated_profile(run)
+        raise AssertionError(f"no work for stage {stage!r}")
+
+    def apply(self, work: Work, outcome: Any, run: RunContext) -> None:
+        if work.phase == "step":
+            self.linear.apply(work, outcome, run)
+            return  # next_work moves on to evaluate when nothing is left
+        stage = self._memo(run)["stage"]
+        if stage == "profile":
+            profile, ttl = outcome
+            self._use_profile(run, profile, ttl)
+            self._stage(run, "plan")
+        elif stage == "plan":
+            self.linear.apply(Work("plan"), outcome, run)
+            if self._deep(run):
+                self._stage(run, "validate")
+            else:
+                self._next_pass(run)
+        elif stage == "validate":
+            report: SemanticValidationReport = outcome
+            self._keep_report(run, report)
+            if SEVERITY_ORDER[report.overall_severity] >= SEVERITY_ORDER["MEDIUM"]:
+                self._stage(run, "refine_plan")
+            else:
+                self._next_pass(run)
+        elif stage == "refine_plan":
+            self._refine(run, outcome)
+            self._next_pass(run)
+        elif stage == "refine":
+            if not self._refine(run, outcome):
+                self._finish(run)  # not converged, and nothing left to change
+            elif self._deep(run):
+                self._stage(run, "update_profile")
+            else:
+                self._next_pass(run)
+        elif stage == "evaluate":
+            self._record_evaluation(run, *outcome)
+        elif stage == "update_profile":
+            if outcome is not None:
+                depth: AdaptiveDepth = run.components.component("depth_heuristics")
+                self._use_profile(
+                    run, outcome, depth.allocate_ttl(outcome, self._memo(run)["ttl_cap"]), update=True
+                )
+            self._next_pass(run)
+
+    def abandon(self, work: Work | None, error: BaseException, run: RunContext) -> None:
+        """What a failed phase leaves behind: spec 003 says which failures a run survives."""
+        stage = self._memo(run).get("stage")
+        if work is not None and work.phase == "step":
+            self.linear.abandon(work, error, run)
+        elif stage == "profile":  # the default profile (003-models.md)
+            self._use_profile(run, TaskProfile.default(f"{type(error).__name__}: {error}"), None)
+            self._stage(run, "plan")
+        elif stage in ("plan", "refine"):
+            self._finish(run)  # no usable plan; or nothing more to try
+        elif stage in ("validate", "refine_plan", "update_profile"):
+            self._next_pass(run)  # advisory or best effort: go on with the plan and profile as they are
+        elif stage == "evaluate":
+            failed = ConvergenceAssessment(converged=False, reason_codes=("evaluation_error",))
+            self._record_evaluation(run, failed, None)
+
+    def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
+        linear = self.linear.conclude(state, verdict)
+        history = self._history(state, verdict, linear.answer)
+        best = next((p for p in reversed(history.passes) if p.completed and p.assessment), None)
+        message = linear.message
+        if verdict.status == "ttl_expired" and best is not None and best.assessment is not None:
+            message += (
+                f" The latest completed pass ({best.pass_number}) scored completeness "
+                f"{best.assessment.completeness_score:.2f} and coherence {best.assessment.coherence_score:.2f}."
+            )
+        elif (
+            verdict.status == "failed"
+            and best is not None
+            and best.assessment
+            and best.assessment.reason_codes
+        ):
+            reasons = ", ".join(best.assessment.reason_codes)
+            message += f" Not converged after {history.total_passes} pass(es): {reasons}."
+        return Conclusion(
+            answer=linear.answer,
+            message=message,
+            details={"execution_history": history.model_dump(mode="json")},
+            convergence=best.assessment if best else None,
+        )
+
+    # --- the phases --------------------------------------------------------------------------------------------------
+
+    def _use_profile(
+        self, run: RunContext, profile: TaskProfile, ttl: int | None, *, update: bool = False
+    ) -> None:
+        """Phase A (and D): keep the profile and give the run the TTL it allocates, never more than the cap."""
+        cap = self._memo(run)["ttl_cap"]
+        self._set(run, profile=profile.model_dump(mode="json"))
+        self._event(run, "profile_update" if update else "profile", profile.model_dump(mode="json"))
+        if ttl is None:
+            return
+        left = max(1, min(ttl, cap) - run.state.cycle)  # the cycle doing this is counted when it ends
+        run.state.ttl_remaining = left if update else min(run.state.ttl_remaining, left)
+        self._set(run, allocated_ttl=ttl)
+        self._event(run, "ttl", {"allocated": ttl, "cap": cap, "remaining": run.state.ttl_remaining})
+
+    def _keep_report(self, run: RunContext, report: SemanticValidationReport) -> None:
+        data = report.model_dump(mode="json")
+        self._memo(run)["current"]["report"] = data
+        self._set(run, report=data)
+        self._event(run, "report", data)
+
+    def _proposals(self, run: RunContext) -> list[RefinementAction]:
+        planner = run.components.planner
+        plan = run.state.plan()
+        if not isinstance(planner, RecursivePlanner) or plan is None:
+            return []  # a planner that cannot refine: the plan stays as it is
+        memo = self._memo(run)
+        issues = SemanticValidationReport.model_validate(memo["report"]).issues if memo.get("report") else ()
+        reasons = list((memo.get("assessment") or {}).get("reason_codes") or [])
+        blocked = [s.step_id for s in run.state.steps if s.status is StepStatus.INVALID]
+        executed = {s.step_id for s in run.state.steps if s.status.is_terminal}
+        return planner.refine_plan(plan, list(issues), reasons, blocked, executed, record=run.record_action)
+
+    def _refine(self, run: RunContext, actions: list[RefinementAction]) -> bool:
+        """Apply the planner's deltas — the kernel does, never the planner; whether the plan changed."""
+        memo = self._memo(run)
+        ledger = RefinementLedger.from_json(memo["ledger"])
+        steps, outcomes = apply_refinements(run.state.steps, actions, ledger)
+        applied = [o.action.model_dump(mode="json") for o in outcomes if o.applied]
+        if applied:
+            run.state.restructure(steps)
+        for outcome in outcomes:
+            if not outcome.applied:
+                run.fail_cycle({"type": outcome.error_type, "message": outcome.reason, "phase": "refine"})
+        memo["current"]["refinements"] = [*memo["current"].get("refinements", []), *applied]
+        self._set(run, ledger=ledger.to_json())
+        self._event(
+            run, "refinement", {"outcomes": [o.to_json() for o in outcomes], "ledger": ledger.to_json()}
+        )
+        return bool(applied)
+
+    def _evaluate(self, run: RunContext) -> tuple[ConvergenceAssessment, SemanticValidationReport | None]:
+        """Phase C's judgement: the results validated (deep tasks), then assessed for convergence."""
+        plan = run.state.plan()
+        assert plan is not None
+        if not self._deep(run):
+            return _finished_plan(plan), None
+        results = [{"step_id": s.step_id, "status": s.status.value, "result": s.result} for s in plan.steps]
+        validator: SemanticValidator = run.components.component("semantic_validators")
+        report: SemanticValidationReport | None = None
+        try:
+            report = validator.validate(
+                {"request": run.state.request, "goal": plan.goal, "results": results},
+                "execution_artifact",
+                run.components.tools,
+                record=run.record_action,
+            )
+        except AeonError as exc:  # advisory: the assessment goes on without it
+            run.fail_cycle(error_record(exc, phase="evaluate"))
+        engine = run.components.convergence
+        if engine is None:
+            return _finished_plan(plan), report
+        return engine.assess(plan.model_dump(mode="json"), results, report, dict(self.criteria)), report
+
+    def _record_evaluation(
+        self, run: RunContext, assessment: ConvergenceAssessment, report: SemanticValidationReport | None
+    ) -> None:
+        """The pass is complete once assessed (a phase boundary); then: done, or refine."""
+        memo = self._memo(run)
+        if report is not None:
+            self._keep_report(run, report)
+        data = assessment.model_dump(mode="json")
+        memo["current"].update(assessment=data, evaluated=True)
+        self._set(run, assessment=data)
+        self._event(run, "assessment", data)
+        if assessment.converged:
+            self._set(run, converged=True)
+            self._finish(run)
+        elif memo["pass_number"] >= self.max_passes:
+            self._finish(run)
+        else:
+            self._stage(run, "refine")
+
+    def _updated_profile(self, run: RunContext) -> TaskProfile | None:
+        memo = self._memo(run)
+        depth: AdaptiveDepth = run.components.component("depth_heuristics")
+        assessment = ConvergenceAssessment.model_validate(memo["assessment"])
+        report = (
+            SemanticValidationReport.model_validate(memo["report"])
+            if memo.get("report")
+            else SemanticValidationReport.of("none", "execution_artifact")
+        )
+        clarity = [s.clarity_state for s in run.state.steps if s.clarity_state is not None]
+        return depth.update_task_profile(
+            self._profile(run), assessment, report, clarity, record=run.record_action
+        )
+
+    # --- passes ------------------------------------------------------------------------------------------------------
+
+    def _open_pass(self, run: RunContext) -> None:
+        memo = self._memo(run)
+        plan = run.state.plan()
+        memo["current"] = {
+            "pass_number": memo["pass_number"],
+            "phase": STAGES[memo["stage"]][1],
+            "plan_snapshot": plan.model_dump(mode="json") if plan else None,
+            "started": utc_now(),
+            "started_at": time.time(),
+        }
+        run.state.changed()
+        self._event(run, "pass_start", {k: v for k, v in memo["current"].items() if k != "started_at"})
+
+    def _close_pass(self, run: RunContext) -> None:
+        memo = self._memo(run)
+        if not memo.get("current"):
+            return
+        record = self._pass_record(run, memo["current"])
+        memo["passes"] = [*memo["passes"], record.model_dump(mode="json")]
+        memo["current"] = {}
+        run.state.changed()
+        self._event(run, "pass_end", record.model_dump(mode="json"))
+
+    def _next_pass(self, run: RunContext) -> None:
+        self._close_pass(run)
+        memo = self._memo(run)
+        self._set(run, pass_number=memo["pass_number"] + 1)
+        self._stage(run, "execute")
+        self._open_pass(run)
+
+    def _finish(self, run: RunContext) -> None:
+        self._close_pass(run)
+        self._stage(run, "done")
+
+    def _pass_record(self, run: RunContext, current: dict[str, Any]) -> ExecutionPass:
+        """A pass as the history shows it. Pass 0 is complete once it has a plan; later ones once assessed."""
+        plan = run.state.plan()
+        snapshot = current.get("plan_snapshot")
+        return ExecutionPass(
+            pass_number=current["pass_number"],
+            phase=current["phase"],
+            plan_snapshot=Plan.model_validate(snapshot) if snapshot else None,
+            execution_results=tuple(
+                {"step_id": s.step_id, "status": s.status.value, "result": s.result}
+                for s in (plan.steps if plan else ())
+            ),
+            assessment=current.get("assessment"),
+            report=current.get("report"),
+            refinements=tuple(RefinementAction.model_validate(a) for a in current.get("refinements", [])),
+            ttl_remaining=run.state.ttl_remaining,
+            started=current["started"],
+            ended=utc_now(),
+            duration_ms=round((time.time() - current["started_at"]) * 1000, 3),
+            completed=bool(current.get("evaluated")) or (current["pass_number"] == 0 and plan is not None),
+        )
+
+    def _history(self, state: OrchestrationState, verdict: Verdict, answer: Any) -> ExecutionHistory:
+        memo = state.scheduler_state.get(KEY, {})
+        passes = [ExecutionPass.model_validate(p) for p in memo.get("passes", [])]
+        return ExecutionHistory(
+            execution_id=state.run_id,
+            task_input=state.request,
+            configuration={
+                "criteria": self.criteria,
+                "max_passes": self.max_passes,
+                "limits": self.limits,
+                "shallow_depth": self.shallow_depth,
+                "ttl_cap": memo.get("ttl_cap"),
+                "allocated_ttl": memo.get("allocated_ttl"),
+            },
+            profile=TaskProfile.model_validate(memo["profile"]) if memo.get("profile") else None,
+            passes=tuple(passes),
+            final_result={"status": verdict.status, "answer": answer},
+            total_passes=len(passes),
+            total_refinements=sum(len(p.refinements) for p in passes),
+            converged=bool(memo.get("converged")),
+            status=verdict.status,
+            total_ms=round((time.time() - memo.get("started_at", time.time())) * 1000, 3),
+        )
+
+
+def _finished_plan(plan: Plan) -> ConvergenceAssessment:
+    """The deterministic verdict (no model call): every step complete."""
+    unfinished = [
+        f"step_{s.status.value}:{s.step_id}" for s in plan.steps if s.status is not StepStatus.COMPLETE
+    ]
+    score = 1.0 - len(unfinished) / len(plan.steps)
+    return ConvergenceAssessment(
+        converged=not unfinished,
+        reason_codes=tuple(unfinished),
+        completeness_score=score,
+        coherence_score=1.0 if not unfinished else score,
+    )

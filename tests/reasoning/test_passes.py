@@ -1,0 +1,376 @@
+"""The multi-pass scheduler (spec 003 phases A-D) on scripted components: its order, its decisions, its record."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+
+from aeon_kernel import (
+    AdaptiveDepth,
+    ConvergenceAssessment,
+    ConvergenceEngine,
+    Engine,
+    Plan,
+    PlanStep,
+    RecursivePlanner,
+    RefinementAction,
+    SemanticValidationReport,
+    SemanticValidator,
+    TaskProfile,
+    ValidationIssue,
+    allocate_ttl,
+    hookimpl,
+)
+from aeon_kernel.config import AeonConfig
+from aeon_kernel.testing import RecordingSink
+from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
+
+
+def profile(depth: int) -> TaskProfile:
+    return TaskProfile(
+        reasoning_depth=depth,
+        information_sufficiency=0.8,
+        expected_tool_usage="minimal",
+        output_breadth="narrow",
+        confidence_requirement="medium",
+        raw_inference="scripted",
+    )
+
+
+def echo_step(step_id: str, message: str) -> PlanStep:
+    return PlanStep(
+        step_id=step_id, description=f"echo {message}", tool="echo", arguments={"message": message}
+    )
+
+
+class Script:
+    """What the scripted components answer, in order, and what they were asked."""
+
+    def __init__(
+        self,
+        depth: int,
+        plan: Plan,
+        reports: list[SemanticValidationReport] | None = None,
+        assessments: list[ConvergenceAssessment] | None = None,
+        refinements: list[list[RefinementAction]] | None = None,
+        updates: list[TaskProfile | None] | None = None,
+    ) -> None:
+        self.profile, self.plan = profile(depth), plan
+        self.reports, self.assessments = list(reports or []), list(assessments or [])
+        self.refinements, self.updates = list(refinements or []), list(updates or [])
+        self.calls: list[str] = []
+
+
+class Components:
+    """A plugin registering scripted spec-003 components under the name ``scripted``."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+
+    @hookimpl
+    def aeon_register_depth_heuristics(self, register: Any) -> None:
+        script = self.script
+
+        class Depth(AdaptiveDepth):
+            def infer_task_profile(
+                self, task_description: str, context: Any = None, *, record: Any = None
+            ) -> Any:
+                script.calls.append("profile")
+                return script.profile
+
+            def allocate_ttl(self, task_profile: TaskProfile, global_ttl_limit: int | None = None) -> int:
+                return allocate_ttl(task_profile, global_ttl_limit)
+
+            def update_task_profile(self, *args: Any, **kwargs: Any) -> TaskProfile | None:
+                script.calls.append("update_profile")
+                return script.updates.pop(0) if script.updates else None
+
+        register("scripted", Depth)
+
+    @hookimpl
+    def aeon_register_semantic_validators(self, register: Any) -> None:
+        script = self.script
+
+        class Validator(SemanticValidator):
+            def validate(
+                self, artifact: Any, artifact_type: Any, tool_registry: Any = None, *, record: Any = None
+            ) -> Any:
+                script.calls.append(f"validate:{artifact_type}")
+                if script.reports:
+                    return script.reports.pop(0)
+                return SemanticValidationReport.of("clean", artifact_type)
+
+        register("scripted", Validator)
+
+    @hookimpl
+    def aeon_register_planners(self, register: Any) -> None:
+        script = self.script
+
+        class Planner(RecursivePlanner):
+            def generate_plan(
+                self, task_description: str, task_profile: Any, tool_registry: Any, *, record: Any = None
+            ) -> Plan:
+                script.calls.append(f"plan:depth={task_profile.reasoning_depth}")
+                return script.plan
+
+            def refine_plan(self, current_plan: Plan, *args: Any, **kwargs: Any) -> list[RefinementAction]:
+                script.calls.append("refine")
+                return script.refinements.pop(0) if script.refinements else []
+
+            def create_subplan(self, *args: Any, **kwargs: Any) -> Plan:
+                raise NotImplementedError
+
+        register("scripted", Planner)
+
+    @hookimpl
+    def aeon_register_convergence_engines(self, register: Any) -> None:
+        script = self.script
+
+        class Judge(ConvergenceEngine):
+            def assess(
+                self, plan_state: Any, execution_results: Any, report: Any = None, criteria: Any = None
+            ) -> Any:
+                script.calls.append("assess")
+                return script.assessments.pop(0)
+
+        register("scripted", Judge)
+
+
+def engine_for(script: Script, ttl: int = 40, **reasoning: Any) -> tuple[Engine, RecordingSink]:
+    config = AeonConfig(ttl=ttl).with_choice("llm", "scripted", responses=[])
+    for role in ("depth", "semantic_validator", "planner", "convergence"):
+        config = config.with_choice(role, "scripted")
+    config = config.multipass(**reasoning)
+    for role in ("planner", "convergence"):
+        config = config.with_choice(role, "scripted")
+    builtins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
+    engine = Engine(config, plugins=[*builtins, Components(script)], autoload=False)
+    sink = RecordingSink()
+    engine.pm.register(sink, name="sink:recording")
+    return engine, sink
+
+
+def phases(sink: RecordingSink) -> list[str]:
+    return [e.phase if e.phase != "step" else f"step:{e.step_id}" for e in sink.entries]
+
+
+CONVERGED = ConvergenceAssessment(converged=True, completeness_score=1.0, coherence_score=0.95)
+NOT_YET = ConvergenceAssessment(
+    converged=False, reason_codes=("coherence_below_threshold",), completeness_score=1.0
+)
+TWO_STEPS = Plan(goal="say a then b", steps=(echo_step("1", "a"), echo_step("2", "b")))
+
+
+def test_a_shallow_task_is_profiled_planned_run_and_checked_without_a_judge() -> None:
+    script = Script(depth=1, plan=TWO_STEPS)
+    engine, sink = engine_for(script)
+    with engine:
+        result = engine.run("say a then b")
+    assert result["status"] == "completed", result["message"]
+    assert phases(sink) == ["profile", "plan", "step:1", "step:2", "evaluate"]
+    assert script.calls == ["profile", "plan:depth=1"]  # no semantic validation, no judge: adaptive depth
+    history = result["execution_history"]
+    assert [(p["pass_number"], p["phase"], p["completed"]) for p in history["passes"]] == [
+        (0, "B", True),
+        (1, "C", True),
+    ]
+    assert history["converged"] and history["profile"]["reasoning_depth"] == 1
+    # Phase A gave the run the TTL the profile allocates (the cap is the run's TTL, 40).
+    assert history["configuration"]["allocated_ttl"] == allocate_ttl(script.profile, 40)
+    assert sink.entries[0].ttl_remaining == allocate_ttl(script.profile, 40) - 1
+
+
+def test_a_deep_task_validates_refines_reassesses_and_updates_its_profile() -> None:
+    issue = ValidationIssue(
+        issue_id="i1", type="specificity", severity="MEDIUM", description="step 2 is vague"
+    )
+    add = RefinementAction(
+        action_type="ADD", target_step_id="2", new_step=echo_step("3", "c"), reason="say c as well"
+    )
+    script = Script(
+        depth=4,
+        plan=TWO_STEPS,
+        reports=[SemanticValidationReport.of("plan", "plan", [issue])],
+        assessments=[NOT_YET, CONVERGED],
+        refinements=[[], [add]],
+        updates=[profile(5)],
+    )
+    engine, sink = engine_for(script)
+    with engine:
+        result = engine.run("say a, b and c")
+    assert result["status"] == "completed", result["message"]
+    assert phases(sink) == [
+        "profile",
+        "plan",
+        "validate",  # B: the plan's issue ...
+        "refine",  # ... asks for deltas (none came)
+        "step:1",
+        "step:2",
+        "evaluate",  # C: not converged
+        "refine",  # C: step 3 added
+        "update_profile",  # D: deeper
+        "step:3",
+        "evaluate",  # converged
+    ]
+    assert [s["step_id"] for s in result["plan"]["steps"]] == ["1", "2", "3"]
+    history = result["execution_history"]
+    assert [p["pass_number"] for p in history["passes"]] == [0, 1, 2]
+    assert history["passes"][1]["refinements"][0]["new_step"]["step_id"] == "3"
+    assert history["passes"][1]["assessment"]["reason_codes"] == ["coherence_below_threshold"]
+    assert history["profile"]["reasoning_depth"] == 5 and history["total_refinements"] == 1
+    events = [payload for name, payload in sink.events if name == "aeon_run_end"]
+    assert events and events[0]["execution_history"] == history
+
+
+def test_the_phase_order_does_not_depend_on_what_the_components_answer() -> None:
+    """Two deep runs whose validation reports and assessments differ in content take the same phases."""
+    orders = []
+    for text, severity in (("vague", "MEDIUM"), ("irrelevant", "HIGH")):
+        issue = ValidationIssue(issue_id="x", type="relevance", severity=severity, description=text)
+        script = Script(
+            depth=3,
+            plan=TWO_STEPS,
+            reports=[SemanticValidationReport.of("p", "plan", [issue])],
+            assessments=[
+                CONVERGED.model_copy(update={"coherence_score": 0.91 if severity == "MEDIUM" else 0.99})
+            ],
+        )
+        engine, sink = engine_for(script)
+        with engine:
+            assert engine.run("say a then b")["status"] == "completed"
+        orders.append(phases(sink))
+    assert orders[0] == orders[1]
+
+
+def test_nothing_left_to_refine_ends_the_run_failed_with_the_reasons() -> None:
+    script = Script(depth=3, plan=TWO_STEPS, assessments=[NOT_YET], refinements=[[]])
+    engine, sink = engine_for(script)
+    with engine:
+        result = engine.run("say a then b")
+    assert result["status"] == "failed"
+    assert "coherence_below_threshold" in result["message"]
+    assert result["convergence"]["reason_codes"] == ["coherence_below_threshold"]
+    assert phases(sink)[-2:] == ["evaluate", "refine"]
+
+
+def test_max_passes_bounds_the_loop() -> None:
+    adds = [
+        [
+            RefinementAction(
+                action_type="ADD", target_plan_section="end", new_step=echo_step(f"x{i}", "x"), reason="more"
+            )
+        ]
+        for i in range(5)
+    ]
+    script = Script(depth=3, plan=TWO_STEPS, assessments=[NOT_YET] * 5, refinements=adds)
+    engine, sink = engine_for(script, max_passes=2)
+    with engine:
+        result = engine.run("say a then b")
+    assert result["status"] == "failed"
+    assert [p["pass_number"] for p in result["execution_history"]["passes"]] == [0, 1, 2]
+    assert phases(sink).count("evaluate") == 2
+
+
+def test_ttl_expiry_returns_the_latest_completed_pass_with_its_scores() -> None:
+    adds = [
+        [
+            RefinementAction(
+                action_type="ADD", target_plan_section="end", new_step=echo_step(f"x{i}", "x"), reason="more"
+            )
+        ]
+        for i in range(9)
+    ]
+    scored = NOT_YET.model_copy(update={"completeness_score": 0.8, "coherence_score": 0.6})
+    script = Script(depth=3, plan=TWO_STEPS, assessments=[scored] * 9, refinements=adds)
+    engine, _ = engine_for(script, ttl=9)
+    with engine:
+        result = engine.run("say a then b")
+    assert result["status"] == "ttl_expired"
+    assert "latest completed pass (1) scored completeness 0.80 and coherence 0.60" in result["message"]
+    assert result["convergence"]["completeness_score"] == 0.8
+    passes = result["execution_history"]["passes"]
+    assert passes[1]["completed"] and passes[1]["assessment"]["coherence_score"] == 0.6
+
+
+def test_rejected_refinements_are_logged_and_the_run_goes_on() -> None:
+    """A delta that would change an executed step is refused by the kernel; the plan stays as it was."""
+    touch_done = RefinementAction(
+        action_type="MODIFY", target_step_id="1", new_step=echo_step("1", "again"), reason="redo"
+    )
+    script = Script(depth=3, plan=TWO_STEPS, assessments=[NOT_YET], refinements=[[touch_done]])
+    engine, sink = engine_for(script)
+    with engine:
+        result = engine.run("say a then b")
+    assert result["status"] == "failed"  # nothing applicable: nothing left to change
+    refine_entry = [e for e in sink.entries if e.phase == "refine"][-1]
+    assert "only pending or invalid steps are refined" in refine_entry.errors[0]["message"]
+    assert result["plan"]["steps"][0]["result"] == {"message": "a"}
+
+
+@pytest.mark.parametrize("depth", [1, 4])
+def test_hook_aeon_pass_event(depth: int) -> None:
+    """Every pass, profile, TTL allocation, report and assessment reaches the hook, in order."""
+    events: list[tuple[int, str]] = []
+
+    class Listener:
+        @hookimpl
+        def aeon_pass_event(self, run_id: str, pass_number: int, event: str, record: dict[str, Any]) -> None:
+            events.append((pass_number, event))
+
+    script = Script(depth=depth, plan=TWO_STEPS, assessments=[CONVERGED])
+    engine, _ = engine_for(script)
+    engine.pm.register(Listener())
+    with engine:
+        engine.run("say a then b")
+    names = [e for _, e in events]
+    assert names[:3] == ["pass_start", "profile", "ttl"]
+    assert "assessment" in names and names.count("pass_start") == names.count("pass_end") == 2
+    assert ("report" in names) == (depth > 2)
+
+
+def test_hook_aeon_register_depth_heuristics() -> None:
+    """The heuristic ``[depth]`` names profiles the task; a factory naming ``llm`` gets the run's model."""
+    built: dict[str, Any] = {}
+    script = Script(depth=1, plan=TWO_STEPS)
+
+    class WithModel(Components):
+        @hookimpl
+        def aeon_register_depth_heuristics(self, register: Any) -> None:
+            inner: list[Any] = []
+            Components.aeon_register_depth_heuristics(self, lambda name, factory: inner.append(factory))
+
+            def factory(llm: Any, shallow: int = 0) -> Any:
+                built.update(llm=llm, shallow=shallow)
+                return inner[0]()
+
+            register("scripted", factory)
+
+    config = (
+        AeonConfig().with_choice("llm", "scripted", responses=[]).with_choice("depth", "scripted", shallow=1)
+    )
+    config = (
+        config.multipass()
+        .with_choice("planner", "scripted")
+        .with_choice("semantic_validator", "scripted")
+        .with_choice("convergence", "scripted")
+    )
+    builtins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
+    with Engine(config, plugins=[*builtins, WithModel(script)], autoload=False) as engine:
+        result = engine.run("say a then b")
+        assert built == {"llm": engine.llm, "shallow": 1}
+    assert script.calls[0] == "profile"
+    assert result["execution_history"]["profile"]["raw_inference"] == "scripted"
+
+
+def test_hook_aeon_register_semantic_validators() -> None:
+    """The validator ``[semantic_validator]`` names judges the plan and then the results of a deep task."""
+    script = Script(depth=3, plan=TWO_STEPS, assessments=[CONVERGED])
+    engine, _ = engine_for(script)
+    with engine:
+        assert engine.run("say a then b")["status"] == "completed"
+    assert [c for c in script.calls if c.startswith("validate")] == [
+        "validate:plan",
+        "validate:execution_artifact",
+    ]
