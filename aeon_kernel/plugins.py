@@ -183,8 +183,8 @@ def build_plugin_manager(
     :param block: entry points (or distributions) that are never imported.
     """
     # The kernel's own implementations, imported here rather than at import time (DESIGN rule 5).
-    from aeon_kernel.invocation import KernelToolInvoker
     from aeon_kernel.builtins import KernelComponents
+    from aeon_kernel.invocation import KernelToolInvoker
     from aeon_kernel.plan.executor import KernelStepExecutor
 
     pm = AeonPluginManager()
