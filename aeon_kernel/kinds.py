@@ -49,7 +49,9 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("planners", "planner", "planner", "one", "model"),
     Kind("schedulers", "scheduler", "scheduler", "one", "linear"),
     Kind("depth_heuristics", "adaptive-depth heuristic", "depth", "one", "model", used_by="multipass"),
-    Kind("semantic_validators", "semantic validator", "semantic_validator", "one", "model", used_by="multipass"),
+    Kind(
+        "semantic_validators", "semantic validator", "semantic_validator", "one", "model", used_by="multipass"
+    ),
     Kind("telemetry_sinks", "telemetry sink", "telemetry", "many"),
     Kind("state_stores", "state store", "state", "optional", "sqlite"),
 )
