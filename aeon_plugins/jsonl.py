@@ -72,6 +72,12 @@ class JsonlSink(TelemetrySink):
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
         self._write(entry.model_dump_json().translate(_LINE_BREAKS))
 
+    @hookimpl
+    def aeon_pass_event(self, run_id: str, pass_number: int, event: str, record: dict[str, Any]) -> None:
+        """A multi-pass run's passes, profiles, reports, assessments and refinements, one line each (spec 003)."""
+        line = {"run_id": run_id, "pass_number": pass_number, "event": event, "record": record}
+        self._write(json.dumps(line, ensure_ascii=False, default=str).translate(_LINE_BREAKS))
+
     def _write(self, record: str) -> None:
         line = record + "\n"
         with self._lock:

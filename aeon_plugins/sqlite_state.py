@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS runs (
     started TEXT NOT NULL,
     updated TEXT NOT NULL,
     owner_pid INTEGER,
-    owner_host TEXT
+    owner_host TEXT,
+    scheduler_state TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started);
 CREATE TABLE IF NOT EXISTS steps (
@@ -100,6 +101,9 @@ class SqliteStateStore(StateStore):
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+            if "scheduler_state" not in columns:  # a store written before schedulers kept state
+                self._db.execute("ALTER TABLE runs ADD COLUMN scheduler_state TEXT")
         except sqlite3.Error as exc:
             raise RunStoreError(f"cannot open the state store {str(self.path)!r}: {exc}") from None
         self._host = socket.gethostname()
@@ -110,7 +114,7 @@ class SqliteStateStore(StateStore):
         now = utc_now()
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)",
                 (
                     state.run_id,
                     state.request,
@@ -124,6 +128,7 @@ class SqliteStateStore(StateStore):
                     now,
                     os.getpid(),
                     self._host,
+                    json.dumps(state.scheduler_state) if state.scheduler_state else None,
                 ),
             )
             if state.plan is not None:
@@ -135,11 +140,12 @@ class SqliteStateStore(StateStore):
         with self._transaction() as db:
             self._write_counters(db, state)
             if state.plan is not None:
-                if entry.phase == "plan":
-                    changed: range | list[int] = range(len(state.plan.steps))
-                else:
+                if entry.phase == "step":  # a step cycle changes its own step only
                     changed = [i for i, s in enumerate(state.plan.steps) if s.step_id == entry.step_id]
-                self._write_steps(db, state.run_id, state.plan, changed)
+                    self._write_steps(db, state.run_id, state.plan, changed)
+                else:  # a new or refined plan: steps may have come, gone or moved
+                    db.execute("DELETE FROM steps WHERE run_id = ?", (state.run_id,))
+                    self._write_steps(db, state.run_id, state.plan, range(len(state.plan.steps)))
             # The plan snapshot is left out: the steps table holds the plan, and load() rebuilds each snapshot.
             # Keeping it would make every cycle row as large as the plan (quadratic growth over a long run).
             record = entry.model_dump_json(exclude={"plan_state"})
@@ -193,7 +199,8 @@ class SqliteStateStore(StateStore):
     def load(self, run_id: str) -> StoredRun:
         with self._lock:
             row = self._db.execute(
-                "SELECT request, goal, status, ttl_remaining, cycle, current_step_id, manifest FROM runs "
+                "SELECT request, goal, status, ttl_remaining, cycle, current_step_id, manifest, scheduler_state "
+                "FROM runs "
                 "WHERE run_id = ?",
                 (run_id,),
             ).fetchone()
@@ -205,7 +212,7 @@ class SqliteStateStore(StateStore):
             cycles = self._db.execute(
                 "SELECT entry, llm_outputs FROM cycles WHERE run_id = ? ORDER BY step_number", (run_id,)
             ).fetchall()
-        request, goal, status, ttl, cycle, current, manifest = row
+        request, goal, status, ttl, cycle, current, manifest, scheduler_state = row
         try:
             plan = (
                 Plan(goal=goal, steps=tuple(PlanStep.model_validate_json(s) for (s,) in steps))
@@ -228,6 +235,7 @@ class SqliteStateStore(StateStore):
                 ttl_remaining=ttl,
                 cycle=cycle,
                 status=status,
+                scheduler_state=json.loads(scheduler_state) if scheduler_state else {},
             )
             if len(entries) != cycle:
                 raise ValueError(f"{len(entries)} cycle records for {cycle} cycles")
@@ -266,6 +274,13 @@ class SqliteStateStore(StateStore):
                 state.run_id,
             ),
         )
+        if (
+            state.scheduler_state
+        ):  # what a scheduler must remember across a crash (the linear one needs nothing)
+            db.execute(
+                "UPDATE runs SET scheduler_state = ? WHERE run_id = ?",
+                (json.dumps(state.scheduler_state, default=str), state.run_id),
+            )
 
     @staticmethod
     def _write_steps(db: sqlite3.Connection, run_id: str, plan: Plan, indexes: Any) -> None:

@@ -180,15 +180,15 @@ class Run:
                 self.store.create_run(state, self.manifest)
         else:
             self.manifest["resumed_at_cycle"] = state.cycle
-        try:
-            self.scheduler.start(context, resumed=resumed is not None)
-        except Exception as exc:
-            self._scheduler_failed("start", exc)
         if resumed is not None:
             context.emit("aeon_run_resumed", run_id=self.run_id, state=state, entries=resumed.entries)
         context.emit(
             "aeon_run_start", run_id=self.run_id, request=state.request, state=state, manifest=self.manifest
         )
+        try:  # after the run's own events, so that whatever the scheduler reports follows them
+            self.scheduler.start(context, resumed=resumed is not None)
+        except Exception as exc:
+            self._scheduler_failed("start", exc)
 
     def _verdict(self) -> Verdict | None:
         """Whether the run is over: the model or the store failed (FR-049), the scheduler says so, or the TTL."""

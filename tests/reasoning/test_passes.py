@@ -138,14 +138,18 @@ class Components:
         register("scripted", Judge)
 
 
-def engine_for(script: Script, ttl: int = 40, **reasoning: Any) -> tuple[Engine, RecordingSink]:
+def engine_for(
+    script: Script, ttl: int = 40, state_db: Any = None, **reasoning: Any
+) -> tuple[Engine, RecordingSink]:
     config = AeonConfig(ttl=ttl).with_choice("llm", "scripted", responses=[])
     for role in ("depth", "semantic_validator", "planner", "convergence"):
         config = config.with_choice(role, "scripted")
     config = config.multipass(**reasoning)
     for role in ("planner", "convergence"):
         config = config.with_choice(role, "scripted")
-    builtins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
+    if state_db is not None:
+        config = config.with_choice("state", "sqlite", path=str(state_db))
+    builtins = [importlib.import_module(name) for name in (*BUILTIN_PLUGINS, "aeon_plugins.sqlite_state")]
     engine = Engine(config, plugins=[*builtins, Components(script)], autoload=False)
     sink = RecordingSink()
     engine.pm.register(sink, name="sink:recording")
@@ -374,3 +378,61 @@ def test_hook_aeon_register_semantic_validators() -> None:
         "validate:plan",
         "validate:execution_artifact",
     ]
+
+
+def test_a_multipass_run_resumes_where_it_stopped(tmp_path: Any) -> None:
+    """The stage, pass, profile and ledger are in the stored state: a resumed run goes on, it does not restart."""
+    add = RefinementAction(
+        action_type="ADD", target_step_id="2", new_step=echo_step("3", "c"), reason="and c"
+    )
+    script = Script(depth=3, plan=TWO_STEPS, assessments=[NOT_YET, CONVERGED], refinements=[[add]])
+
+    def engine() -> tuple[Engine, RecordingSink]:
+        return engine_for(script, state_db=tmp_path / "runs.db")
+
+    first, sink = engine()
+    with first:
+        run = first.start("say a, b and c")
+        for _ in range(6):  # profile, plan, validate, step 1, step 2, evaluate (not converged)
+            run.next()
+        run.close()
+    assert phases(sink) == ["profile", "plan", "validate", "step:1", "step:2", "evaluate"]
+    second, sink = engine()
+    with second:
+        result = second.resume(run.run_id)
+    assert result["status"] == "completed", result["message"]
+    assert phases(sink) == ["refine", "update_profile", "step:3", "evaluate"]  # no second profile or plan
+    assert script.calls.count("profile") == 1 and script.calls.count("plan:depth=3") == 1
+    history = result["execution_history"]
+    assert [p["pass_number"] for p in history["passes"]] == [0, 1, 2]
+    assert history["total_refinements"] == 1 and history["converged"]
+    assert [s["step_id"] for s in result["plan"]["steps"]] == ["1", "2", "3"]
+
+
+def test_the_jsonl_log_has_a_line_for_every_cycle_and_every_pass_event(tmp_path: Any) -> None:
+    import json
+
+    script = Script(depth=3, plan=TWO_STEPS, assessments=[CONVERGED])
+    engine, _ = engine_for(script)
+    log = tmp_path / "run.jsonl"
+    engine.add_sink("jsonl", path=str(log))
+    with engine:
+        result = engine.run("say a then b")
+    manifest, *lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert manifest["manifest"]["run_id"] == result["run_id"]
+    cycles = [line["phase"] for line in lines if "step_number" in line]
+    events = [(line["pass_number"], line["event"]) for line in lines if "event" in line]
+    assert cycles == ["profile", "plan", "validate", "step", "step", "evaluate"]
+    assert events == [
+        (0, "pass_start"),
+        (0, "profile"),
+        (0, "ttl"),
+        (0, "report"),
+        (0, "pass_end"),
+        (1, "pass_start"),
+        (1, "report"),
+        (1, "assessment"),
+        (1, "pass_end"),
+    ]
+    # Events come as they happen, inside their cycle; the cycle's own line is written when it ends.
+    assert lines[-1]["phase"] == "evaluate" and lines[-2] == {**lines[-2], "event": "pass_end"}
