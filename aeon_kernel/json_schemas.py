@@ -1,4 +1,4 @@
-"""The JSON Schemas of the data model, for external tooling (spec 001; ``aeon schemas``, ``docs/schemas/``)."""
+"""The JSON Schemas of the data model, for external tooling (spec 001 and 003; ``aeon schemas``, ``docs/schemas/``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from aeon_kernel.models import (
+    ConvergenceAssessment,
     LogEntry,
     MemoryEntry,
     OrchestrationState,
@@ -14,6 +15,14 @@ from aeon_kernel.models import (
     PlanStep,
     SupervisorAction,
     ToolCall,
+)
+from aeon_kernel.reasoning.models import (
+    ExecutionHistory,
+    ExecutionPass,
+    RefinementAction,
+    SemanticValidationReport,
+    TaskProfile,
+    ValidationIssue,
 )
 from aeon_kernel.tools import Tool
 
@@ -26,6 +35,14 @@ EXPORTED_MODELS: tuple[type[BaseModel], ...] = (
     SupervisorAction,
     LogEntry,
     Tool,
+    # spec 003
+    TaskProfile,
+    ConvergenceAssessment,
+    SemanticValidationReport,
+    ValidationIssue,
+    RefinementAction,
+    ExecutionPass,
+    ExecutionHistory,
 )
 
 
