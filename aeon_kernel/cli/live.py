@@ -36,6 +36,7 @@ class LiveView:
         self.state: OrchestrationState | None = None
         self.steps: dict[str, PlanStep] = {}
         self.result: dict[str, Any] | None = None
+        self.passes: list[Text] = []
         self._live: Live | None = None
 
     # --- hooks -------------------------------------------------------------------------------------------------
@@ -44,6 +45,14 @@ class LiveView:
     def aeon_step_status_changed(self, run_id: str, step: PlanStep, previous: StepStatus) -> None:
         self.steps[step.step_id] = step
         self._refresh()
+
+    @hookimpl
+    def aeon_pass_event(self, run_id: str, pass_number: int, event: str, record: dict[str, Any]) -> None:
+        """A multi-pass run (spec 003): one line per profile, TTL, report, assessment and refinement."""
+        line = _pass_line(event, record)
+        if line is not None:
+            self.passes.append(Text.assemble((f"pass {pass_number} ", "bold cyan"), line))
+            self._refresh()
 
     @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
@@ -66,6 +75,7 @@ class LiveView:
         if plan is not None:
             parts.append(Text.assemble(("Goal: ", "bold"), plan.goal))
             parts.append(self._table(plan.steps))
+        parts.extend(self.passes[-12:])
         footer = self._footer()
         if footer is not None:
             parts.append(footer)
@@ -130,3 +140,40 @@ class LiveView:
             engine.pm.unregister(self)
         assert self.result is not None
         return self.result
+
+
+def _pass_line(event: str, record: dict[str, Any]) -> Text | None:
+    """What the live view shows of a pass event; None for the ones it leaves out."""
+    if event == "profile" or event == "profile_update":
+        verb = "profile" if event == "profile" else "profile updated"
+        return Text(
+            f"{verb}: depth {record['reasoning_depth']}, tools {record['expected_tool_usage']}, "
+            f"breadth {record['output_breadth']}, confidence {record['confidence_requirement']}"
+        )
+    if event == "ttl":
+        return Text(f"TTL {record['allocated']} allocated (cap {record['cap']}), {record['remaining']} left")
+    if event == "report":
+        issues = record.get("issues") or []
+        if not issues:
+            return Text(f"{record['artifact_type']}: no semantic issues", style="green")
+        found = "; ".join(f"{i['severity']} {i['type']}: {compact(i['description'], 60)}" for i in issues[:3])
+        return Text(f"{record['artifact_type']}: {found}", style="yellow")
+    if event == "assessment":
+        verdict = "converged" if record["converged"] else "not converged"
+        reasons = f" ({', '.join(record['reason_codes'])})" if record.get("reason_codes") else ""
+        return Text(
+            f"{verdict}: completeness {record['completeness_score']:.2f}, "
+            f"coherence {record['coherence_score']:.2f}{reasons}",
+            style="green" if record["converged"] else "yellow",
+        )
+    if event == "refinement":
+        outcomes = record.get("outcomes") or []
+        if not outcomes:
+            return Text("refinement: no changes proposed", style="dim")
+        done = []
+        for outcome in outcomes:
+            action = outcome["action"]
+            target = action.get("target_step_id") or action.get("target_plan_section")
+            done.append(f"{action['action_type']} {target}" + ("" if outcome["applied"] else " (refused)"))
+        return Text("refinement: " + ", ".join(done))
+    return None

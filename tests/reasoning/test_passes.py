@@ -436,3 +436,43 @@ def test_the_jsonl_log_has_a_line_for_every_cycle_and_every_pass_event(tmp_path:
     ]
     # Events come as they happen, inside their cycle; the cycle's own line is written when it ends.
     assert lines[-1]["phase"] == "evaluate" and lines[-2] == {**lines[-2], "event": "pass_end"}
+
+
+def test_the_live_view_shows_each_pass() -> None:
+    """What `aeon run --multipass` prints: the profile and TTL, the issues, the scores and the deltas."""
+    import io
+
+    from rich.console import Console
+
+    from aeon_kernel.cli.live import LiveView
+
+    issue = ValidationIssue(
+        issue_id="i1", type="specificity", severity="MEDIUM", description="step 2 is vague"
+    )
+    add = RefinementAction(
+        action_type="ADD", target_step_id="2", new_step=echo_step("3", "c"), reason="and c"
+    )
+    script = Script(
+        depth=3,
+        plan=TWO_STEPS,
+        reports=[SemanticValidationReport.of("p", "plan", [issue])],
+        assessments=[NOT_YET, CONVERGED],
+        refinements=[[], [add]],
+    )
+    engine, _ = engine_for(script)
+    out = io.StringIO()
+    with engine:
+        orchestrator = engine.orchestrator()
+        view = LiveView("say a, b and c", console=Console(file=out, width=150, force_terminal=False))
+        result = view.run(engine, orchestrator, orchestrator.iter("say a, b and c"))
+    assert result["status"] == "completed"
+    shown = out.getvalue()
+    for text in (
+        "pass 0 profile: depth 3",
+        "TTL",
+        "pass 0 plan: MEDIUM specificity: step 2 is vague",
+        "pass 1 not converged: completeness 1.00, coherence 0.00 (coherence_below_threshold)",
+        "pass 1 refinement: ADD 2",
+        "pass 2 converged: completeness 1.00, coherence 0.95",
+    ):
+        assert text in shown, text
