@@ -111,16 +111,26 @@ if TYPE_CHECKING:
     from aeon_kernel.plan.context import (
         StepContext,
     )
+    from aeon_kernel.plan.planner import (
+        ModelPlanner,
+    )
     from aeon_kernel.reasoning.contracts import (
         AdaptiveDepth,
         RecursivePlanner,
         SemanticValidator,
     )
+    from aeon_kernel.reasoning.deltas import (
+        depth_of,
+    )
     from aeon_kernel.reasoning.models import (
+        SEVERITY_ORDER,
+        ArtifactType,
         ExecutionHistory,
         ExecutionPass,
+        IssueType,
         RefinementAction,
         SemanticValidationReport,
+        Severity,
         TaskProfile,
         ValidationIssue,
     )
@@ -248,6 +258,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "StoredRun",
     ),
     "aeon_kernel.plan.context": ("StepContext",),
+    "aeon_kernel.plan.planner": ("ModelPlanner",),
     "aeon_kernel.llm.client": ("ModelClient",),
     "aeon_kernel.llm.output": (
         "check_depth",
@@ -274,6 +285,10 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "is_utf8",
     ),
     "aeon_kernel.reasoning.models": (
+        "SEVERITY_ORDER",
+        "ArtifactType",
+        "IssueType",
+        "Severity",
         "ExecutionHistory",
         "ExecutionPass",
         "RefinementAction",
@@ -286,6 +301,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "RecursivePlanner",
         "SemanticValidator",
     ),
+    "aeon_kernel.reasoning.deltas": ("depth_of",),
     "aeon_kernel.reasoning.ttl": ("allocate_ttl",),
     "aeon_kernel.llm.structured": (
         "ask_json",
@@ -299,9 +315,11 @@ __all__ = [
     "HOOKSPEC_VERSION",
     "INT64_MAX",
     "INT64_MIN",
+    "SEVERITY_ORDER",
     "AdaptiveDepth",
     "AeonConfig",
     "AeonError",
+    "ArtifactType",
     "ClarityState",
     "Components",
     "Conclusion",
@@ -313,6 +331,7 @@ __all__ = [
     "ExecutionHistory",
     "ExecutionPass",
     "FunctionTool",
+    "IssueType",
     "LLMAdapter",
     "LLMError",
     "LLMResponse",
@@ -322,6 +341,7 @@ __all__ = [
     "MemoryEntry",
     "MemoryStoreError",
     "ModelClient",
+    "ModelPlanner",
     "NestingDepthError",
     "OrchestrationError",
     "OrchestrationState",
@@ -346,6 +366,7 @@ __all__ = [
     "Scheduler",
     "SemanticValidationReport",
     "SemanticValidator",
+    "Severity",
     "StateStore",
     "StateTransitionError",
     "StepContext",
@@ -382,6 +403,7 @@ __all__ = [
     "check_schema",
     "current_idempotency_key",
     "decode_value",
+    "depth_of",
     "dumps_lenient",
     "encode_value",
     "ensure_no_new_tools",

@@ -319,6 +319,14 @@ def test_every_entity_is_exported() -> None:
         "MemoryEntry",
         "SupervisorAction",
         "LogEntry",
+        # spec 003 (003-models.md)
+        "TaskProfile",
+        "ConvergenceAssessment",
+        "SemanticValidationReport",
+        "ValidationIssue",
+        "RefinementAction",
+        "ExecutionPass",
+        "ExecutionHistory",
     }
 
 

@@ -57,7 +57,7 @@ _SHORT_ID: Final = {"type": "string", "minLength": 1, "maxLength": 16}
 _TEXT: Final = {"type": "string", "minLength": 1, "maxLength": 200}
 
 
-def plan_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+def plan_schema(tools: list[dict[str, Any]], max_steps: int = MAX_PLAN_STEPS) -> dict[str, Any]:
     """The plan a model may write: each step either uses one registered tool (with its arguments) or thinks.
 
     Naming the tools in the schema lets a constrained decoder only write tools that exist; the validator and
@@ -95,7 +95,7 @@ def plan_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
                 "type": "array",
                 "items": {"anyOf": [*tool_steps, thinking_step]},
                 "minItems": 1,
-                "maxItems": MAX_PLAN_STEPS,
+                "maxItems": max_steps,
             },
         },
         "required": ["goal", "steps"],

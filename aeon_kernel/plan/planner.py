@@ -13,7 +13,7 @@ from aeon_kernel.contracts import Planner, RecordAction, Supervisor, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.llm.output import ensure_no_new_tools, parse_json
-from aeon_kernel.llm.prompts import SYSTEM_PROMPT, plan_prompt, plan_schema
+from aeon_kernel.llm.prompts import MAX_PLAN_STEPS, SYSTEM_PROMPT, plan_prompt, plan_schema
 from aeon_kernel.llm.structured import ignore_action
 from aeon_kernel.models import Plan
 from aeon_kernel.tools import ToolRegistry
@@ -29,12 +29,15 @@ class ModelPlanner(Planner):
         supervisor: Supervisor,
         max_tokens: int = 512,
         temperature: float = 0.0,
+        max_steps: int = MAX_PLAN_STEPS,
     ) -> None:
         self.llm = llm
         self.validator = validator
         self.supervisor = supervisor
         self.max_tokens = max_tokens
         self.temperature = temperature
+        #: the longest plan the schema lets the model write
+        self.max_steps = max_steps
 
     def generate_plan(
         self,
@@ -51,7 +54,7 @@ class ModelPlanner(Planner):
             SYSTEM_PROMPT,
             self.max_tokens,
             self.temperature,
-            json_schema=plan_schema(tools),
+            json_schema=plan_schema(tools, self.max_steps),
         )["text"]
         value = parse_json(text, self.supervisor, record)
         try:

@@ -83,8 +83,12 @@ class RecursivePlanner(Planner):
         executed_step_ids: set[str],
         *,
         record: RecordAction | None = None,
+        tool_registry: ToolRegistry | None = None,
     ) -> list[RefinementAction]:
-        """Deltas for the plan's pending or invalid steps; never for ``executed_step_ids``."""
+        """Deltas for the plan's pending or invalid steps; never for ``executed_step_ids``.
+
+        ``tool_registry`` (an Aeon addition) names the tools new steps may use.
+        """
 
     @abstractmethod
     def create_subplan(
@@ -95,5 +99,6 @@ class RecursivePlanner(Planner):
         max_depth: int = 5,
         *,
         record: RecordAction | None = None,
+        tool_registry: ToolRegistry | None = None,
     ) -> Plan:
         """The steps that decompose one step; raises ``NestingDepthError`` when ``current_depth >= max_depth``."""

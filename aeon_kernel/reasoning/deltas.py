@@ -8,7 +8,8 @@ The rules, each checked for every action before it is applied:
   or replaced is retired for good;
 * a plan fragment (the step or section an action targets) gets at most 3 refinements, the run at most 10; past a
   limit the fragment is marked for manual intervention (``RefinementLimitError``);
-* subplans nest at most 5 deep (a step ``a.1.2`` is at depth 3; ``NestingDepthError``);
+* subplans nest at most 5 deep (a step ``a.1.2`` is at depth 3; ``NestingDepthError``; the fragment is marked for
+  manual intervention too);
 * the plan stays valid: unique ids, finished steps first, nothing inserted before a finished step.
 
 An action that breaks a rule is rejected with its reason and the next one is tried: the run goes on with the best
@@ -101,21 +102,28 @@ def apply_refinements(
     for action in actions:
         try:
             current = _apply(current, action, ledger)
-        except (RefinementLimitError, NestingDepthError, ValidationError) as exc:
+        except (RefinementLimitError, NestingDepthError) as exc:
+            ledger.manual.add(_fragment(action))  # past a limit: the fragment needs a person (spec 003)
+            outcomes.append(Outcome(action, False, str(exc), type(exc).__name__))
+        except ValidationError as exc:
             outcomes.append(Outcome(action, False, str(exc), type(exc).__name__))
         else:
             outcomes.append(Outcome(action, True))
     return current, outcomes
 
 
+def _fragment(action: RefinementAction) -> str:
+    """What an action refines: a step, or a section of the plan."""
+    return action.target_step_id or f"section:{action.target_plan_section}"
+
+
 def _apply(steps: list[PlanStep], action: RefinementAction, ledger: RefinementLedger) -> list[PlanStep]:
-    fragment = action.target_step_id or f"section:{action.target_plan_section}"
+    fragment = _fragment(action)
     if fragment in ledger.manual:
         raise RefinementLimitError(f"{fragment} is marked for manual intervention", fragment)
     if ledger.total >= ledger.limit:
         raise RefinementLimitError(f"the run has used all {ledger.limit} refinements", fragment)
     if ledger.attempts.get(fragment, 0) >= ledger.per_fragment:
-        ledger.manual.add(fragment)
         raise RefinementLimitError(
             f"{fragment} has had {ledger.per_fragment} refinements; it is marked for manual intervention",
             fragment,
@@ -227,13 +235,14 @@ def _check_plan(steps: list[PlanStep]) -> None:
 
 
 def _numbered(steps: list[PlanStep]) -> list[PlanStep]:
-    """Keep ``step_index``/``total_steps`` true after steps came or went (only in plans that use them)."""
+    """Keep ``step_index``/``total_steps`` true for the steps still to run after steps came or went (only in plans
+    that use them). Finished steps keep the numbers they ran with: they are never touched."""
     if all(s.step_index is None for s in steps):
         return steps
     total = len(steps)
     return [
         s
-        if (s.step_index, s.total_steps) == (i, total)
+        if s.status.is_terminal or (s.step_index, s.total_steps) == (i, total)
         else s.model_copy(update={"step_index": i, "total_steps": total})
         for i, s in enumerate(steps, start=1)
     ]

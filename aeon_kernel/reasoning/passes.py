@@ -310,7 +310,15 @@ class MultiPassScheduler(Scheduler):
         reasons = list((memo.get("assessment") or {}).get("reason_codes") or [])
         blocked = [s.step_id for s in run.state.steps if s.status is StepStatus.INVALID]
         executed = {s.step_id for s in run.state.steps if s.status.is_terminal}
-        return planner.refine_plan(plan, list(issues), reasons, blocked, executed, record=run.record_action)
+        return planner.refine_plan(
+            plan,
+            list(issues),
+            reasons,
+            blocked,
+            executed,
+            record=run.record_action,
+            tool_registry=run.components.tools,
+        )
 
     def _refine(self, run: RunContext, actions: list[RefinementAction]) -> bool:
         """Apply the planner's deltas — the kernel does, never the planner; whether the plan changed."""
@@ -351,7 +359,9 @@ class MultiPassScheduler(Scheduler):
         engine = run.components.convergence
         if engine is None:
             return _finished_plan(plan), report
-        return engine.assess(plan.model_dump(mode="json"), results, report, dict(self.criteria)), report
+        # The plan's state, with the request it answers (for an engine that judges the answer against it).
+        plan_state = {**plan.model_dump(mode="json"), "request": run.state.request}
+        return engine.assess(plan_state, results, report, dict(self.criteria)), report
 
     def _record_evaluation(
         self, run: RunContext, assessment: ConvergenceAssessment, report: SemanticValidationReport | None

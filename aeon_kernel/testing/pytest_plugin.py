@@ -29,6 +29,10 @@ BUILTIN_PLUGINS = (
     "aeon_plugins.supervisor",
     "aeon_plugins.plan_finished",
     "aeon_plugins.scripted",
+    "aeon_plugins.adaptive_depth",
+    "aeon_plugins.semantic_validator",
+    "aeon_plugins.model_convergence",
+    "aeon_plugins.recursive_planner",
 )
 
 
