@@ -19,7 +19,6 @@ from aeon_kernel import (
     ConvergenceAssessment,
     ConvergenceEngine,
     LLMAdapter,
-    LLMResponse,
     ModelClient,
     SemanticValidationReport,
     ToolRegistry,
@@ -39,6 +38,7 @@ from aeon_plugins.model_convergence import (
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.supervisor import DefaultSupervisor
+from tests.support.watch import Watch
 
 CASSETTE = Path(__file__).resolve().parents[1] / "cassettes" / "reasoning" / "model_convergence.jsonl"
 
@@ -359,32 +359,6 @@ def test_the_engine_builds_it_with_the_runs_model_and_options() -> None:
 
 
 # --- the real model -----------------------------------------------------------------------------------------------
-
-
-class Watch(LLMAdapter):
-    """Passes calls through and keeps the errors, so a cassette miss cannot hide behind the fallback verdict."""
-
-    def __init__(self, inner: LLMAdapter) -> None:
-        self.inner = inner
-        self.errors: list[Exception] = []
-        self.model_id, self.supports_json_schema = inner.model_id, inner.supports_json_schema
-
-    def generate(
-        self,
-        prompt: str,
-        system_prompt: str | None = None,
-        max_tokens: int = 2048,
-        temperature: float = 0.7,
-        *,
-        json_schema: dict[str, Any] | None = None,
-    ) -> LLMResponse:
-        try:
-            return self.inner.generate(
-                prompt, system_prompt, max_tokens, temperature, json_schema=json_schema
-            )
-        except Exception as exc:
-            self.errors.append(exc)
-            raise
 
 
 def assessments_with(adapter: LLMAdapter) -> tuple[list[ConvergenceAssessment], Watch]:

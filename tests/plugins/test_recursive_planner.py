@@ -20,7 +20,6 @@ from aeon_kernel import (
     AeonError,
     LLMAdapter,
     LLMError,
-    LLMResponse,
     ModelClient,
     NestingDepthError,
     Plan,
@@ -50,6 +49,7 @@ from aeon_plugins.recursive_planner import (
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.supervisor import DefaultSupervisor
+from tests.support.watch import Watch
 
 CASSETTE = Path(__file__).resolve().parents[1] / "cassettes" / "reasoning" / "recursive_planner.jsonl"
 TOOLS = ToolRegistry([EchoTool(), CalculatorTool()])
@@ -541,32 +541,6 @@ def test_the_engine_plans_a_run_with_it() -> None:
 
 
 # --- the real model -----------------------------------------------------------------------------------------------
-
-
-class Watch(LLMAdapter):
-    """Passes calls through and keeps the errors, so a cassette miss cannot hide behind ``[]``."""
-
-    def __init__(self, inner: LLMAdapter) -> None:
-        self.inner = inner
-        self.errors: list[Exception] = []
-        self.model_id, self.supports_json_schema = inner.model_id, inner.supports_json_schema
-
-    def generate(
-        self,
-        prompt: str,
-        system_prompt: str | None = None,
-        max_tokens: int = 2048,
-        temperature: float = 0.7,
-        *,
-        json_schema: dict[str, Any] | None = None,
-    ) -> LLMResponse:
-        try:
-            return self.inner.generate(
-                prompt, system_prompt, max_tokens, temperature, json_schema=json_schema
-            )
-        except Exception as exc:
-            self.errors.append(exc)
-            raise
 
 
 def planning_with(adapter: LLMAdapter) -> tuple[dict[str, Any], Watch]:

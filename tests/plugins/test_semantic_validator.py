@@ -16,7 +16,6 @@ import pytest
 
 from aeon_kernel import (
     LLMAdapter,
-    LLMResponse,
     ModelClient,
     SemanticValidationReport,
     SemanticValidator,
@@ -37,6 +36,7 @@ from aeon_plugins.semantic_validator import (
     aeon_register_semantic_validators,
 )
 from aeon_plugins.supervisor import DefaultSupervisor
+from tests.support.watch import Watch
 
 CASSETTE = Path(__file__).resolve().parents[1] / "cassettes" / "reasoning" / "semantic_validator.jsonl"
 TOOLS = ToolRegistry([EchoTool(), CalculatorTool()])
@@ -348,32 +348,6 @@ def test_the_engine_builds_it_with_the_runs_model_and_options(tmp_path: Path) ->
 
 
 # --- the real model -----------------------------------------------------------------------------------------------
-
-
-class Watch(LLMAdapter):
-    """Passes calls through and keeps the errors, so a cassette miss cannot hide behind a structural-only report."""
-
-    def __init__(self, inner: LLMAdapter) -> None:
-        self.inner = inner
-        self.errors: list[Exception] = []
-        self.model_id, self.supports_json_schema = inner.model_id, inner.supports_json_schema
-
-    def generate(
-        self,
-        prompt: str,
-        system_prompt: str | None = None,
-        max_tokens: int = 2048,
-        temperature: float = 0.7,
-        *,
-        json_schema: dict[str, Any] | None = None,
-    ) -> LLMResponse:
-        try:
-            return self.inner.generate(
-                prompt, system_prompt, max_tokens, temperature, json_schema=json_schema
-            )
-        except Exception as exc:
-            self.errors.append(exc)
-            raise
 
 
 def reports_with(adapter: LLMAdapter) -> tuple[list[SemanticValidationReport], Watch]:
