@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         tool_names,
     )
     from aeon_kernel.llm.structured import (
+        ModelBacked,
         ask_json,
         ignore_action,
     )
@@ -304,6 +305,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "aeon_kernel.reasoning.deltas": ("depth_of",),
     "aeon_kernel.reasoning.ttl": ("allocate_ttl",),
     "aeon_kernel.llm.structured": (
+        "ModelBacked",
         "ask_json",
         "ignore_action",
     ),
@@ -340,6 +342,7 @@ __all__ = [
     "Memory",
     "MemoryEntry",
     "MemoryStoreError",
+    "ModelBacked",
     "ModelClient",
     "ModelPlanner",
     "NestingDepthError",

@@ -37,16 +37,13 @@ from aeon_kernel import (
     AeonError,
     ClarityState,
     ConvergenceAssessment,
-    ModelClient,
+    ModelBacked,
     RecordAction,
     Register,
     SemanticValidationReport,
-    Supervisor,
     TaskProfile,
     ValidationError,
-    Validator,
     allocate_ttl,
-    ask_json,
     dumps_lenient,
     hookimpl,
 )
@@ -145,19 +142,8 @@ def _same_text(a: Any, b: Any) -> bool:
     return " ".join(str(a).lower().split()).strip(" .") == " ".join(str(b).lower().split()).strip(" .")
 
 
-class ModelAdaptiveDepth(AdaptiveDepth):
+class ModelAdaptiveDepth(ModelBacked, AdaptiveDepth):
     """Profiles a task with the run's model; allocates TTL and updates the profile by fixed rules."""
-
-    def __init__(
-        self,
-        llm: ModelClient,
-        validator: Validator,
-        supervisor: Supervisor,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-    ) -> None:
-        self.llm, self.validator, self.supervisor = llm, validator, supervisor
-        self.max_tokens, self.temperature = max_tokens, temperature
 
     def infer_task_profile(
         self,
@@ -169,16 +155,7 @@ class ModelAdaptiveDepth(AdaptiveDepth):
         if not isinstance(task_description, str) or not task_description.strip():
             raise ValidationError("task_description must be a non-empty string")
         try:
-            value = ask_json(
-                self.llm,
-                self.supervisor,
-                self.validator,
-                profile_prompt(task_description, context),
-                PROFILE_SCHEMA,
-                record=record,
-                max_tokens=self.max_tokens,
-                temperature=self.temperature,
-            )
+            value = self.ask(profile_prompt(task_description, context), PROFILE_SCHEMA, record=record)
             return profile_from_answer(value, task_description)
         except AeonError as exc:
             return TaskProfile.default(f"inference failed: {type(exc).__name__}: {str(exc)[:200]}")

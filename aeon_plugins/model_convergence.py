@@ -36,6 +36,7 @@ from aeon_kernel import (
     AeonError,
     ConvergenceAssessment,
     ConvergenceEngine,
+    ModelBacked,
     ModelClient,
     RecordAction,
     Register,
@@ -43,7 +44,6 @@ from aeon_kernel import (
     Supervisor,
     ValidationError,
     Validator,
-    ask_json,
     dumps_lenient,
     hookimpl,
 )
@@ -111,7 +111,7 @@ def thresholds(options: dict[str, Any], custom_criteria: dict[str, Any] | None) 
     return chosen
 
 
-class ModelConvergence(ConvergenceEngine):
+class ModelConvergence(ModelBacked, ConvergenceEngine):
     """Completeness in code, coherence and consistency by the run's model, against thresholds."""
 
     def __init__(
@@ -125,8 +125,7 @@ class ModelConvergence(ConvergenceEngine):
         coherence_threshold: float | None = None,
         consistency_threshold: float | None = None,
     ) -> None:
-        self.llm, self.validator, self.supervisor = llm, validator, supervisor
-        self.max_tokens, self.temperature = max_tokens, temperature
+        super().__init__(llm, validator, supervisor, max_tokens, temperature)
         self.options = {
             "completeness_threshold": completeness_threshold,
             "coherence_threshold": coherence_threshold,
@@ -173,16 +172,7 @@ class ModelConvergence(ConvergenceEngine):
         if finished and results:
             request = plan_state.get("request") or plan_state.get("goal") or ""
             try:
-                value = ask_json(
-                    self.llm,
-                    self.supervisor,
-                    self.validator,
-                    judge_prompt(str(request), results),
-                    JUDGE_SCHEMA,
-                    record=record,
-                    max_tokens=self.max_tokens,
-                    temperature=self.temperature,
-                )
+                value = self.ask(judge_prompt(str(request), results), JUDGE_SCHEMA, record=record)
                 if _same_text(value["note"], EXAMPLE_NOTE):
                     raise ValidationError(
                         "the judge repeated the worked example instead of judging the answer"

@@ -41,7 +41,7 @@ from typing import Any, Final
 
 from aeon_kernel import (
     AeonError,
-    ModelClient,
+    ModelBacked,
     ModelPlanner,
     NestingDepthError,
     Plan,
@@ -51,14 +51,11 @@ from aeon_kernel import (
     RefinementAction,
     Register,
     StepStatus,
-    Supervisor,
     SupervisorError,
     TaskProfile,
     ToolRegistry,
     ValidationError,
     ValidationIssue,
-    Validator,
-    ask_json,
     canonical_json,
     hookimpl,
 )
@@ -236,31 +233,8 @@ def _same_text(a: Any, b: Any) -> bool:
 _REFINABLE: Final = (StepStatus.PENDING, StepStatus.INVALID)
 
 
-class ModelRecursivePlanner(RecursivePlanner):
+class ModelRecursivePlanner(ModelBacked, RecursivePlanner):
     """Plans, refines and decomposes with the run's model; everything it returns is checked in code first."""
-
-    def __init__(
-        self,
-        llm: ModelClient,
-        validator: Validator,
-        supervisor: Supervisor,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-    ) -> None:
-        self.llm, self.validator, self.supervisor = llm, validator, supervisor
-        self.max_tokens, self.temperature = max_tokens, temperature
-
-    def _ask(self, prompt: str, schema: dict[str, Any], record: RecordAction | None) -> Any:
-        return ask_json(
-            self.llm,
-            self.supervisor,
-            self.validator,
-            prompt,
-            schema,
-            record=record,
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-        )
 
     def generate_plan(
         self,
@@ -313,10 +287,10 @@ class ModelRecursivePlanner(RecursivePlanner):
         else:
             uses = [*sorted({s.tool for s in current_plan.steps if s.tool}), "llm"]
         try:
-            value = self._ask(
+            value = self.ask(
                 refine_prompt(current_plan, issues, codes, blocked),
                 refine_schema([*open_ids, "end"], uses),
-                record,
+                record=record,
             )
             proposed = list(value["actions"])[:MAX_ACTIONS]
         except (AeonError, KeyError, TypeError):
@@ -406,8 +380,8 @@ class ModelRecursivePlanner(RecursivePlanner):
                 max_depth=max_depth,
             )
         tools = tool_registry.list_all() if tool_registry is not None else []
-        value = self._ask(
-            subplan_prompt(parent_step_description, tools), subplan_schema([*tools, "llm"]), record
+        value = self.ask(
+            subplan_prompt(parent_step_description, tools), subplan_schema([*tools, "llm"]), record=record
         )
         try:
             parts = [

@@ -39,6 +39,7 @@ from typing import Any, Final, Literal
 
 from aeon_kernel import (
     AeonError,
+    ModelBacked,
     ModelClient,
     RecordAction,
     Register,
@@ -49,7 +50,6 @@ from aeon_kernel import (
     ValidationError,
     ValidationIssue,
     Validator,
-    ask_json,
     dumps_lenient,
     hookimpl,
 )
@@ -122,7 +122,7 @@ def semantic_prompt(artifact: dict[str, Any], artifact_type: str) -> str:
     return f"{SEMANTIC_PROMPT}{LABELS.get(artifact_type, 'Artifact')}: {text}\nIssues:"
 
 
-class ModelSemanticValidator(SemanticValidator):
+class ModelSemanticValidator(ModelBacked, SemanticValidator):
     """Structural checks in code, then the run's model for what only judgement can find."""
 
     def __init__(
@@ -138,8 +138,7 @@ class ModelSemanticValidator(SemanticValidator):
             raise ValidationError(
                 f"max_model_severity must be one of {list(MODEL_SEVERITIES)}, got {max_model_severity!r}"
             )
-        self.llm, self.validator, self.supervisor = llm, validator, supervisor
-        self.max_tokens, self.temperature = max_tokens, temperature
+        super().__init__(llm, validator, supervisor, max_tokens, temperature)
         self.max_model_severity = max_model_severity
 
     def validate(
@@ -171,15 +170,8 @@ class ModelSemanticValidator(SemanticValidator):
         """The model's issues; none when it is unavailable or its answer could not be repaired."""
         locations = [*_step_ids(artifact, artifact_type), artifact_type]
         try:
-            value = ask_json(
-                self.llm,
-                self.supervisor,
-                self.validator,
-                semantic_prompt(artifact, artifact_type),
-                semantic_schema(locations),
-                record=record,
-                max_tokens=self.max_tokens,
-                temperature=self.temperature,
+            value = self.ask(
+                semantic_prompt(artifact, artifact_type), semantic_schema(locations), record=record
             )
             raw = value["issues"][:MAX_MODEL_ISSUES]
             issues = []

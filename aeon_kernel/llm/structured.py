@@ -48,3 +48,39 @@ def ask_json(
             f"the model's answer does not match its schema: {exc}", last_error=str(exc)
         ) from None
     return value
+
+
+class ModelBacked:
+    """What a component that asks the run's model holds: the model, the validator and supervisor that check and
+    repair its answers, and the generation settings; :meth:`ask` is :func:`ask_json` with them.
+
+    Subclass it beside the contract (``class Mine(ModelBacked, SemanticValidator)``): the factory then takes
+    ``llm``, ``validator``, ``supervisor``, ``max_tokens`` and ``temperature``, which the engine gives.
+    """
+
+    def __init__(
+        self,
+        llm: ModelClient,
+        validator: Validator,
+        supervisor: Supervisor,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+    ) -> None:
+        self.llm = llm
+        self.validator = validator
+        self.supervisor = supervisor
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+
+    def ask(self, prompt: str, schema: dict[str, Any], *, record: RecordAction | None = None) -> Any:
+        """The model's answer to ``prompt`` as a value matching ``schema`` (see :func:`ask_json`)."""
+        return ask_json(
+            self.llm,
+            self.supervisor,
+            self.validator,
+            prompt,
+            schema,
+            record=record,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+        )

@@ -14,12 +14,12 @@ from aeon_kernel.errors import SupervisorError, ValidationError
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.llm.output import ensure_no_new_tools, parse_json
 from aeon_kernel.llm.prompts import MAX_PLAN_STEPS, SYSTEM_PROMPT, plan_prompt, plan_schema
-from aeon_kernel.llm.structured import ignore_action
+from aeon_kernel.llm.structured import ModelBacked, ignore_action
 from aeon_kernel.models import Plan
 from aeon_kernel.tools import ToolRegistry
 
 
-class ModelPlanner(Planner):
+class ModelPlanner(ModelBacked, Planner):
     """Plans with the run's model, constrained to the plan schema; repairs through the supervisor."""
 
     def __init__(
@@ -31,11 +31,7 @@ class ModelPlanner(Planner):
         temperature: float = 0.0,
         max_steps: int = MAX_PLAN_STEPS,
     ) -> None:
-        self.llm = llm
-        self.validator = validator
-        self.supervisor = supervisor
-        self.max_tokens = max_tokens
-        self.temperature = temperature
+        super().__init__(llm, validator, supervisor, max_tokens, temperature)
         #: the longest plan the schema lets the model write
         self.max_steps = max_steps
 
