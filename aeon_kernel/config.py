@@ -56,6 +56,7 @@ REASONING_KEYS: Final = frozenset(
         "max_refinements",
         "max_depth",
         "shallow_depth",
+        "shallow_plan_steps",
         "ttl_cap",
     }
 )

@@ -11,11 +11,14 @@ Every cycle is one unit of work, in an order that does not depend on what the mo
                 refine           not converged: the planner's deltas, applied by the kernel
              D  update_profile   the profile is updated when the pass showed a mismatch (deep tasks)
 
-A *shallow* task (``reasoning_depth`` at most ``shallow_depth``, 2 by default) skips the semantic validation and
-is assessed without a model call (every step complete, nothing failed): adaptive depth keeps easy tasks at one
-model call more than single-pass (the profile). A run ends when a pass converges (``completed``), when it cannot
-(``failed``: no plan, nothing left to refine, or ``max_passes``), or when the TTL runs out (the run's
-``ttl_expired``; the result is the latest completed pass with its scores). What the scheduler must remember — the
+A *shallow* task — ``reasoning_depth`` at most ``shallow_depth`` (2), or a plan of at most ``shallow_plan_steps``
+steps (1) — skips the semantic validation and is assessed without a model call (every step complete, nothing
+failed): adaptive depth keeps easy tasks at one model call more than single-pass (the profile). The plan's size is
+the second signal because a small model's profile of itself is the less reliable one (bench/README.md).
+
+A run ends when a pass converges (``completed``), when it cannot (``failed``: no plan, nothing left to refine, or
+``max_passes``), or when the TTL runs out (the run's ``ttl_expired``; the result is the latest completed pass with
+its scores). What the scheduler must remember — the
 stage, the pass, the profile, the refinement ledger, the passes so far — is JSON in the run's
 ``scheduler_state``, so a multi-pass run resumes like any other.
 """
@@ -70,6 +73,7 @@ class MultiPassScheduler(Scheduler):
         max_refinements: int = 10,
         max_depth: int = 5,
         shallow_depth: int = 2,
+        shallow_plan_steps: int = 1,
         ttl_cap: int | None = None,
     ) -> None:
         self.criteria = {
@@ -84,6 +88,7 @@ class MultiPassScheduler(Scheduler):
             "max_depth": max_depth,
         }
         self.shallow_depth = shallow_depth
+        self.shallow_plan_steps = shallow_plan_steps
         self.ttl_cap = ttl_cap
         self.linear = LinearPlanScheduler()
 
@@ -109,7 +114,11 @@ class MultiPassScheduler(Scheduler):
         return TaskProfile.model_validate(data) if data else TaskProfile.default("not inferred yet")
 
     def _deep(self, run: RunContext) -> bool:
-        return self._profile(run).reasoning_depth > self.shallow_depth
+        """Whether the task gets the semantic validation and the judge: its profile says it is not shallow, and
+        its plan (once written) has more than ``shallow_plan_steps`` steps."""
+        if self._profile(run).reasoning_depth <= self.shallow_depth:
+            return False
+        return run.state.goal is None or len(run.state.steps) > self.shallow_plan_steps
 
     def _event(self, run: RunContext, event: str, record: dict[str, Any]) -> None:
         if run.hooks.listens("aeon_pass_event"):
@@ -465,6 +474,7 @@ class MultiPassScheduler(Scheduler):
                 "max_passes": self.max_passes,
                 "limits": self.limits,
                 "shallow_depth": self.shallow_depth,
+                "shallow_plan_steps": self.shallow_plan_steps,
                 "ttl_cap": memo.get("ttl_cap"),
                 "allocated_ttl": memo.get("allocated_ttl"),
             },

@@ -476,3 +476,14 @@ def test_the_live_view_shows_each_pass() -> None:
         "pass 2 converged: completeness 1.00, coherence 0.95",
     ):
         assert text in shown, text
+
+
+def test_a_one_step_plan_is_shallow_whatever_the_profile_says() -> None:
+    """A deep profile with a one-step plan: no semantic validation and no judge (shallow_plan_steps = 1)."""
+    script = Script(depth=4, plan=Plan(goal="say a", steps=(echo_step("1", "a"),)))
+    engine, sink = engine_for(script)
+    with engine:
+        result = engine.run("say a")
+    assert result["status"] == "completed", result["message"]
+    assert phases(sink) == ["profile", "plan", "step:1", "evaluate"]
+    assert script.calls == ["profile", "plan:depth=4"]
