@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         Supervisor,
         TelemetrySink,
         Validator,
+        plan_progress,
     )
     from aeon_kernel.engine import (
         Engine,
@@ -189,6 +190,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "Supervisor",
         "TelemetrySink",
         "Validator",
+        "plan_progress",
     ),
     "aeon_kernel.tools": (
         "FunctionTool",
@@ -415,6 +417,7 @@ __all__ = [
     "increment_error",
     "is_utf8",
     "loads_strict",
+    "plan_progress",
     "schema_errors",
     "tool_names",
     "utc_now",

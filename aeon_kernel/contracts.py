@@ -179,6 +179,18 @@ class ConvergenceEngine(ABC):
     ) -> ConvergenceAssessment: ...
 
 
+def plan_progress(plan_state: dict[str, Any]) -> tuple[bool, float, list[str]]:
+    """The deterministic part of a convergence verdict (FR-004), from a plan as JSON: whether every step is
+    finished (complete or failed), the share of complete steps, and the reason codes (``steps_unfinished``, one
+    ``step_failed:<id>`` per failed step)."""
+    steps = [s for s in plan_state.get("steps") or [] if isinstance(s, dict)]
+    statuses = [step.get("status") for step in steps]
+    finished = bool(steps) and all(s in ("complete", "failed") for s in statuses)
+    reasons = [] if finished else ["steps_unfinished"]
+    reasons += [f"step_failed:{step.get('step_id')}" for step in steps if step.get("status") == "failed"]
+    return finished, statuses.count("complete") / len(steps) if steps else 0.0, reasons
+
+
 class TelemetrySink:
     """A telemetry sink: an object registered on the engine's plugin manager that implements event hooks.
 

@@ -58,8 +58,6 @@ KINDS: Final[tuple[Kind, ...]] = (
 
 BY_NAME: Final[dict[str, Kind]] = {kind.name: kind for kind in KINDS}
 BY_SECTION: Final[dict[str, Kind]] = {kind.section: kind for kind in KINDS}
-#: every kind's registry key, in table order
-COMPONENT_KINDS: Final[tuple[str, ...]] = tuple(BY_NAME)
 #: the kinds ``aeon.toml`` chooses exactly one of, by section (``[llm] use = ...``)
 ROLES: Final[dict[str, Kind]] = {kind.section: kind for kind in KINDS if kind.selection == "one"}
 

@@ -46,6 +46,7 @@ from aeon_kernel import (
     Validator,
     dumps_lenient,
     hookimpl,
+    plan_progress,
 )
 
 DEFAULT_THRESHOLDS: Final = {
@@ -154,11 +155,7 @@ class ModelConvergence(ModelBacked, ConvergenceEngine):
         limits = thresholds(self.options, custom_criteria)
 
         steps = [s for s in plan_state.get("steps") or [] if isinstance(s, dict)]
-        statuses = [s.get("status") for s in steps]
-        finished = bool(steps) and all(s in ("complete", "failed") for s in statuses)
-        completeness = statuses.count("complete") / len(steps) if steps else 0.0
-        reasons = [] if finished else ["steps_unfinished"]
-        reasons += [f"step_failed:{s.get('step_id')}" for s in steps if s.get("status") == "failed"]
+        finished, completeness, reasons = plan_progress(plan_state)
         blocking = [i for i in (report.issues if report else ()) if i.severity in BLOCKING_SEVERITIES]
         detected = [f"{i.severity} {i.type} at {i.location or '-'}: {i.description}" for i in blocking]
         if blocking:

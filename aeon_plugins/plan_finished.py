@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aeon_kernel import ConvergenceAssessment, ConvergenceEngine, Register, hookimpl
+from aeon_kernel import ConvergenceAssessment, ConvergenceEngine, Register, hookimpl, plan_progress
 
 
 class PlanFinished(ConvergenceEngine):
@@ -15,12 +15,7 @@ class PlanFinished(ConvergenceEngine):
         semantic_validation_report: Any = None,
         custom_criteria: dict[str, Any] | None = None,
     ) -> ConvergenceAssessment:
-        steps = plan_state.get("steps") or []
-        statuses = [step.get("status") for step in steps]
-        finished = bool(steps) and all(s in ("complete", "failed") for s in statuses)
-        reasons = [] if finished else ["steps_unfinished"]
-        reasons += [f"step_failed:{step.get('step_id')}" for step in steps if step.get("status") == "failed"]
-        complete = statuses.count("complete") / len(steps) if steps else 0.0
+        finished, complete, reasons = plan_progress(plan_state)
         return ConvergenceAssessment(
             converged=finished,
             reason_codes=tuple(reasons),
