@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         TelemetrySink,
         Validator,
     )
+    from aeon_kernel.flow.engine import FlowEngine
     from aeon_kernel.llm.client import ModelClient
     from aeon_kernel.models import Plan
     from aeon_kernel.orchestrator import Orchestrator
@@ -86,6 +87,31 @@ class Engine:
         self._configured_sinks_attached = False
         self._state_store: StateStore | None = None
         self._manifest_parts: tuple[int, list[dict[str, Any]], str] | None = None
+
+    @classmethod
+    def from_config_dir(
+        cls,
+        path: str | Path,
+        config: AeonConfig | str | None = None,
+        *,
+        plugins: Iterable[Any] = (),
+        autoload: bool | None = None,
+        record: str | Path | None = None,
+        replay: str | Path | None = None,
+    ) -> FlowEngine:
+        """The flow in directory ``path`` ready to run (spec 004 §8): its manifests loaded and checked, its memory
+        layers, tools, model and node code built. ``config`` defaults to ``path/aeon.toml`` when there is one,
+        else the usual lookup. Raises ``FlowError`` listing every problem of the flow."""
+        from aeon_kernel.flow.engine import FlowEngine
+
+        if config is None and (Path(path) / "aeon.toml").is_file():
+            config = str(Path(path) / "aeon.toml")
+        engine = cls(config, plugins=plugins, autoload=autoload, record=record, replay=replay)
+        try:
+            return FlowEngine.build(engine, path)
+        except BaseException:
+            engine.close()
+            raise
 
     # --- components, built on first use ------------------------------------------------------------------------
 
@@ -142,6 +168,14 @@ class Engine:
                     adapter = RecordingAdapter(adapter, self.record)
             self._llm = ModelClient(adapter)
         return self._llm
+
+    def without_model(self, reason: str) -> None:
+        """Runs on this engine never ask a model (a flow without agent nodes): none is loaded, and a call fails
+        saying ``reason``."""
+        from aeon_kernel.llm.client import ModelClient, NoModel
+
+        if self._llm is None:
+            self._llm = ModelClient(NoModel(reason))
 
     @property
     def memory(self) -> Memory:
@@ -221,8 +255,18 @@ class Engine:
 
     # --- runs --------------------------------------------------------------------------------------------------
 
-    def orchestrator(self, ttl: int | None = None) -> Orchestrator:
-        """A new orchestrator on this engine's components (sinks from ``[telemetry]`` are attached once)."""
+    def orchestrator(
+        self,
+        ttl: int | None = None,
+        *,
+        scheduler: Callable[[], Scheduler] | None = None,
+        manifest: dict[str, Any] | None = None,
+    ) -> Orchestrator:
+        """A new orchestrator on this engine's components (sinks from ``[telemetry]`` are attached once).
+
+        ``scheduler`` builds each run's scheduler instead of the one ``[scheduler]`` chooses (a flow's router);
+        ``manifest`` is added to the run manifest.
+        """
         from aeon_kernel.orchestrator import Orchestrator
 
         if not self._configured_sinks_attached:
@@ -240,10 +284,10 @@ class Engine:
             plugin_manager=self.pm,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
-            manifest=self.manifest(),
+            manifest={**self.manifest(), **(manifest or {})},
             state_store=self.state_store,
             planner=self.planner,
-            scheduler=self.scheduler,
+            scheduler=scheduler or self.scheduler,
             others=self.component,
         )
 

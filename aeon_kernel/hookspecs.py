@@ -38,8 +38,9 @@ __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 
 #: Bumped when a hook's signature or meaning changes; plugins may declare the version they target.
 #: 1.2 added ``aeon_register_planners``, ``aeon_register_schedulers`` and ``aeon_invoke_tool``; 1.3 the spec 003
-#: kinds (``aeon_register_depth_heuristics``, ``aeon_register_semantic_validators``) and ``aeon_pass_event``.
-HOOKSPEC_VERSION: Final = "1.3"
+#: kinds (``aeon_register_depth_heuristics``, ``aeon_register_semantic_validators``) and ``aeon_pass_event``; 1.4
+#: the spec 004 kinds (``aeon_register_nodes``, ``aeon_register_retrieval_policies``).
+HOOKSPEC_VERSION: Final = "1.4"
 
 
 # --- discovery -------------------------------------------------------------------------------------------------
@@ -190,6 +191,32 @@ def aeon_register_semantic_validators(register: Register) -> None:
         or ``temperature`` gets them too, as for convergence engines.
 
     Called once when an engine builds its registries. Used by multi-pass runs only.
+    """
+
+
+@hookspec
+def aeon_register_nodes(register: Register) -> None:
+    """Register the code of deterministic flow nodes (spec 004), which ``flow.yaml`` names with ``impl: NAME``.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns ``fn(value, context)``, called
+        with the node's input and a :class:`~aeon_kernel.flow.nodes.NodeContext` and returning its output (JSON).
+        ``options`` are the node's ``options`` in ``flow.yaml``. Use dotted names (``tickets.normalize``) to
+        keep clear of other plugins.
+
+    Called once when an engine builds its registries. A flow names code only through this registry, never by
+    an import path.
+    """
+
+
+@hookspec
+def aeon_register_retrieval_policies(register: Register) -> None:
+    """Register context retrieval policies (spec 004 §4), which a profile of ``context.yaml`` names in ``policy``.
+
+    :param register: ``register(name, factory)``; ``factory()`` returns ``policy(items, profile)``, which
+        orders and filters one memory layer's items (``{"layer", "key", "value", "seq"}``) for a
+        :class:`~aeon_kernel.flow.manifest.ProfileSpec`. The kernel registers ``recency`` and ``prefix``.
+
+    Called once when an engine builds its registries.
     """
 
 

@@ -1,4 +1,5 @@
-"""The JSON Schemas of the data model, for external tooling (spec 001 and 003; ``aeon schemas``, ``docs/schemas/``)."""
+"""The JSON Schemas of the data model and of flow manifests, for external tooling (specs 001, 003, 004;
+``aeon schemas``, ``docs/schemas/``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from aeon_kernel.flow.manifest import ContextFile, FlowSpec, MemoryFile
 from aeon_kernel.models import (
     ConvergenceAssessment,
     LogEntry,
@@ -43,6 +45,10 @@ EXPORTED_MODELS: tuple[type[BaseModel], ...] = (
     RefinementAction,
     ExecutionPass,
     ExecutionHistory,
+    # spec 004: the manifests of a flow directory (flow.yaml, context.yaml, memory.yaml)
+    FlowSpec,
+    ContextFile,
+    MemoryFile,
 )
 
 

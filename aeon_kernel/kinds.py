@@ -14,8 +14,9 @@ from typing import Final, Literal
 #: ``one`` — a ``[section]`` table with ``use = NAME`` (and a default);
 #: ``optional`` — like ``one``, but off unless the section is present;
 #: ``many`` — ``[section] use = [NAMES]``, each with its own ``[section.NAME]`` options table;
-#: ``subset`` — every registered component, or those ``[section] enabled`` lists.
-Selection = Literal["one", "optional", "many", "subset"]
+#: ``subset`` — every registered component, or those ``[section] enabled`` lists;
+#: ``named`` — not chosen in ``aeon.toml``: flow manifests name them (node implementations, retrieval policies).
+Selection = Literal["one", "optional", "many", "subset", "named"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ KINDS: Final[tuple[Kind, ...]] = (
         "semantic_validators", "semantic validator", "semantic_validator", "one", "model", used_by="multipass"
     ),
     Kind("telemetry_sinks", "telemetry sink", "telemetry", "many"),
+    Kind("nodes", "flow node implementation", "nodes", "named"),
+    Kind("retrieval_policies", "context retrieval policy", "retrieval_policies", "named"),
     Kind("state_stores", "state store", "state", "optional", "sqlite"),
 )
 

@@ -343,7 +343,8 @@ class MemoryEntry(FrozenModel):
 RunStatus = Literal["running", "completed", "failed", "ttl_expired"]
 #: What a cycle did: write the plan or execute a step; multi-pass runs (spec 003) also infer the task's profile,
 #: validate the plan or the results, assess convergence, refine the plan, and update the profile.
-Phase = Literal["plan", "step", "profile", "validate", "evaluate", "refine", "update_profile"]
+#: A flow run (spec 004) runs node stages.
+Phase = Literal["plan", "step", "profile", "validate", "evaluate", "refine", "update_profile", "node"]
 
 
 class OrchestrationState(FrozenModel):
@@ -387,6 +388,8 @@ class LogEntry(FrozenModel):
     step_status: StepStatus | None = None
     usage: dict[str, int] = Field(default_factory=dict)
     duration_ms: float = 0.0
+    #: a flow run's history records, one per node stage of this cycle (spec 004 §6); left out while empty
+    stages: tuple[dict[str, Any], ...] = Field(default=(), exclude_if=_is_empty)
 
     _iso = field_validator("timestamp")(_check_iso)
 

@@ -319,6 +319,10 @@ def test_every_entity_is_exported() -> None:
         "MemoryEntry",
         "SupervisorAction",
         "LogEntry",
+        # spec 004: the flow manifests
+        "FlowSpec",
+        "ContextFile",
+        "MemoryFile",
         # spec 003 (003-models.md)
         "TaskProfile",
         "ConvergenceAssessment",

@@ -262,3 +262,12 @@ def plugin_new(name: str, directory: str, kind: str) -> None:
 
 def main() -> None:
     cli()
+
+
+def _add_flow_commands() -> None:
+    from aeon_kernel.cli.flow import flow
+
+    cli.add_command(flow)
+
+
+_add_flow_commands()

@@ -37,6 +37,11 @@ def end_capture(token: Token[list[dict[str, Any]] | None]) -> None:
     _captured.reset(token)
 
 
+def captured() -> list[dict[str, Any]] | None:
+    """The list this thread or task is capturing model responses into (None outside a cycle)."""
+    return _captured.get()
+
+
 class ModelClient(LLMAdapter):
     """Wraps an adapter with the kernel's retry policy; each response also goes to the cycle capturing calls."""
 
@@ -146,3 +151,23 @@ def total_usage(calls: list[dict[str, Any]]) -> dict[str, int]:
                 total[key] = total.get(key, 0) + value
     total["llm_calls"] = len(calls)
     return total
+
+
+class NoModel(LLMAdapter):
+    """The model of an engine whose runs never need one: any call is an error saying why there is none."""
+
+    model_id = "none"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def generate(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+    ) -> LLMResponse:
+        raise LLMError(f"no model is loaded: {self.reason}")

@@ -69,7 +69,7 @@ def error_record(exc: BaseException, step_id: str | None = None, **extra: Any) -
 class Cycle:
     """What one cycle gathers before it becomes a LogEntry."""
 
-    __slots__ = ("actions", "errors", "phase", "plan_state", "started", "step_id", "tool_calls")
+    __slots__ = ("actions", "errors", "phase", "plan_state", "stages", "started", "step_id", "tool_calls")
 
     def __init__(self, plan: Plan | None) -> None:
         self.started = time.perf_counter()
@@ -79,6 +79,7 @@ class Cycle:
         self.actions: list[SupervisorAction] = []
         self.tool_calls: list[ToolCall] = []
         self.errors: list[dict[str, Any]] = []
+        self.stages: list[dict[str, Any]] = []
 
 
 class RunContext:
@@ -123,6 +124,11 @@ class RunContext:
         if calls and self.hooks.listens("aeon_tool_called"):
             for call in calls:
                 self.emit("aeon_tool_called", run_id=self.state.run_id, call=call)
+
+    def record_stage(self, record: dict[str, Any]) -> None:
+        """A flow stage's history record (spec 004 §6): into this cycle's log entry, and so the store and the log."""
+        if self.cycle is not None:
+            self.cycle.stages.append(record)
 
     def record_error(self, error: dict[str, Any]) -> None:
         """An error outside any step (convergence, the state store): into the state's error history."""

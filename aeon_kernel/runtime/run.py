@@ -263,6 +263,7 @@ class Run:
             step_status=step.status if step else None,
             usage=total_usage(calls),
             duration_ms=round((time.perf_counter() - cycle.started) * 1000, 3),
+            stages=tuple(cycle.stages),
         )
         context.cycle = None
         if self.store is not None:

@@ -349,6 +349,18 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #     """Semantic validators (multi-pass runs): ``factory(**options)`` returns a ``SemanticValidator``."""
 #     register("my_semantic_validator", MySemanticValidator)
 #
+#
+# @hookimpl
+# def aeon_register_nodes(register: Register) -> None:
+#     """Flow node code (``impl: my.node``): ``factory(**options)`` returns ``fn(value, context)``."""
+#     register("my.node", lambda: lambda value, context: value)
+#
+#
+# @hookimpl
+# def aeon_register_retrieval_policies(register: Register) -> None:
+#     """Context retrieval policies (flows): ``factory()`` returns ``policy(items, profile)``."""
+#     register("my_policy", lambda: lambda items, profile: items[: profile.limit])
+#
 # Decision hooks: the first non-None result wins, and the kernel's own implementation runs last. Return None
 # to leave the call to it; ``tryfirst=True`` runs before other plugins, ``wrapper=True`` wraps the whole call.
 #

@@ -1,0 +1,232 @@
+"""What a flow must satisfy beyond the shape of its files (spec 004 §2.3, §3.3, §5): the DAG invariants, the degree
+rules of each role, and every name a node gives (schemas, profiles, tools, implementations) resolving.
+
+Each check appends :class:`Problem` values and goes on, so that every problem is reported at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aeon_kernel.flow.manifest import ROLE_FIELDS, FlowSpec, MemoryFile, NodeSpec, ProfileRef, ProfileSpec
+from aeon_kernel.flow.yamlfile import Loaded, Problem
+
+
+@dataclass(frozen=True)
+class Known:
+    """The names the engine's plugins registered; a flow may name only these (None: not checked)."""
+
+    nodes: Collection[str] | None = None
+    tools: Collection[str] | None = None
+    policies: Collection[str] | None = None
+    memory_backends: Collection[str] | None = None
+
+
+#: (fewest, most) inbound and outbound edges of each role; None: no limit (spec 004 §3.3)
+DEGREES: dict[str, tuple[tuple[int, int | None], tuple[int, int | None]]] = {
+    "start": ((0, 0), (1, 1)),
+    "linear": ((1, 1), (1, 1)),
+    "decision": ((1, 1), (2, None)),
+    "branch": ((1, 1), (2, None)),
+    "split": ((1, 1), (1, None)),
+    "merge": ((2, None), (1, 1)),
+    "exit": ((1, None), (0, 0)),
+}
+
+
+def check_flow(
+    spec: FlowSpec,
+    loaded: Loaded,
+    schemas: Mapping[str, Any],
+    profiles: Mapping[str, ProfileSpec],
+    memory: MemoryFile,
+    known: Known,
+) -> list[Problem]:
+    problems: list[Problem] = []
+    index: dict[str, int] = {}
+    for i, node in enumerate(spec.nodes):
+        if node.id in index:
+            problems.append(
+                loaded.problem(("nodes", i, "id"), "is used by two nodes; node ids are unique", node.id)
+            )
+        index.setdefault(node.id, i)
+
+    def at(node_id: str, key: str | None = None) -> tuple[str | int, ...]:
+        return ("nodes", index[node_id], key) if key else ("nodes", index[node_id])
+
+    successors: dict[str, list[str]] = {node_id: [] for node_id in index}
+    predecessors: dict[str, list[str]] = {node_id: [] for node_id in index}
+    seen_edges: set[tuple[str, str]] = set()
+    for i, edge in enumerate(spec.edges):
+        for end, key in ((edge.source, "from"), (edge.target, "to")):
+            if end not in index:
+                problems.append(loaded.problem(("edges", i), f"{key} names no node: {end!r}"))
+        if edge.source == edge.target:
+            problems.append(
+                loaded.problem(("edges", i), f"loops from {edge.source!r} to itself", edge.source)
+            )
+        if (edge.source, edge.target) in seen_edges:
+            problems.append(loaded.problem(("edges", i), "is declared twice", edge.source))
+        seen_edges.add((edge.source, edge.target))
+        if edge.source in index and edge.target in index and edge.source != edge.target:
+            successors[edge.source].append(edge.target)
+            predecessors[edge.target].append(edge.source)
+
+    for node in spec.nodes:
+        if index[node.id] != spec.nodes.index(node):
+            continue  # a duplicate id, reported above
+        problems += _node_problems(node, loaded, at, schemas, profiles, known)
+        (min_in, max_in), (min_out, max_out) = DEGREES[node.role]
+        for count, low, high, what in (
+            (len(predecessors[node.id]), min_in, max_in, "inbound"),
+            (len(successors[node.id]), min_out, max_out, "outbound"),
+        ):
+            if count < low or (high is not None and count > high):
+                wanted = (
+                    f"{low}" if low == high else f"at least {low}" if high is None else f"{low} to {high}"
+                )
+                problems.append(
+                    loaded.problem(
+                        at(node.id, "role"),
+                        f"a {node.role} node has {wanted} {what} edges; this one has {count}",
+                        node.id,
+                    )
+                )
+
+    cycle = _cycle(list(index), successors)
+    if cycle:
+        problems.append(
+            loaded.problem(
+                at(cycle[0]), "is on a cycle: " + " -> ".join(cycle) + "; a flow is acyclic", cycle[0]
+            )
+        )
+    starts = [node.id for node in spec.nodes if node.role == "start"]
+    if not starts:
+        problems.append(loaded.problem(("nodes",), "no start node: a flow begins at a node with role: start"))
+    if spec.start is not None and (spec.start not in index or spec.nodes[index[spec.start]].role != "start"):
+        problems.append(loaded.problem(("start",), f"names {spec.start!r}, which is not a start node"))
+    reached = _reach(starts, successors)
+    for node_id in index:
+        if node_id not in reached:
+            problems.append(loaded.problem(at(node_id), "cannot be reached from any start node", node_id))
+    exits = {node.id for node in spec.nodes if node.role == "exit"}
+    for start in starts:
+        if not _reach([start], successors) & exits:
+            problems.append(loaded.problem(at(start), "reaches no exit node", start))
+    for layer, choice in memory.layers.items():
+        if known.memory_backends is not None and choice.use not in known.memory_backends:
+            problems.append(
+                Problem(
+                    "memory.yaml",
+                    f"layer {layer!r} uses {choice.use!r}, which no plugin registered: "
+                    f"choose one of {sorted(known.memory_backends)}",
+                )
+            )
+    for name, profile in profiles.items():
+        if known.policies is not None and profile.policy not in known.policies:
+            problems.append(
+                Problem(
+                    "context.yaml",
+                    f"profile {name!r} uses retrieval policy {profile.policy!r}, which no "
+                    f"plugin registered: choose one of {sorted(known.policies)}",
+                )
+            )
+    return problems
+
+
+def _node_problems(
+    node: NodeSpec,
+    loaded: Loaded,
+    at: Any,
+    schemas: Mapping[str, Any],
+    profiles: Mapping[str, ProfileSpec],
+    known: Known,
+) -> list[Problem]:
+    problems: list[Problem] = []
+
+    def problem(key: str, message: str) -> None:
+        problems.append(loaded.problem(at(node.id, key), message, node.id))
+
+    if node.role in ("start", "exit") and node.kind != "deterministic":
+        problem("kind", f"{node.role} nodes are deterministic (spec 004 §3.3)")
+    if node.kind == "agent" and not (node.instruction or "").strip():
+        problem("instruction", "an agent node needs an instruction")
+    if node.kind == "deterministic" and node.instruction is not None:
+        problem("instruction", "only agent nodes take an instruction")
+    if node.kind == "agent" and node.impl is not None:
+        problem("impl", "agent nodes are run by the model; impl is for deterministic nodes")
+    if node.role == "exit":
+        if node.tools:
+            problem("tools", "exit nodes are read-only and cannot call tools")
+        if node.impl is not None:
+            problem("impl", "exit nodes are read-only: they present the task's output as it is")
+    if node.continue_on_failure and node.fail_on_failure:
+        problem("continue_on_failure", "choose one of continue_on_failure and fail_on_failure")
+    for key, role in ROLE_FIELDS.items():
+        if getattr(node, key) is not None and node.role != role:
+            problem(key, f"only {role} nodes take {key}")
+    for key in ("input_schema", "output_schema"):
+        name = getattr(node, key)
+        if name is not None and name not in schemas:
+            problem(
+                key, f"names schema {name!r}, but there is no schemas/{name}.json; have: {sorted(schemas)}"
+            )
+    if isinstance(node.context, ProfileRef) and node.context.profile not in profiles:
+        problem(
+            "context",
+            f"names profile {node.context.profile!r}, which context.yaml does not define; "
+            f"have: {sorted(profiles)}",
+        )
+    if known.tools is not None:
+        for tool in node.tools:
+            if tool not in known.tools:
+                problem("tools", f"names tool {tool!r}, which is not enabled; have: {sorted(known.tools)}")
+    if known.nodes is not None and node.kind == "deterministic" and node.role != "exit":
+        impl = node.impl or "identity"
+        if impl not in known.nodes:
+            problem(
+                "impl",
+                f"names node implementation {impl!r}, which no plugin registered "
+                f"(aeon_register_nodes); have: {sorted(known.nodes)}",
+            )
+    return problems
+
+
+def _reach(starts: list[str], successors: Mapping[str, list[str]]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(starts)
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(successors.get(node, ()))
+    return seen
+
+
+def _cycle(nodes: list[str], successors: Mapping[str, list[str]]) -> list[str] | None:
+    """A cycle as ``[a, b, ..., a]``, or None; iterative, so a 10,000-node chain cannot overflow the stack."""
+    colour: dict[str, int] = dict.fromkeys(nodes, 0)  # 0 new, 1 on the path, 2 done
+    for root in nodes:
+        if colour[root]:
+            continue
+        path: list[str] = []
+        stack: list[tuple[str, int]] = [(root, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i == 0:
+                colour[node] = 1
+                path.append(node)
+            following = successors.get(node, [])
+            if i < len(following):
+                stack.append((node, i + 1))
+                nxt = following[i]
+                if colour[nxt] == 1:
+                    return [*path[path.index(nxt) :], nxt]
+                if colour[nxt] == 0:
+                    stack.append((nxt, 0))
+            else:
+                colour[node] = 2
+                path.pop()
+    return None

@@ -1,0 +1,332 @@
+"""A flow ready to run: ``Engine.from_config_dir(path)`` (spec 004 §8) and the Task result (§2.1).
+
+:class:`FlowEngine` is a flow on an :class:`~aeon_kernel.engine.Engine`: the engine's model, tools, memory, state
+store and sinks, with the flow's node code, memory layers and retrieval policies. Each ``run`` is a kernel
+:class:`~aeon_kernel.runtime.run.Run` driven by a :class:`~aeon_kernel.flow.router.FlowScheduler` — the same
+runtime, TTL, records, store and replay as ``aeon run``, another scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aeon_kernel.errors import OrchestrationError, RunStoreError, ValidationError
+from aeon_kernel.flow.checks import Known
+from aeon_kernel.flow.context import Layers, RetrievalPolicy
+from aeon_kernel.flow.graph import Flow
+from aeon_kernel.flow.loader import FlowError, load_flow
+from aeon_kernel.flow.manifest import LAYERS
+from aeon_kernel.flow.nodes import NodeFunction
+from aeon_kernel.flow.router import FlowScheduler, FlowSetup
+from aeon_kernel.flow.yamlfile import Problem
+
+if TYPE_CHECKING:
+    from aeon_kernel.contracts import Memory, TelemetrySink
+    from aeon_kernel.llm.client import ModelClient
+    from aeon_kernel.orchestrator import Orchestrator
+    from aeon_kernel.plugins import Registries
+    from aeon_kernel.runtime.run import Run, RunResult
+    from aeon_kernel.runtime.scheduler import Scheduler
+    from aeon_kernel.runtime.store import StateStore
+    from aeon_kernel.tools import ToolRegistry
+
+
+class Host(Protocol):
+    """What a flow needs of the :class:`~aeon_kernel.engine.Engine` it runs on (named here, so that the engine
+    module and this one do not import each other)."""
+
+    registries: Registries
+
+    @property
+    def memory(self) -> Memory: ...
+
+    @property
+    def tools(self) -> ToolRegistry: ...
+
+    @property
+    def llm(self) -> ModelClient: ...
+
+    @property
+    def state_store(self) -> StateStore | None: ...
+
+    def without_model(self, reason: str) -> None: ...
+
+    def add_sink(self, name: str, **options: Any) -> TelemetrySink: ...
+
+    def orchestrator(
+        self,
+        ttl: int | None = None,
+        *,
+        scheduler: Callable[[], Scheduler] | None = None,
+        manifest: dict[str, Any] | None = None,
+    ) -> Orchestrator: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """How a flow run ended (spec 004 §2.1): the root task's status and output, its lineage, and the history."""
+
+    run_id: str
+    #: ``success``, ``failure`` or ``partial`` (spec 004 §3.4)
+    status: str
+    output: Any
+    message: str
+    #: every task of the run: id, parent, lineage type, status, where it ended
+    tasks: tuple[dict[str, Any], ...]
+    #: one record per stage, in order (spec 004 §6)
+    history: tuple[dict[str, Any], ...]
+    #: where the history is kept: the run id, and the state store holding it (None: this process only)
+    history_ref: dict[str, Any]
+    run: RunResult = field(repr=False)
+
+    def to_dict(self, *, history: bool = True) -> dict[str, Any]:
+        result = self.run.to_dict()
+        data = {
+            "run_id": self.run_id,
+            "status": self.status,
+            "output": self.output,
+            "message": self.message,
+            "run_status": result["status"],
+            "errors": result["errors"],
+            "tasks": list(self.tasks),
+            "history_ref": self.history_ref,
+            "flow": result.get("flow"),
+        }
+        if history:
+            data["history"] = list(self.history)
+        return data
+
+
+class FlowEngine:
+    """One flow and the engine it runs on; build it with ``Engine.from_config_dir(path)``."""
+
+    def __init__(
+        self,
+        engine: Host,
+        flow: Flow,
+        functions: dict[str, NodeFunction],
+        layers: Layers,
+        policies: dict[str, RetrievalPolicy],
+        owned: list[Memory],
+    ) -> None:
+        self.engine = engine
+        self.flow = flow
+        self.setup = FlowSetup(flow, functions, layers, policies)
+        self._owned = owned
+        #: the latest run's result, once it has ended
+        self.result: TaskResult | None = None
+
+    @classmethod
+    def build(cls, engine: Host, directory: str | Path) -> FlowEngine:
+        """Spec 004 §8, in order, on an engine whose plugins are discovered (nothing is built yet)."""
+        registries = engine.registries
+        # 1-4: load the manifests, check the schemas and references, build the DAG, check its invariants.
+        flow = load_flow(
+            directory,
+            Known(
+                nodes=registries["nodes"].names(),
+                tools=None,  # checked below, once the enabled tools are built (step 6)
+                policies=registries["retrieval_policies"].names(),
+                memory_backends=registries["memory_backends"].names(),
+            ),
+        )
+        # 5: the memory layers (memory.yaml), each a backend; a layer not named uses the engine's memory.
+        owned: list[Memory] = []
+        backends: dict[Any, Memory] = {}
+        for layer in LAYERS:
+            choice = flow.memory.layers.get(layer)
+            if choice is None:
+                backends[layer] = engine.memory
+            else:
+                backend = registries["memory_backends"].create(choice.use, **(choice.model_extra or {}))
+                owned.append(backend)
+                backends[layer] = backend
+        layers = Layers(flow.name, backends)
+        # 6: the tools and the model adapter.
+        tools = engine.tools
+        problems = [
+            Problem(
+                "flow.yaml",
+                f"names tool {name!r}, which is not enabled; have: {sorted(t.name for t in tools)}",
+                node=node.id,
+            )
+            for node in flow.spec.nodes
+            for name in node.tools
+            if tools.get(name) is None
+        ]
+        if problems:
+            raise FlowError(str(directory), problems)
+        if any(node.kind == "agent" for node in flow.spec.nodes):
+            engine.llm  # noqa: B018 - built now, so a missing model is reported before any run
+        else:  # no node asks the model: do not load one
+            engine.without_model(f"flow {flow.name!r} has no agent nodes")
+        # 7: the plugins' code the flow names: node implementations and retrieval policies.
+        functions: dict[str, NodeFunction] = {}
+        for node in flow.spec.nodes:
+            if node.kind == "deterministic" and node.role != "exit":
+                functions[node.id] = _node_function(engine, flow, node.id)
+        policies = {
+            name: registries["retrieval_policies"].create(name)
+            for name in registries["retrieval_policies"].names()
+        }
+        # 8: the engine.
+        return cls(engine, flow, functions, layers, policies, owned)
+
+    # --- runs --------------------------------------------------------------------------------------------------
+
+    def start(self, value: Any, *, start: str | None = None, ttl: int | None = None) -> Run:
+        """A new run of the flow on ``value`` (the start node's input); step it, iterate it or execute it."""
+        if start is not None and (start not in self.flow.nodes or self.flow.nodes[start].role != "start"):
+            raise ValidationError(
+                f"{start!r} is not a start node of flow {self.flow.name!r}: {list(self.flow.starts)}"
+            )
+        try:
+            request = json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"the flow's input must be JSON: {exc}") from None
+        orchestrator = self.engine.orchestrator(
+            ttl or self.flow.ttl,
+            scheduler=lambda: FlowScheduler(self.setup, start, json.loads(request)),
+            manifest={"flow": self.flow.metadata()},
+        )
+        return orchestrator.start(request)
+
+    def run(self, value: Any, *, start: str | None = None, ttl: int | None = None) -> TaskResult:
+        """Run the flow on ``value`` to its end."""
+        run = self.start(value, start=start, ttl=ttl)
+        return self._drain(run, [])
+
+    def iter(
+        self, value: Any, *, start: str | None = None, ttl: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Run the flow one stage at a time, yielding each stage's history record as it is written.
+
+        ``result`` holds the :class:`TaskResult` once the iterator is exhausted.
+        """
+        run = self.start(value, start=start, ttl=ttl)
+        yield from self._stages(run, [])
+
+    def resume(self, run_id: str) -> TaskResult:
+        """Continue an interrupted run of this flow from the state store, at the stage after the last committed."""
+        run, history = self._resumed(run_id)
+        return self._drain(run, history)
+
+    def iter_resume(self, run_id: str) -> Iterator[dict[str, Any]]:
+        run, history = self._resumed(run_id)
+        yield from self._stages(run, history)
+
+    def close(self) -> None:
+        for backend in self._owned:
+            backend.close()
+        self.engine.close()
+
+    def __enter__(self) -> FlowEngine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- internals ---------------------------------------------------------------------------------------------
+
+    def _resumed(self, run_id: str) -> tuple[Run, list[dict[str, Any]]]:
+        store = self.engine.state_store
+        if store is None:
+            raise OrchestrationError(
+                'resuming a flow needs a state store: set [state] use = "sqlite" in aeon.toml'
+            )
+        stored = store.load(run_id)
+        recorded = stored.manifest.get("flow")
+        if not isinstance(recorded, dict) or recorded.get("name") != self.flow.name:
+            raise RunStoreError(f"run {run_id!r} is not a run of flow {self.flow.name!r}")
+        if recorded.get("hashes") != self.flow.hashes:
+            changed = sorted(
+                name
+                for name in {*recorded.get("hashes", {}), *self.flow.hashes}
+                if recorded.get("hashes", {}).get(name) != self.flow.hashes.get(name)
+            )
+            raise RunStoreError(
+                f"flow {self.flow.name!r} changed since run {run_id!r} started ({', '.join(changed)}); a run resumes "
+                "only on the manifests it started with: restore them, or start a new run"
+            )
+        orchestrator = self.engine.orchestrator(
+            scheduler=lambda: FlowScheduler(self.setup), manifest={"flow": self.flow.metadata()}
+        )
+        run = orchestrator.start_resume(run_id)
+        history = [stage for entry in stored.entries for stage in entry.stages]
+        return run, history
+
+    def _stages(self, run: Run, history: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        with run:
+            for entry in run:
+                for stage in entry.stages:
+                    history.append(stage)
+                    yield stage
+        self.result = self._result(run, history)
+
+    def _drain(self, run: Run, history: list[dict[str, Any]]) -> TaskResult:
+        for _ in self._stages(run, history):
+            pass
+        assert self.result is not None
+        return self.result
+
+    def _result(self, run: Run, history: list[dict[str, Any]]) -> TaskResult:
+        if run.result is None:
+            raise OrchestrationError(
+                f"run {run.run_id} was closed before it ended; resume it with `aeon flow resume`"
+            )
+        result = run.result
+        task = result.details.get("task") or {"status": "failure", "output": None, "tasks": []}
+        store = self.engine.state_store
+        return TaskResult(
+            run_id=result.run_id,
+            status=task["status"],
+            output=task["output"],
+            message=result.message,
+            tasks=tuple(task["tasks"]),
+            history=tuple(history),
+            history_ref={
+                "run_id": result.run_id,
+                "state_store": str(getattr(store, "path", "")) or None,
+            },
+            run=result,
+        )
+
+
+def _node_function(engine: Host, flow: Flow, node_id: str) -> NodeFunction:
+    node = flow.nodes[node_id]
+    impl = node.impl or "identity"
+    index = [n.id for n in flow.spec.nodes].index(node_id)
+    try:
+        function = engine.registries["nodes"].create(impl, **node.options)
+    except Exception as exc:
+        raise FlowError(
+            str(flow.directory),
+            [
+                Problem(
+                    "flow.yaml",
+                    f"node implementation {impl!r} could not be built with these options: {exc}",
+                    key=f"nodes[{index}].options",
+                    node=node_id,
+                )
+            ],
+        ) from None
+    if not callable(function):
+        raise FlowError(
+            str(flow.directory),
+            [
+                Problem(
+                    "flow.yaml",
+                    f"the factory of node implementation {impl!r} returned {type(function).__name__}, not a "
+                    "function (value, context) -> output",
+                    key=f"nodes[{index}].impl",
+                    node=node_id,
+                )
+            ],
+        )
+    return function  # type: ignore[no-any-return]

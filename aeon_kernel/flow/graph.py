@@ -1,0 +1,122 @@
+"""A flow as a graph: its nodes, its edges in declaration order, and what the router asks of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aeon_kernel.flow.manifest import FlowSpec, MemoryFile, NodeSpec, ProfileSpec
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A loaded, checked flow (:func:`aeon_kernel.flow.loader.load_flow`). Immutable: many runs share one."""
+
+    spec: FlowSpec
+    directory: Path
+    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    profiles: dict[str, ProfileSpec] = field(default_factory=dict)
+    memory: MemoryFile = field(default_factory=MemoryFile)
+    #: sha256 of every file read, by path relative to the directory (spec 004 §10.2)
+    hashes: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        nodes = {node.id: node for node in self.spec.nodes}
+        successors: dict[str, list[str]] = {node_id: [] for node_id in nodes}
+        predecessors: dict[str, list[str]] = {node_id: [] for node_id in nodes}
+        for edge in self.spec.edges:
+            successors.setdefault(edge.source, []).append(edge.target)
+            predecessors.setdefault(edge.target, []).append(edge.source)
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "successors", {k: tuple(v) for k, v in successors.items()})
+        object.__setattr__(self, "predecessors", {k: tuple(v) for k, v in predecessors.items()})
+
+    nodes: dict[str, NodeSpec] = field(init=False)
+    #: targets of each node's outbound edges, in declaration order
+    successors: dict[str, tuple[str, ...]] = field(init=False)
+    #: sources of each node's inbound edges, in declaration order
+    predecessors: dict[str, tuple[str, ...]] = field(init=False)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def starts(self) -> tuple[str, ...]:
+        return tuple(node.id for node in self.spec.nodes if node.role == "start")
+
+    @property
+    def default_start(self) -> str:
+        return self.spec.start or self.starts[0]
+
+    @property
+    def ttl(self) -> int:
+        return self.spec.ttl or 10 * len(self.nodes)
+
+    def schema(self, name: str | None) -> dict[str, Any] | None:
+        return None if name is None else self.schemas[name]
+
+    def metadata(self) -> dict[str, Any]:
+        """What a run records of its flow (spec 004 §10.2): name, version, directory, file hashes."""
+        return {
+            "name": self.spec.name,
+            "version": self.spec.version,
+            "directory": str(self.directory),
+            "hashes": dict(self.hashes),
+            "schema_revisions": {
+                name: schema.get("$id") or schema.get("version")
+                for name, schema in sorted(self.schemas.items())
+            },
+        }
+
+
+def mermaid(flow: Flow) -> str:
+    """The DAG as a Mermaid flowchart: shapes by role, agents marked."""
+    shapes = {
+        "start": ("([", "])"),
+        "exit": ("([", "])"),
+        "decision": ("{", "}"),
+        "branch": ("{{", "}}"),
+        "split": ("[/", "\\]"),
+        "merge": ("[\\", "/]"),
+        "linear": ("[", "]"),
+    }
+    lines = ["flowchart TD"]
+    for node in flow.spec.nodes:
+        left, right = shapes[node.role]
+        label = f"{node.id}<br/>{node.role}{' · agent' if node.kind == 'agent' else ''}"
+        lines.append(f'    {_mermaid_id(node.id)}{left}"{label}"{right}')
+    for edge in flow.spec.edges:
+        lines.append(f"    {_mermaid_id(edge.source)} --> {_mermaid_id(edge.target)}")
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_id(node_id: str) -> str:
+    return "n_" + "".join(c if c.isalnum() or c == "_" else "_" for c in node_id)
+
+
+def dot(flow: Flow) -> str:
+    """The DAG in Graphviz's DOT language."""
+    shapes = {
+        "start": "oval",
+        "exit": "doubleoctagon",
+        "decision": "diamond",
+        "branch": "hexagon",
+        "split": "trapezium",
+        "merge": "invtrapezium",
+        "linear": "box",
+    }
+    lines = [f"digraph {_quote(flow.name)} {{", "    rankdir=TB;"]
+    for node in flow.spec.nodes:
+        style = ', style="filled", fillcolor="#e8f0fe"' if node.kind == "agent" else ""
+        label = f"{node.id}\\n{node.role}"
+        lines.append(f"    {_quote(node.id)} [shape={shapes[node.role]}, label={_quote(label)}{style}];")
+    for edge in flow.spec.edges:
+        lines.append(f"    {_quote(edge.source)} -> {_quote(edge.target)};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\\\\n", "\\n") + '"'

@@ -1,0 +1,144 @@
+"""Loading a flow directory: every file read and checked, every problem listed (spec 004 §8 steps 1-4).
+
+:func:`load_flow` returns a :class:`~aeon_kernel.flow.graph.Flow` or raises :class:`FlowError` holding *all*
+the problems found, each naming its file, line, key and node, so that ``aeon flow validate`` can list them
+together instead of one per attempt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from aeon_kernel.errors import AeonError, ValidationError
+from aeon_kernel.flow.checks import Known, check_flow
+from aeon_kernel.flow.graph import Flow
+from aeon_kernel.flow.manifest import ContextFile, FlowSpec, MemoryFile
+from aeon_kernel.flow.yamlfile import Loaded, Problem, load_file
+from aeon_kernel.schemas import check_schema
+
+M = TypeVar("M", bound=BaseModel)
+MAX_SCHEMAS = 1000
+
+
+class FlowError(AeonError):
+    """A flow directory cannot be used; ``problems`` lists everything wrong with it."""
+
+    def __init__(self, directory: str, problems: list[Problem]) -> None:
+        self.directory, self.problems = directory, problems
+        listing = "\n".join(f"  - {problem}" for problem in problems)
+        noun = "problem" if len(problems) == 1 else "problems"
+        super().__init__(f"flow {directory} has {len(problems)} {noun}:\n{listing}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "problems": [problem.to_dict() for problem in self.problems]}
+
+
+def load_flow(directory: str | Path, known: Known | None = None) -> Flow:
+    """The flow in ``directory``; raises :class:`FlowError` listing every problem found."""
+    root = Path(directory)
+    problems: list[Problem] = []
+    hashes: dict[str, str] = {}
+    if not root.is_dir():
+        raise FlowError(str(root), [Problem(str(root), "is not a directory holding a flow.yaml")])
+
+    def read(name: str, required: bool) -> Loaded | None:
+        path = root / name
+        if not required and not path.exists():
+            return None
+        loaded = load_file(path, name)
+        if isinstance(loaded, Problem):
+            problems.append(loaded)
+            return None
+        hashes[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return loaded
+
+    flow_file = read("flow.yaml", required=True)
+    spec = _model(FlowSpec, flow_file, problems) if flow_file else None
+    context_file = read("context.yaml", required=False)
+    context = _model(ContextFile, context_file, problems) if context_file else ContextFile()
+    memory_file = read("memory.yaml", required=False)
+    memory = _model(MemoryFile, memory_file, problems) if memory_file else MemoryFile()
+    schemas = _schemas(root, problems, hashes)
+    if spec is None or context is None or memory is None or flow_file is None:
+        raise FlowError(str(root), problems or [Problem("flow.yaml", "could not be read")])
+    problems += check_flow(spec, flow_file, schemas, context.profiles, memory, known or Known())
+    if problems:
+        raise FlowError(str(root), problems)
+    return Flow(
+        spec=spec,
+        directory=root.resolve(),
+        schemas=schemas,
+        profiles=dict(context.profiles),
+        memory=memory,
+        hashes=dict(sorted(hashes.items())),
+    )
+
+
+def _model(model: type[M], loaded: Loaded, problems: list[Problem]) -> M | None:
+    """``loaded`` as ``model``; each pydantic error becomes a problem at its key's line."""
+    if loaded.value is None:
+        problems.append(Problem(loaded.file, "is empty"))
+        return None
+    try:
+        return model.model_validate(loaded.value)
+    except PydanticValidationError as exc:
+        for error in exc.errors(include_url=False):
+            path = tuple(error["loc"])
+            node = _node_id(loaded.value, path)
+            problems.append(loaded.problem(path, _phrase(error), node))
+        return None
+
+
+def _phrase(error: Any) -> str:
+    """A pydantic error in the words a manifest author needs."""
+    if error["type"] == "extra_forbidden":
+        return "is not a known key (see docs/flows.md for the manifest reference)"
+    if error["type"] == "missing":
+        return "is required"
+    return str(error["msg"])
+
+
+def _node_id(value: Any, path: tuple[Any, ...]) -> str | None:
+    if len(path) >= 2 and path[0] == "nodes" and isinstance(path[1], int) and isinstance(value, dict):
+        nodes = value.get("nodes")
+        if isinstance(nodes, list) and path[1] < len(nodes) and isinstance(nodes[path[1]], dict):
+            node_id = nodes[path[1]].get("id")
+            return node_id if isinstance(node_id, str) else None
+    return None
+
+
+def _schemas(root: Path, problems: list[Problem], hashes: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Every ``schemas/NAME.json`` (or ``.yaml``), each a valid JSON Schema, by NAME."""
+    folder = root / "schemas"
+    if not folder.is_dir():
+        return {}
+    schemas: dict[str, dict[str, Any]] = {}
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".json", ".yaml", ".yml"))
+    if len(files) > MAX_SCHEMAS:
+        problems.append(Problem("schemas/", f"holds {len(files)} schema files; the limit is {MAX_SCHEMAS}"))
+        return {}
+    for path in files:
+        shown = f"schemas/{path.name}"
+        loaded = load_file(path, shown)
+        if isinstance(loaded, Problem):
+            problems.append(loaded)
+            continue
+        if path.stem in schemas:
+            problems.append(Problem(shown, f"a schema named {path.stem!r} is defined twice"))
+            continue
+        if not isinstance(loaded.value, dict):
+            problems.append(Problem(shown, "must hold a JSON Schema object"))
+            continue
+        try:
+            check_schema(loaded.value)
+        except ValidationError as exc:
+            problems.append(Problem(shown, f"is not a valid JSON Schema: {exc}"))
+            continue
+        schemas[path.stem] = loaded.value
+        hashes[shown] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return schemas

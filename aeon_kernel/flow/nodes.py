@@ -1,0 +1,189 @@
+"""What runs inside a node: the :class:`NodeContext` a deterministic implementation gets, the kernel's own
+implementations, and the agent call (spec 004 §2.2, §3.2 step 2, §5).
+
+A deterministic node names an implementation a plugin registered with ``aeon_register_nodes``:
+``register("ticket.normalize", factory)``, where ``factory(**options)`` returns ``fn(value, context) -> output``
+and ``options`` are the node's ``options`` in ``flow.yaml`` — never a dotted import path. An agent node is the
+model, asked through the kernel's client with the node's output schema as the decoding constraint and the
+supervisor repairing what does not parse or match.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aeon_kernel.errors import AeonError, ValidationError
+from aeon_kernel.flow.context import Layers
+from aeon_kernel.flow.manifest import Layer, NodeSpec
+from aeon_kernel.invocation import ToolContext, checked
+from aeon_kernel.models import ToolCall
+from aeon_kernel.schemas import schema_errors
+from aeon_kernel.tools import ToolRegistry
+
+#: ``fn(value, context) -> output``: a deterministic node's code
+NodeFunction = Callable[[Any, "NodeContext"], Any]
+
+
+class ToolMisuseError(AeonError):
+    """A node called a tool it does not list, or with arguments its schema refuses: the node fails (§3.4)."""
+
+
+@dataclass
+class NodeContext:
+    """What a node may use while it runs: its context (a copy: read-only to the node), its tools, its memory."""
+
+    run_id: str
+    task_id: str
+    node: NodeSpec
+    #: the assembled context items (``{"layer", "key", "value", "seq"}``), as recorded in the history
+    context: list[dict[str, Any]]
+    lineage: list[str]
+    tools: ToolRegistry
+    layers: Layers
+    invoke: Callable[..., Any]
+    #: every tool call this stage made, in order
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    @property
+    def stage_id(self) -> str:
+        return f"{self.task_id}/{self.node.id}"
+
+    @property
+    def idempotency_key(self) -> str:
+        """``"<run_id>:<task>/<node>"``: the same when a resumed run runs this stage again, so a side effect
+        keyed by it happens once."""
+        return f"{self.run_id}:{self.stage_id}"
+
+    def call_tool(self, name: str, **arguments: Any) -> ToolCall:
+        """Call a tool this node lists. A tool's own error comes back in the record and does not by itself fail
+        the node; an unlisted tool or arguments its schema refuses is misuse, and fails it."""
+        if name not in self.node.tools:
+            raise ToolMisuseError(
+                f"node {self.node.id!r} called tool {name!r}, which it does not list: {list(self.node.tools)}"
+            )
+        tool = self.tools.get(name)
+        if tool is None:
+            raise ToolMisuseError(f"node {self.node.id!r} called tool {name!r}, which is not enabled")
+        problems = schema_errors(tool.input_schema, arguments)
+        if problems:
+            raise ToolMisuseError(
+                f"node {self.node.id!r} called {name!r} with arguments its schema refuses: {problems}"
+            )
+        call = self.invoke(tool=tool, arguments=arguments, context=ToolContext(self.run_id, self.stage_id))
+        record = checked(tool, arguments, self.stage_id, call)
+        self.tool_calls.append(record)
+        return record
+
+    def remember(self, key: str, value: Any, layer: Layer = "project") -> None:
+        """Keep ``value`` under ``key`` in the ``project`` or ``global`` layer (or this task's)."""
+        self.layers.remember(layer, self.run_id, self.task_id, key, value)
+
+
+# --- the kernel's node implementations ----------------------------------------------------------------------
+
+
+def identity() -> NodeFunction:
+    """The input, unchanged (the default of a deterministic node without ``impl``)."""
+    return lambda value, context: value
+
+
+def pick(keys: list[str]) -> NodeFunction:
+    """Only ``keys`` of the input object."""
+
+    def run(value: Any, context: NodeContext) -> Any:
+        _need_object(value, "pick")
+        return {key: value[key] for key in keys if key in value}
+
+    return run
+
+
+def assign(values: dict[str, Any]) -> NodeFunction:
+    """The input object with ``values`` set (a constant label, a default, ...)."""
+
+    def run(value: Any, context: NodeContext) -> Any:
+        _need_object(value, "assign")
+        return {**value, **copy.deepcopy(values)}
+
+    return run
+
+
+def route_by(
+    key: str, routes: dict[str, str], default: str | None = None, route_key: str = "route"
+) -> NodeFunction:
+    """For decision nodes: ``route`` set from the input's ``key`` through ``routes`` (value -> node id)."""
+
+    def run(value: Any, context: NodeContext) -> Any:
+        _need_object(value, "route_by")
+        chosen = routes.get(str(value.get(key)), default)
+        return {**value, route_key: chosen}
+
+    return run
+
+
+def collect(key: str = "items") -> NodeFunction:
+    """For merge nodes: ``{key: [output of each input]}``, in the merge's order."""
+
+    def run(value: Any, context: NodeContext) -> Any:
+        if not isinstance(value, list):
+            raise ValidationError(f"collect expects the list a merge receives, got {type(value).__name__}")
+        return {key: [entry.get("output") for entry in value]}
+
+    return run
+
+
+def _need_object(value: Any, name: str) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError(f"{name} expects an object, got {type(value).__name__}")
+
+
+KERNEL_NODES: dict[str, Callable[..., NodeFunction]] = {
+    "identity": identity,
+    "pick": pick,
+    "assign": assign,
+    "route_by": route_by,
+    "collect": collect,
+}
+
+# --- agent nodes ----------------------------------------------------------------------------------------------
+
+
+def agent_schema(node: NodeSpec, schema: dict[str, Any] | None, targets: tuple[str, ...]) -> dict[str, Any]:
+    """The decoding constraint of an agent node: its output schema; a decision's route key limited to its edges."""
+    base: dict[str, Any] = copy.deepcopy(schema) if schema is not None else {"type": "object"}
+    if node.role != "decision":
+        return base
+    key = node.route_key or "route"
+    properties = {**base.get("properties", {}), key: {"type": "string", "enum": list(targets)}}
+    required = [*base.get("required", []), *([key] if key not in base.get("required", []) else [])]
+    return {**base, "type": "object", "properties": properties, "required": required}
+
+
+def agent_prompt(
+    node: NodeSpec, value: Any, context: list[dict[str, Any]], tool_results: list[ToolCall]
+) -> str:
+    """The prompt of an agent node: the instruction, its input, its context, and the reply format."""
+    parts = [node.instruction or "", "", "Input:", json.dumps(value, ensure_ascii=False, default=str)]
+    if context:
+        parts += [
+            "",
+            "Context:",
+            json.dumps(
+                [{k: i[k] for k in ("layer", "key", "value")} for i in context],
+                ensure_ascii=False,
+                default=str,
+            ),
+        ]
+    for call in tool_results:
+        parts += [
+            "",
+            f"Result of tool {call.tool_name}:",
+            json.dumps(call.result if call.error is None else call.error, ensure_ascii=False, default=str),
+        ]
+    if node.role == "decision":
+        parts += ["", f"Choose the next step by setting {node.route_key or 'route'!r}."]
+    parts += ["", "Reply with one JSON object only."]
+    return "\n".join(parts)

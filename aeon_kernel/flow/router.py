@@ -1,0 +1,354 @@
+"""The DAG router (spec 004 §3): a :class:`~aeon_kernel.runtime.scheduler.Scheduler` on the kernel's runtime.
+
+Each cycle claims the next ready tasks (up to the flow's ``parallelism``), runs one stage of each — concurrently
+when there are several — and applies the outcomes in claim order, so a run is the same run sequential or
+parallel. A stage follows §3.2 in order: assemble the context, execute the node (its code, or the model), validate
+the output against the node's schema, update the task's output, write the history record, route. The task
+bookkeeping is :class:`~aeon_kernel.flow.tasks.TaskBook`; what runs inside a node is :mod:`aeon_kernel.flow.nodes`.
+
+History records (one per stage, :meth:`RunContext.record_stage`) land in the cycle's log entry (``stages``), so
+they reach the JSONL log and the state store with the cycle; the book of tasks is the scheduler's durable state,
+so ``aeon flow resume`` goes on from the last committed stage. A stage whose process died is run again with the
+same idempotency key (``<run_id>:<task>/<node>``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import json
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from aeon_kernel.errors import LLMError
+from aeon_kernel.flow.context import Layers, RetrievalPolicy, assemble
+from aeon_kernel.flow.graph import Flow
+from aeon_kernel.flow.nodes import NodeContext, NodeFunction, ToolMisuseError, agent_prompt, agent_schema
+from aeon_kernel.flow.tasks import TaskBook, route_of
+from aeon_kernel.llm.client import begin_capture, captured, end_capture
+from aeon_kernel.llm.structured import ask_json
+from aeon_kernel.models import OrchestrationState, ToolCall, utc_now
+from aeon_kernel.runtime.context import RunContext
+from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
+from aeon_kernel.schemas import schema_errors
+from aeon_kernel.tools import ToolRegistry
+
+
+@dataclass
+class StageOutcome:
+    """What one stage produced, before it is applied to the book."""
+
+    task_id: str
+    node_id: str
+    input: Any
+    context: list[dict[str, Any]]
+    started: str
+    succeeded: bool = False
+    output: Any = None
+    error: str | None = None
+    route: list[str] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    model_calls: list[dict[str, Any]] = field(default_factory=list)
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class FlowSetup:
+    """What every run of one flow shares: the flow, its node code, its memory layers, the retrieval policies."""
+
+    flow: Flow
+    functions: Mapping[str, NodeFunction]
+    layers: Layers
+    policies: Mapping[str, RetrievalPolicy]
+
+
+class FlowScheduler(Scheduler):
+    """Routes one task tree through a flow (``start`` and ``value`` are used by a new run, not a resumed one)."""
+
+    def __init__(self, setup: FlowSetup, start: str | None = None, value: Any = None) -> None:
+        self.setup = setup
+        self.flow = setup.flow
+        self._start, self._value = start or setup.flow.default_start, value
+        self.book: TaskBook | None = None
+        self._claimed: list[str] = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    def start(self, run: RunContext, *, resumed: bool) -> None:
+        saved = run.state.scheduler_state.get("book")
+        if resumed and saved is not None:
+            self.book = TaskBook(self.flow, copy.deepcopy(saved))
+            return
+        self.book = TaskBook(self.flow, {"flow": self.flow.name})
+        self.book.begin(self._start, self._value)
+        self._save(run)
+
+    def status(self, run: RunContext) -> Verdict | None:
+        book = self._book
+        if book.finished:
+            return Verdict("failed" if book.root["status"] == "failure" else "completed")
+        if not book.queue:  # cannot happen with a checked flow; never spin
+            run.record_error(
+                {"type": "FlowError", "message": "no task is ready but the root task has not ended"}
+            )
+            return Verdict("failed")
+        return None
+
+    def next_work(self, run: RunContext) -> Work:
+        book = self._book
+        self._claimed = book.claim(self.flow.spec.parallelism)
+        return Work("node", " ".join(f"{t}/{book.tasks[t]['node']}" for t in self._claimed))
+
+    def perform(self, work: Work, run: RunContext) -> list[StageOutcome]:
+        if len(self._claimed) == 1:
+            return [self._stage(self._claimed[0], run)]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.flow.spec.parallelism, thread_name_prefix="aeon-flow")
+        futures = [
+            self._pool.submit(contextvars.copy_context().run, self._stage, task_id, run)
+            for task_id in self._claimed
+        ]
+        return [future.result() for future in futures]
+
+    def apply(self, work: Work, outcome: list[StageOutcome], run: RunContext) -> None:
+        book = self._book
+        calls = captured()
+        for stage in outcome:
+            self._claimed.remove(stage.task_id)
+            seq = book.next_seq()
+            if stage.succeeded:
+                self.setup.layers.write_stage(run.run_id, stage.task_id, seq, stage.node_id, stage.output)
+            route = stage.route if stage.succeeded else list(self.flow.successors[stage.node_id])
+            events = book.advance(stage.task_id, stage.succeeded, stage.output, route, stage.error)
+            task = book.tasks[stage.task_id]
+            run.record_stage(self._record(seq, stage, task, events))
+            run.record_tool_calls(tuple(stage.tool_calls))
+            if calls is not None:
+                calls.extend(stage.model_calls)
+            if not stage.succeeded:
+                run.fail_cycle(
+                    {
+                        "type": "NodeFailed",
+                        "message": stage.error,
+                        "step_id": f"{stage.task_id}/{stage.node_id}",
+                    }
+                )
+        self._save(run)
+
+    def abandon(self, work: Work | None, error: BaseException, run: RunContext) -> None:
+        """Stages the cycle could not apply fail their tasks (the run goes on with the others)."""
+        book = self._book
+        for task_id in self._claimed:
+            events = book.abandon(task_id, f"{type(error).__name__}: {error}")
+            run.record_stage(
+                {
+                    "seq": book.next_seq(),
+                    "task": task_id,
+                    "node": book.tasks[task_id]["node"],
+                    "status": "failure",
+                    "error": str(error),
+                    "events": events,
+                }
+            )
+        self._claimed = []
+        self._save(run)
+
+    def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+        book = TaskBook(self.flow, copy.deepcopy(state.scheduler_state.get("book") or {}))
+        if not book.tasks:
+            return Conclusion(answer=None, message="the flow did not start")
+        root = book.root
+        status = root["status"] if book.finished else "failure"
+        task = {
+            "status": status,
+            "output": root["output"],
+            "exit": root.get("exit"),
+            "error": root.get("error"),
+            "tasks": [_summary(t) for t in book.tasks.values()],
+        }
+        message = _message(verdict, root, book)
+        return Conclusion(
+            answer=root["output"], message=message, details={"task": task, "flow": self.flow.metadata()}
+        )
+
+    # --- one stage -----------------------------------------------------------------------------------------------
+
+    def _stage(self, task_id: str, run: RunContext) -> StageOutcome:
+        """§3.2 steps 1-3 for one task (apply does 4-6): never raises, except when the model is unavailable."""
+        book, flow, setup = self._book, self.flow, self.setup
+        task = book.tasks[task_id]
+        node = flow.nodes[task["node"]]
+        value = copy.deepcopy(task["output"])
+        stage = StageOutcome(task_id, node.id, task["output"], [], utc_now())
+        began = time.perf_counter()
+        token = begin_capture(stage.model_calls)
+        try:
+            problems = schema_errors(flow.schemas[node.input_schema], value) if node.input_schema else []
+            if problems:
+                raise _StageFailed(
+                    f"input does not match schema {node.input_schema!r}: {'; '.join(problems)}"
+                )
+            lineage = book.lineage(task_id)
+            try:
+                stage.context = assemble(
+                    setup.layers, node.context, flow.profiles, setup.policies, run.run_id, lineage
+                )
+            except Exception as exc:
+                raise _StageFailed(f"context assembly failed: {type(exc).__name__}: {exc}") from None
+            context = NodeContext(
+                run.run_id,
+                task_id,
+                node,
+                copy.deepcopy(stage.context),
+                lineage,
+                run.components.tools,
+                setup.layers,
+                run.hooks.caller("aeon_invoke_tool"),
+                stage.tool_calls,
+            )
+            output = self._execute(node.id, value, context, run)
+            try:
+                output = json.loads(
+                    json.dumps(output, allow_nan=False)
+                )  # JSON only, and a copy the node cannot touch
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise _StageFailed(f"the node's output is not JSON: {exc}") from None
+            problems = schema_errors(flow.schemas[node.output_schema], output) if node.output_schema else []
+            if problems:
+                raise _StageFailed(
+                    f"output does not match schema {node.output_schema!r}: {'; '.join(problems)}"
+                )
+            route, error = route_of(flow, node.id, output)
+            if error:
+                raise _StageFailed(error)
+            stage.succeeded, stage.output, stage.route = True, output, route
+        except LLMError:
+            raise
+        except _StageFailed as exc:
+            stage.error = str(exc)
+        except ToolMisuseError as exc:
+            stage.error = f"tool misuse: {exc}"
+        except Exception as exc:
+            stage.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            end_capture(token)
+            stage.duration_ms = round((time.perf_counter() - began) * 1000, 3)
+        return stage
+
+    def _execute(self, node_id: str, value: Any, context: NodeContext, run: RunContext) -> Any:
+        node = self.flow.nodes[node_id]
+        if node.role == "exit":
+            return value  # read-only: an exit presents the task's output as it is
+        if node.kind == "deterministic":
+            return self.setup.functions[node_id](value, context)
+        components = run.components
+        ask: Callable[[str, dict[str, Any]], Any] = lambda prompt, schema: ask_json(  # noqa: E731
+            components.llm,
+            components.supervisor,
+            components.validator,
+            prompt,
+            schema,
+            record=run.record_action,
+            max_tokens=components.max_tokens,
+            temperature=components.temperature,
+        )
+        if node.tools:
+            options = [
+                {
+                    "type": "object",
+                    "properties": {
+                        "tool": {"const": name},
+                        "arguments": _tool_schema(components.tools, name),
+                    },
+                    "required": ["tool", "arguments"],
+                    "additionalProperties": False,
+                }
+                for name in node.tools
+            ]
+            choice = ask(
+                agent_prompt(node, value, context.context, []) + "\nFirst choose a tool call.",
+                {"anyOf": options},
+            )
+            context.call_tool(choice["tool"], **choice["arguments"])
+        schema = agent_schema(node, self.flow.schema(node.output_schema), self.flow.successors[node_id])
+        prompt = agent_prompt(node, value, context.context, context.tool_calls)
+        if node.example is not None:
+            prompt += "\nExample reply: " + json.dumps(node.example, ensure_ascii=False)
+        return ask(prompt, schema)
+
+    # --- records -----------------------------------------------------------------------------------------------
+
+    def _record(
+        self, seq: int, stage: StageOutcome, task: dict[str, Any], events: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The history record of one stage (spec 004 §6): input and output exactly as given, context, tools,
+        routing, lineage, status and times."""
+        node = self.flow.nodes[stage.node_id]
+        return {
+            "seq": seq,
+            "task": stage.task_id,
+            "node": stage.node_id,
+            "role": node.role,
+            "kind": node.kind,
+            "lineage": {"parent": task["parent"], "type": task["lineage"]},
+            "input": stage.input,
+            "context": stage.context,
+            "output": stage.output,
+            "status": "success" if stage.succeeded else "failure",
+            "error": stage.error,
+            "tool_calls": [
+                call.model_dump(mode="json", exclude={"timestamp", "duration_ms"})
+                for call in stage.tool_calls
+            ],
+            "route": stage.route,
+            "events": events,
+            "task_status": task["status"],
+            "started": stage.started,
+            "duration_ms": stage.duration_ms,
+        }
+
+    @property
+    def _book(self) -> TaskBook:
+        assert self.book is not None, "start() builds the book"
+        return self.book
+
+    def _save(self, run: RunContext) -> None:
+        """The book into the run's state, as a copy: snapshots taken earlier never change."""
+        run.state.scheduler_state = {"book": copy.deepcopy(self._book.state)}
+        run.state.changed()
+
+
+def _tool_schema(tools: ToolRegistry, name: str) -> dict[str, Any]:
+    tool = tools.get(name)
+    if tool is None:
+        raise ToolMisuseError(f"tool {name!r} is not enabled")
+    return tool.input_schema
+
+
+class _StageFailed(Exception):
+    """A stage error named by the spec (§7.1): schema mismatch, invalid routing decision, context assembly."""
+
+
+def _summary(task: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: task.get(key)
+        for key in ("id", "parent", "lineage", "status", "ended_at", "exit", "merged_into", "error")
+    }
+
+
+def _message(verdict: Verdict, root: dict[str, Any], book: TaskBook) -> str:
+    if verdict.status == "ttl_expired":
+        return (
+            "TTL expired before the flow reached an exit; the state is kept. Raise the flow's ttl in flow.yaml "
+            "(default: 10 cycles per node) and resume it."
+        )
+    if not book.finished:
+        return "the flow stopped before its root task ended; see errors"
+    where = f"exit {root['exit']!r}" if root.get("exit") else f"node {root.get('ended_at')!r}"
+    if root["status"] == "failure":
+        return f"the task ended with failure at {where}: {root.get('error') or 'see the history'}"
+    return f"the task ended with {root['status']} at {where}"

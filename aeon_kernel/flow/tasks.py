@@ -1,0 +1,273 @@
+"""The router's book of tasks (spec 004 §2.1, §3.1, §3.3-3.5, §7): where each task is, and what a finished stage
+changes. Pure bookkeeping, no I/O: :class:`~aeon_kernel.flow.router.FlowScheduler` runs the stages and hands
+each outcome to :meth:`TaskBook.advance`.
+
+The book is plain JSON (it lives in the run's ``scheduler_state``, so a crashed run resumes from it). Tasks are
+named by lineage — the root is ``t1``, its clones or subtasks ``t1.1``, ``t1.2``, ... in edge declaration
+order — and ready tasks wait in one FIFO queue, so a run takes the same stages in the same order whether they run
+one at a time or several at once.
+
+Routing, by the role of the node a task just finished (the DAG is the only routing structure):
+
+- ``start``, ``linear``, ``merge``: on to the one successor.
+- ``decision``: on to the successor the output names (``route_key``, default ``route``); any other value fails
+  the node.
+- ``branch`` / ``split``: the task waits, and one clone / subtask per outbound edge starts at that edge's target
+  with the node's output.
+- ``exit``: the task ends with the status it already has, or ``failure`` when the exit says ``always_fail``.
+
+A task routed to a merge node parks there. When every task of its fork (its parent's children) has parked or
+ended, the parent resumes at the merge with the list of their outputs, in edge declaration order (the merge's
+inbound edges, then the order the fork created them) — never completion order. A fork whose tasks all ended
+without merging settles its parent by the fork's rule: a branch succeeds when one clone succeeded (the first, in
+declaration order, gives the output), a split when all subtasks did (``partial`` when some failed and the split
+node has ``continue_on_failure``). A task that arrives at a merge with no fork to wait for (the root after a
+decision) runs the merge at once with its own output alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from aeon_kernel.flow.graph import Flow
+
+TaskStatus = Literal["success", "failure", "partial"]
+ROOT: Final = "t1"
+
+
+class TaskBook:
+    """The tasks of one flow run, kept in (and read back from) ``state``, a JSON dict."""
+
+    def __init__(self, flow: Flow, state: dict[str, Any]) -> None:
+        self.flow = flow
+        self.state = state
+        self.tasks: dict[str, dict[str, Any]] = state.setdefault("tasks", {})
+        self.queue: list[str] = state.setdefault("queue", [])
+        state.setdefault("seq", 0)
+
+    # --- reading ---------------------------------------------------------------------------------------------
+
+    @property
+    def root(self) -> dict[str, Any]:
+        return self.tasks[ROOT]
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.tasks) and self.root["state"] == "done"
+
+    def next_seq(self) -> int:
+        self.state["seq"] += 1
+        return int(self.state["seq"])
+
+    def lineage(self, task_id: str) -> list[str]:
+        """The task and its ancestors, nearest first."""
+        chain = [task_id]
+        while (parent := self.tasks[chain[-1]]["parent"]) is not None:
+            chain.append(parent)
+        return chain
+
+    # --- changes ---------------------------------------------------------------------------------------------
+
+    def begin(self, start: str, value: Any) -> None:
+        """The root task, ready at ``start`` with the run's input."""
+        self.tasks[ROOT] = _task(ROOT, None, "root", start, value)
+        self.queue.append(ROOT)
+
+    def claim(self, limit: int) -> list[str]:
+        """The first ``limit`` ready tasks, taken off the queue."""
+        claimed, self.queue[:] = self.queue[:limit], self.queue[limit:]
+        return claimed
+
+    def advance(
+        self, task_id: str, succeeded: bool, output: Any, route: list[str], error: str | None
+    ) -> list[dict[str, Any]]:
+        """A stage of ``task_id`` ended; move the task on and return the routing events, for the history.
+
+        ``route`` is where the node's role sends the task (:func:`route_of`); ``output`` is the node's validated
+        output (ignored when it failed).
+        """
+        task = self.tasks[task_id]
+        node = self.flow.nodes[task["node"]]
+        events: list[dict[str, Any]] = []
+        if succeeded:
+            task["output"] = output
+        else:
+            task["error"] = error
+            if not node.continue_on_failure or node.role in ("decision", "exit"):
+                self._end(task, "failure", events)
+                return events
+            task["status"] = "partial"  # spec 004 §3.5: it goes on with the output it had
+            events.append({"event": "continued_after_failure", "task": task_id, "node": node.id})
+        if node.role == "exit":
+            status: TaskStatus = "failure" if node.always_fail else task["status"]
+            self._end(task, status, events, exit_node=node.id)
+        elif node.role in ("branch", "split"):
+            task["state"] = "waiting"
+            lineage = "clone" if node.role == "branch" else "subtask"
+            created = []
+            for i, target in enumerate(route, start=1):
+                child = _task(f"{task_id}.{i}", task_id, lineage, target, task["output"])
+                self.tasks[child["id"]] = child
+                task["children"].append(child["id"])
+                created.append({"task": child["id"], "lineage": lineage, "node": target})
+            events.append({"event": f"{node.role}_created", "parent": task_id, "tasks": created})
+            for child_id in task["children"]:
+                self._arrive(self.tasks[child_id], self.tasks[child_id]["node"], node.id, events)
+        else:
+            events.append({"event": "routed", "task": task_id, "from": node.id, "to": route[0]})
+            self._arrive(task, route[0], node.id, events)
+        return events
+
+    def abandon(self, task_id: str, error: str) -> list[dict[str, Any]]:
+        """A stage that could not finish (the cycle raised): its task fails."""
+        task = self.tasks[task_id]
+        task["error"] = error
+        events: list[dict[str, Any]] = []
+        self._end(task, "failure", events)
+        return events
+
+    # --- internals -------------------------------------------------------------------------------------------
+
+    def _arrive(self, task: dict[str, Any], target: str, source: str, events: list[dict[str, Any]]) -> None:
+        """``task`` reaches ``target`` by the edge from ``source``: ready to run it, or parked at a merge."""
+        task["node"] = target
+        if self.flow.nodes[target].role != "merge":
+            task["state"] = "ready"
+            self.queue.append(task["id"])
+            return
+        task["state"] = "parked"
+        task["arrived_from"] = source
+        events.append({"event": "arrived_at_merge", "task": task["id"], "node": target, "from": source})
+        if task["parent"] is None:
+            self._merge(task, target, [task], [], events)  # nothing to wait for
+        else:
+            self._settle(self.tasks[task["parent"]], events)
+
+    def _end(
+        self,
+        task: dict[str, Any],
+        status: TaskStatus,
+        events: list[dict[str, Any]],
+        exit_node: str | None = None,
+    ) -> None:
+        task["state"], task["status"] = "done", status
+        task["ended_at"], task["exit"] = task["node"], exit_node
+        events.append({"event": "task_ended", "task": task["id"], "status": status, "node": task["node"]})
+        if task["parent"] is not None:
+            self._settle(self.tasks[task["parent"]], events)
+
+    def _settle(self, parent: dict[str, Any], events: list[dict[str, Any]]) -> None:
+        """When every child of ``parent`` has parked or ended: merge them, or end the parent by its fork's rule."""
+        children = [self.tasks[child_id] for child_id in parent["children"]]
+        if parent["state"] != "waiting" or any(c["state"] not in ("parked", "done") for c in children):
+            return
+        parked = [c for c in children if c["state"] == "parked"]
+        if parked:
+            merge = parked[0]["node"]
+            strays = [c for c in parked if c["node"] != merge]
+            for stray in strays:  # one fork, one merge: a task parked elsewhere cannot be merged
+                stray["error"] = f"parked at merge {stray['node']!r} while its siblings merge at {merge!r}"
+                stray["state"], stray["status"], stray["ended_at"] = "done", "failure", stray["node"]
+                events.append(
+                    {"event": "task_ended", "task": stray["id"], "status": "failure", "node": stray["node"]}
+                )
+            parked = [c for c in parked if c["node"] == merge]
+            failed = [c for c in children if c["state"] == "done"]
+            self._merge(parent, merge, parked, failed, events)
+            return
+        fork = self.flow.nodes[parent["node"]]
+        statuses = [c["status"] for c in children]
+        if fork.role == "branch":
+            winner = next((c for c in children if c["status"] == "success"), None) or next(
+                (c for c in children if c["status"] == "partial"), None
+            )
+            parent["output"] = winner["output"] if winner else None
+            status: TaskStatus = winner["status"] if winner else "failure"
+        else:
+            parent["output"] = [_entry(c) for c in children]
+            if all(s == "success" for s in statuses):
+                status = "success"
+            elif all(s == "failure" for s in statuses):
+                status = "failure"
+            elif all(s != "failure" for s in statuses) or fork.continue_on_failure:
+                status = "partial"
+            else:
+                status = "failure"
+        if status == "success" and parent["status"] == "partial":
+            status = "partial"
+        parent["node"] = fork.id
+        self._end(parent, status, events)
+
+    def _merge(
+        self,
+        owner: dict[str, Any],
+        merge: str,
+        parked: list[dict[str, Any]],
+        failed: list[dict[str, Any]],
+        events: list[dict[str, Any]],
+    ) -> None:
+        """``owner`` resumes at ``merge`` with its inputs in declaration order (inbound edge, then fork order)."""
+        node = self.flow.nodes[merge]
+        inbound = self.flow.predecessors[merge]
+        ordered = sorted(parked, key=lambda c: inbound.index(c["arrived_from"]))  # stable: fork order within
+        strategy = node.strategy or "collect"
+        entries = [_entry(c) for c in ordered]
+        if strategy == "collect":
+            entries += [_entry(c) for c in failed]
+        for child in parked:
+            if child is not owner:
+                child["state"], child["merged_into"] = "done", merge
+                child["ended_at"] = merge
+        status = owner["status"]
+        if strategy == "collect" and any(c["status"] != "success" for c in [*parked, *failed]):
+            status = "partial"
+        owner.update(state="ready", node=merge, output=entries, status=status)
+        self.queue.append(owner["id"])
+        events.append(
+            {
+                "event": "merge",
+                "node": merge,
+                "task": owner["id"],
+                "inputs": [{"task": e["task"], "from": e["from"], "status": e["status"]} for e in entries],
+                "strategy": strategy,
+            }
+        )
+
+
+def route_of(flow: Flow, node_id: str, output: Any) -> tuple[list[str], str | None]:
+    """Where the role of ``node_id`` sends a task whose output is ``output``; an error for an invalid decision."""
+    node = flow.nodes[node_id]
+    targets = list(flow.successors[node_id])
+    if node.role == "decision":
+        key = node.route_key or "route"
+        chosen = output.get(key) if isinstance(output, dict) else None
+        if chosen not in targets:
+            return [], (
+                f"decision {node_id!r} chose {chosen!r} (output key {key!r}); it must be one of its edges: {targets}"
+            )
+        return [chosen], None
+    return targets, None
+
+
+def _task(task_id: str, parent: str | None, lineage: str, node: str, output: Any) -> dict[str, Any]:
+    return {
+        "id": task_id,
+        "parent": parent,
+        "lineage": lineage,
+        "node": node,
+        "state": "ready",
+        "status": "success",
+        "output": output,
+        "children": [],
+        "error": None,
+    }
+
+
+def _entry(task: dict[str, Any]) -> dict[str, Any]:
+    """One input of a merge (or of a split's result): which task, from where, how it ended, its output."""
+    return {
+        "task": task["id"],
+        "from": task.get("arrived_from") or task.get("ended_at"),
+        "status": task["status"],
+        "output": task["output"],
+    }
