@@ -52,6 +52,26 @@ if TYPE_CHECKING:
         UnknownComponentError,
         ValidationError,
     )
+    from aeon_kernel.flow.engine import (
+        FlowEngine,
+        TaskResult,
+    )
+    from aeon_kernel.flow.graph import (
+        Flow,
+    )
+    from aeon_kernel.flow.loader import (
+        FlowError,
+        load_flow,
+    )
+    from aeon_kernel.flow.manifest import (
+        FlowSpec,
+        NodeSpec,
+        ProfileSpec,
+    )
+    from aeon_kernel.flow.nodes import (
+        NodeContext,
+        ToolMisuseError,
+    )
     from aeon_kernel.hookspecs import (
         HOOKSPEC_VERSION,
     )
@@ -218,6 +238,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "UnknownComponentError",
         "ValidationError",
     ),
+    "aeon_kernel.flow.engine": ("FlowEngine", "TaskResult"),
+    "aeon_kernel.flow.graph": ("Flow",),
+    "aeon_kernel.flow.loader": ("FlowError", "load_flow"),
+    "aeon_kernel.flow.manifest": ("FlowSpec", "NodeSpec", "ProfileSpec"),
+    "aeon_kernel.flow.nodes": ("NodeContext", "ToolMisuseError"),
     "aeon_kernel.hookspecs": ("HOOKSPEC_VERSION",),
     "aeon_kernel.markers": ("hookimpl",),
     "aeon_kernel.idempotency": ("current_idempotency_key",),
@@ -334,6 +359,10 @@ __all__ = [
     "Engine",
     "ExecutionHistory",
     "ExecutionPass",
+    "Flow",
+    "FlowEngine",
+    "FlowError",
+    "FlowSpec",
     "FunctionTool",
     "IssueType",
     "LLMAdapter",
@@ -348,6 +377,8 @@ __all__ = [
     "ModelClient",
     "ModelPlanner",
     "NestingDepthError",
+    "NodeContext",
+    "NodeSpec",
     "OrchestrationError",
     "OrchestrationState",
     "Orchestrator",
@@ -356,6 +387,7 @@ __all__ = [
     "PlanStep",
     "Planner",
     "PluginError",
+    "ProfileSpec",
     "RecordAction",
     "RecursivePlanner",
     "RefinementAction",
@@ -384,11 +416,13 @@ __all__ = [
     "SupervisorActionType",
     "SupervisorError",
     "TaskProfile",
+    "TaskResult",
     "TelemetrySink",
     "Tool",
     "ToolCall",
     "ToolContext",
     "ToolError",
+    "ToolMisuseError",
     "ToolRegistrationError",
     "ToolRegistry",
     "UnknownComponentError",
@@ -416,6 +450,7 @@ __all__ = [
     "ignore_action",
     "increment_error",
     "is_utf8",
+    "load_flow",
     "loads_strict",
     "plan_progress",
     "schema_errors",
