@@ -182,7 +182,7 @@ class FlowScheduler(Scheduler):
         book, flow, setup = self._book, self.flow, self.setup
         task = book.tasks[task_id]
         node = flow.nodes[task["node"]]
-        value = copy.deepcopy(task["output"])
+        value = _copy(task["output"])  # the node may change its input; the task's output stays as recorded
         stage = StageOutcome(task_id, node.id, task["output"], [], utc_now())
         began = time.perf_counter()
         token = begin_capture(stage.model_calls)
@@ -203,7 +203,7 @@ class FlowScheduler(Scheduler):
                 run.run_id,
                 task_id,
                 node,
-                copy.deepcopy(stage.context),
+                _copy(stage.context) if stage.context else [],
                 lineage,
                 run.components.tools,
                 setup.layers,
@@ -212,9 +212,7 @@ class FlowScheduler(Scheduler):
             )
             output = self._execute(node.id, value, context, run)
             try:
-                output = json.loads(
-                    json.dumps(output, allow_nan=False)
-                )  # JSON only, and a copy the node cannot touch
+                output = _copy(output)  # JSON only, and a copy the node cannot touch
             except (TypeError, ValueError, RecursionError) as exc:
                 raise _StageFailed(f"the node's output is not JSON: {exc}") from None
             problems = schema_errors(flow.schemas[node.output_schema], output) if node.output_schema else []
@@ -285,31 +283,34 @@ class FlowScheduler(Scheduler):
     def _record(
         self, seq: int, stage: StageOutcome, task: dict[str, Any], events: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        """The history record of one stage (spec 004 §6): input and output exactly as given, context, tools,
-        routing, lineage, status and times."""
-        node = self.flow.nodes[stage.node_id]
-        return {
+        """The history record of one stage (spec 004 §6): input and output exactly as given, the context used, the
+        tool calls, the route, what the routing did (forks, merges, task ends), the status and the times. Keys
+        whose value is empty (no context, no tool call, no error, no event) are left out."""
+        record: dict[str, Any] = {
             "seq": seq,
             "task": stage.task_id,
             "node": stage.node_id,
-            "role": node.role,
-            "kind": node.kind,
-            "lineage": {"parent": task["parent"], "type": task["lineage"]},
+            "role": self.flow.nodes[stage.node_id].role,
             "input": stage.input,
-            "context": stage.context,
             "output": stage.output,
             "status": "success" if stage.succeeded else "failure",
-            "error": stage.error,
-            "tool_calls": [
-                call.model_dump(mode="json", exclude={"timestamp", "duration_ms"})
-                for call in stage.tool_calls
-            ],
             "route": stage.route,
-            "events": events,
             "task_status": task["status"],
             "started": stage.started,
             "duration_ms": stage.duration_ms,
         }
+        if stage.context:
+            record["context"] = stage.context
+        if stage.tool_calls:
+            record["tool_calls"] = [
+                call.model_dump(mode="json", exclude={"timestamp", "duration_ms"})
+                for call in stage.tool_calls
+            ]
+        if stage.error is not None:
+            record["error"] = stage.error
+        if events:
+            record["events"] = events
+        return record
 
     @property
     def _book(self) -> TaskBook:
@@ -317,9 +318,15 @@ class FlowScheduler(Scheduler):
         return self.book
 
     def _save(self, run: RunContext) -> None:
-        """The book into the run's state, as a copy: snapshots taken earlier never change."""
-        run.state.scheduler_state = {"book": copy.deepcopy(self._book.state)}
+        """The book is the run's durable state (a snapshot, when one is taken, copies it)."""
+        run.state.scheduler_state = {"book": self._book.state}
         run.state.changed()
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a JSON value (through the C encoder: several times faster than ``copy.deepcopy``); raises on
+    anything that is not JSON."""
+    return json.loads(json.dumps(value, allow_nan=False))
 
 
 def _tool_schema(tools: ToolRegistry, name: str) -> dict[str, Any]:

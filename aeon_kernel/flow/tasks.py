@@ -114,7 +114,6 @@ class TaskBook:
             for child_id in task["children"]:
                 self._arrive(self.tasks[child_id], self.tasks[child_id]["node"], node.id, events)
         else:
-            events.append({"event": "routed", "task": task_id, "from": node.id, "to": route[0]})
             self._arrive(task, route[0], node.id, events)
         return events
 

@@ -10,6 +10,7 @@ transition rules stay in one place: :func:`aeon_kernel.models.moved_step`.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from aeon_kernel.errors import StateTransitionError
@@ -92,7 +93,8 @@ class RunState:
                 ttl_remaining=self.ttl_remaining,
                 cycle=self.cycle,
                 status=self.status,
-                scheduler_state=dict(self.scheduler_state),
+                # a scheduler changes its state in place: the snapshot gets its own copy, taken only when asked
+                scheduler_state=copy.deepcopy(self.scheduler_state) if self.scheduler_state else {},
             )
         return self._snapshot
 

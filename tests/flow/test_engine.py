@@ -286,7 +286,7 @@ def test_an_agent_decision_is_constrained_to_its_edges_and_routes(tmp_path: Path
     )
     assert result.status == "success" and result.tasks[0]["exit"] == "tech"
     decision = result.history[1]
-    assert decision["route"] == ["tech"] and decision["kind"] == "agent"
+    assert decision["route"] == ["tech"] and decision["node"] == "pick"
 
 
 def test_a_deterministic_decision_outside_its_edges_fails_the_node(tmp_path: Path) -> None:
