@@ -284,7 +284,11 @@ class Engine:
             plugin_manager=self.pm,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
-            manifest={**self.manifest(), **(manifest or {})},
+            manifest={
+                **self.manifest(),
+                "scheduler": self.config.choice("scheduler").use,
+                **(manifest or {}),
+            },
             state_store=self.state_store,
             planner=self.planner,
             scheduler=scheduler or self.scheduler,

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any, Final
 
 from aeon_kernel.contracts import ConvergenceEngine, LLMAdapter, Memory, Planner, Supervisor, Validator
-from aeon_kernel.errors import OrchestrationError, ValidationError
+from aeon_kernel.errors import OrchestrationError, RunStoreError, ValidationError
 from aeon_kernel.hookspecs import HOOKSPEC_VERSION
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.models import LogEntry, OrchestrationState, Plan
@@ -137,6 +137,15 @@ class Orchestrator:
         if self.state_store is None:
             raise OrchestrationError('resuming needs a state store: set [state] use = "sqlite" in aeon.toml')
         stored = self.state_store.load(run_id)
+        started_by, mine = stored.manifest.get("scheduler"), (self.manifest or {}).get("scheduler")
+        if started_by and mine and started_by != mine:
+            how = (
+                f"aeon flow resume {run_id}" if started_by == "flow" else f'[scheduler] use = "{started_by}"'
+            )
+            raise RunStoreError(
+                f"run {run_id!r} was started by the {started_by!r} scheduler and cannot go on under {mine!r}: "
+                f"resume it with {how}"
+            )
         self.state_store.claim(run_id)
         return self._new_run(stored.state, resumed=stored)
 

@@ -193,7 +193,7 @@ class FlowEngine:
         orchestrator = self.engine.orchestrator(
             ttl or self.flow.ttl,
             scheduler=lambda: FlowScheduler(self.setup, start, json.loads(request)),
-            manifest={"flow": self.flow.metadata()},
+            manifest={"scheduler": "flow", "flow": self.flow.metadata()},
         )
         return orchestrator.start(request)
 
@@ -255,7 +255,8 @@ class FlowEngine:
                 "only on the manifests it started with: restore them, or start a new run"
             )
         orchestrator = self.engine.orchestrator(
-            scheduler=lambda: FlowScheduler(self.setup), manifest={"flow": self.flow.metadata()}
+            scheduler=lambda: FlowScheduler(self.setup),
+            manifest={"scheduler": "flow", "flow": self.flow.metadata()},
         )
         run = orchestrator.start_resume(run_id)
         history = [stage for entry in stored.entries for stage in entry.stages]

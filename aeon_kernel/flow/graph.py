@@ -82,18 +82,16 @@ def mermaid(flow: Flow) -> str:
         "merge": ("[\\", "/]"),
         "linear": ("[", "]"),
     }
+    # Mermaid ids are the nodes' positions (node ids may hold characters Mermaid reads as syntax); labels show ids.
+    ids = {node.id: f"n{i}" for i, node in enumerate(flow.spec.nodes)}
     lines = ["flowchart TD"]
     for node in flow.spec.nodes:
         left, right = shapes[node.role]
         label = f"{node.id}<br/>{node.role}{' · agent' if node.kind == 'agent' else ''}"
-        lines.append(f'    {_mermaid_id(node.id)}{left}"{label}"{right}')
+        lines.append(f'    {ids[node.id]}{left}"{label}"{right}')
     for edge in flow.spec.edges:
-        lines.append(f"    {_mermaid_id(edge.source)} --> {_mermaid_id(edge.target)}")
+        lines.append(f"    {ids[edge.source]} --> {ids[edge.target]}")
     return "\n".join(lines) + "\n"
-
-
-def _mermaid_id(node_id: str) -> str:
-    return "n_" + "".join(c if c.isalnum() or c == "_" else "_" for c in node_id)
 
 
 def dot(flow: Flow) -> str:

@@ -350,8 +350,8 @@ def _summary(task: dict[str, Any]) -> dict[str, Any]:
 def _message(verdict: Verdict, root: dict[str, Any], book: TaskBook) -> str:
     if verdict.status == "ttl_expired":
         return (
-            "TTL expired before the flow reached an exit; the state is kept. Raise the flow's ttl in flow.yaml "
-            "(default: 10 cycles per node) and resume it."
+            "TTL expired before the task reached an exit; the state is kept in final_state. Run it again with "
+            "a larger TTL (--ttl, or ttl: in flow.yaml; the default is 10 cycles per node)."
         )
     if not book.finished:
         return "the flow stopped before its root task ended; see errors"

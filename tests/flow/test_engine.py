@@ -326,3 +326,22 @@ def test_iterating_yields_one_record_per_stage_and_the_run_records_what_produced
     assert [stage["node"] for line in lines[1:] for stage in line.get("stages", [])] == ["in", "mid", "out"]
     json.dumps(result.to_dict())  # the Task result is JSON
     assert result.history_ref["run_id"] == result.run_id
+
+
+def test_a_flow_run_resumes_as_a_flow_and_only_as_one(tmp_path: Path) -> None:
+    """Stopped after two stages, a stored flow run goes on with `resume`; the plan scheduler refuses it."""
+    from aeon_kernel import RunStoreError
+
+    stored = config().with_choice("state", "sqlite", path=str(tmp_path / "runs.db"))
+    flow_dir = write_flow(
+        tmp_path / "flow", chain(START, {"id": "a", "role": "linear"}, {"id": "b", "role": "linear"}, EXIT)
+    )
+    with Engine.from_config_dir(flow_dir, stored) as engine:
+        run = engine.start({"n": 1})
+        run.next(), run.next()
+        run.close()
+    with Engine(stored) as plain, pytest.raises(RunStoreError, match=f"aeon flow resume {run.run_id}"):
+        plain.resume(run.run_id)
+    with Engine.from_config_dir(flow_dir, stored) as engine:
+        result = engine.resume(run.run_id)
+    assert result.status == "success" and [r["node"] for r in result.history] == ["in", "a", "b", "out"]
