@@ -280,7 +280,8 @@ class Engine:
             self.supervisor,
             self.validator,
             ttl=ttl or self.config.ttl,
-            convergence=self.convergence,
+            # a scheduler given here (a flow's router) judges its runs itself: no plan judge or planner to build
+            convergence=self.convergence if scheduler is None else None,
             plugin_manager=self.pm,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
@@ -290,7 +291,7 @@ class Engine:
                 **(manifest or {}),
             },
             state_store=self.state_store,
-            planner=self.planner,
+            planner=self.planner if scheduler is None else None,
             scheduler=scheduler or self.scheduler,
             others=self.component,
         )

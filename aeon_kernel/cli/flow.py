@@ -173,11 +173,12 @@ def resume(run_id: str, config: str | None, as_json: bool, log_path: str | None)
 
 
 def _load(directory: str, config: str | None) -> Any:
-    """The flow, checked against the names the plugins registered (nothing is built)."""
+    """The flow, checked against what the plugins registered, its node code built (but no model, memory or tool)."""
     from pathlib import Path
 
     from aeon_kernel.engine import Engine
     from aeon_kernel.flow.checks import Known
+    from aeon_kernel.flow.engine import node_functions
     from aeon_kernel.flow.loader import load_flow
 
     if config is None and (Path(directory) / "aeon.toml").is_file():
@@ -185,7 +186,7 @@ def _load(directory: str, config: str | None) -> Any:
     with Engine(config) as engine:
         registries = engine.registries
         enabled = engine.config.tools_enabled
-        return load_flow(
+        loaded = load_flow(
             directory,
             Known(
                 nodes=registries["nodes"].names(),
@@ -194,6 +195,8 @@ def _load(directory: str, config: str | None) -> Any:
                 memory_backends=registries["memory_backends"].names(),
             ),
         )
+        node_functions(registries, loaded)
+        return loaded
 
 
 def _flow_engine(

@@ -10,8 +10,16 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aeon_kernel.flow.manifest import ROLE_FIELDS, FlowSpec, MemoryFile, NodeSpec, ProfileRef, ProfileSpec
-from aeon_kernel.flow.yamlfile import Loaded, Problem
+from aeon_kernel.flow.manifest import (
+    ROLE_FIELDS,
+    ContextFile,
+    FlowSpec,
+    MemoryFile,
+    NodeSpec,
+    ProfileRef,
+    ProfileSpec,
+)
+from aeon_kernel.flow.yamlfile import Loaded, Problem, dotted
 
 
 @dataclass(frozen=True)
@@ -36,15 +44,34 @@ DEGREES: dict[str, tuple[tuple[int, int | None], tuple[int, int | None]]] = {
 }
 
 
+@dataclass(frozen=True)
+class Sources:
+    """The files a flow was read from, for the lines problems point to."""
+
+    flow: Loaded
+    context: Loaded | None = None
+    memory: Loaded | None = None
+    #: the name of every schema file found, valid or not
+    schema_files: frozenset[str] = frozenset()
+
+
 def check_flow(
     spec: FlowSpec,
-    loaded: Loaded,
+    sources: Sources,
     schemas: Mapping[str, Any],
-    profiles: Mapping[str, ProfileSpec],
+    context: ContextFile,
     memory: MemoryFile,
     known: Known,
+    *,
+    unchecked: frozenset[str] = frozenset(),
+    edges_complete: bool = True,
 ) -> list[Problem]:
+    """Every problem of ``spec`` beyond its shape. ``unchecked`` nodes (malformed: reported already) take part in
+    the graph only; when some edges were malformed (``edges_complete`` false) the degree and reachability rules,
+    which those edges would change, are not checked."""
     problems: list[Problem] = []
+    loaded = sources.flow
+    profiles = context.profiles
     index: dict[str, int] = {}
     for i, node in enumerate(spec.nodes):
         if node.id in index:
@@ -74,10 +101,13 @@ def check_flow(
             successors[edge.source].append(edge.target)
             predecessors[edge.target].append(edge.source)
 
-    for node in spec.nodes:
-        if index[node.id] != spec.nodes.index(node):
+    for i, node in enumerate(spec.nodes):
+        if index[node.id] != i:
             continue  # a duplicate id, reported above
-        problems += _node_problems(node, loaded, at, schemas, profiles, known)
+        if node.id not in unchecked:
+            problems += _node_problems(node, loaded, at, schemas, sources.schema_files, profiles, known)
+        if not edges_complete:
+            continue
         (min_in, max_in), (min_out, max_out) = DEGREES[node.role]
         for count, low, high, what in (
             (len(predecessors[node.id]), min_in, max_in, "inbound"),
@@ -107,33 +137,31 @@ def check_flow(
         problems.append(loaded.problem(("nodes",), "no start node: a flow begins at a node with role: start"))
     if spec.start is not None and (spec.start not in index or spec.nodes[index[spec.start]].role != "start"):
         problems.append(loaded.problem(("start",), f"names {spec.start!r}, which is not a start node"))
-    reached = _reach(starts, successors)
-    for node_id in index:
-        if node_id not in reached:
-            problems.append(loaded.problem(at(node_id), "cannot be reached from any start node", node_id))
-    exits = {node.id for node in spec.nodes if node.role == "exit"}
-    for start in starts:
-        if not _reach([start], successors) & exits:
-            problems.append(loaded.problem(at(start), "reaches no exit node", start))
+    if edges_complete:
+        reached = _reach(starts, successors)
+        for node_id in index:
+            if node_id not in reached:
+                problems.append(loaded.problem(at(node_id), "cannot be reached from any start node", node_id))
+        exits = {node.id for node in spec.nodes if node.role == "exit"}
+        for start in starts:
+            if not _reach([start], successors) & exits:
+                problems.append(loaded.problem(at(start), "reaches no exit node", start))
     for layer, choice in memory.layers.items():
         if known.memory_backends is not None and choice.use not in known.memory_backends:
-            problems.append(
-                Problem(
-                    "memory.yaml",
-                    f"layer {layer!r} uses {choice.use!r}, which no plugin registered: "
-                    f"choose one of {sorted(known.memory_backends)}",
-                )
-            )
+            message = f"uses {choice.use!r}, which no plugin registered: choose one of {sorted(known.memory_backends)}"
+            problems.append(_problem(sources.memory, "memory.yaml", ("layers", layer, "use"), message))
     for name, profile in profiles.items():
         if known.policies is not None and profile.policy not in known.policies:
-            problems.append(
-                Problem(
-                    "context.yaml",
-                    f"profile {name!r} uses retrieval policy {profile.policy!r}, which no "
-                    f"plugin registered: choose one of {sorted(known.policies)}",
-                )
+            message = (
+                f"names retrieval policy {profile.policy!r}, which no plugin registered: "
+                f"choose one of {sorted(known.policies)}"
             )
+            problems.append(_problem(sources.context, "context.yaml", ("profiles", name, "policy"), message))
     return problems
+
+
+def _problem(loaded: Loaded | None, file: str, path: tuple[str | int, ...], message: str) -> Problem:
+    return loaded.problem(path, message) if loaded is not None else Problem(file, message, key=dotted(path))
 
 
 def _node_problems(
@@ -141,6 +169,7 @@ def _node_problems(
     loaded: Loaded,
     at: Any,
     schemas: Mapping[str, Any],
+    schema_files: frozenset[str],
     profiles: Mapping[str, ProfileSpec],
     known: Known,
 ) -> list[Problem]:
@@ -170,9 +199,16 @@ def _node_problems(
     for key in ("input_schema", "output_schema"):
         name = getattr(node, key)
         if name is not None and name not in schemas:
-            problem(
-                key, f"names schema {name!r}, but there is no schemas/{name}.json; have: {sorted(schemas)}"
-            )
+            if name in schema_files:
+                problem(
+                    key,
+                    f"names schema {name!r}, whose file in schemas/ is not a usable JSON Schema (see above)",
+                )
+            else:
+                problem(
+                    key,
+                    f"names schema {name!r}, but there is no schemas/{name}.json; have: {sorted(schemas)}",
+                )
     if isinstance(node.context, ProfileRef) and node.context.profile not in profiles:
         problem(
             "context",

@@ -54,10 +54,16 @@ class Layers:
             return f"flow/{run_id}/{task_id}/"
         return f"project/{self.flow_name}/" if layer == "project" else "global/"
 
-    def write_stage(self, run_id: str, task_id: str, seq: int, node_id: str, output: Any) -> None:
-        """The task layer: a stage's validated output, under its sequence number (recency needs it)."""
+    def write_stage(
+        self, run_id: str, task_id: str, seq: int, node_id: str, output: Any, *, unless_present: bool = False
+    ) -> None:
+        """The task layer: a stage's validated output, under its sequence number (recency needs it).
+
+        ``unless_present``: a resumed run puts back what a memory that did not survive the process lost."""
         key = f"{self.prefix('task', run_id, task_id)}{seq:08d}-{node_id}"
-        self.backends["task"].write(key, {"value": output, "seq": seq})
+        backend = self.backends["task"]
+        if not unless_present or backend.read(key) is None:
+            backend.write(key, {"value": output, "seq": seq})
 
     def remember(self, layer: Layer, run_id: str, task_id: str, key: str, value: Any) -> None:
         """A node's note in ``layer``; ``seq`` is the write time in nanoseconds, for recency across runs."""

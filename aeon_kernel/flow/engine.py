@@ -8,6 +8,7 @@ runtime, TTL, records, store and replay as ``aeon run``, another scheduler.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -167,10 +168,7 @@ class FlowEngine:
         else:  # no node asks the model: do not load one
             engine.without_model(f"flow {flow.name!r} has no agent nodes")
         # 7: the plugins' code the flow names: node implementations and retrieval policies.
-        functions: dict[str, NodeFunction] = {}
-        for node in flow.spec.nodes:
-            if node.kind == "deterministic" and node.role != "exit":
-                functions[node.id] = _node_function(engine, flow, node.id)
+        functions = node_functions(registries, flow)
         policies = {
             name: registries["retrieval_policies"].create(name)
             for name in registries["retrieval_policies"].names()
@@ -260,6 +258,16 @@ class FlowEngine:
         )
         run = orchestrator.start_resume(run_id)
         history = [stage for entry in stored.entries for stage in entry.stages]
+        for record in history:  # the task layer of a memory that did not outlive the process (in_memory)
+            if record.get("status") == "success":
+                self.setup.layers.write_stage(
+                    run_id,
+                    record["task"],
+                    record["seq"],
+                    record["node"],
+                    record["output"],
+                    unless_present=True,
+                )
         return run, history
 
     def _stages(self, run: Run, history: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -299,35 +307,39 @@ class FlowEngine:
         )
 
 
-def _node_function(engine: Host, flow: Flow, node_id: str) -> NodeFunction:
-    node = flow.nodes[node_id]
-    impl = node.impl or "identity"
-    index = [n.id for n in flow.spec.nodes].index(node_id)
-    try:
-        function = engine.registries["nodes"].create(impl, **node.options)
-    except Exception as exc:
-        raise FlowError(
-            str(flow.directory),
-            [
-                Problem(
-                    "flow.yaml",
-                    f"node implementation {impl!r} could not be built with these options: {exc}",
-                    key=f"nodes[{index}].options",
-                    node=node_id,
-                )
-            ],
-        ) from None
-    if not callable(function):
-        raise FlowError(
-            str(flow.directory),
-            [
-                Problem(
-                    "flow.yaml",
-                    f"the factory of node implementation {impl!r} returned {type(function).__name__}, not a "
-                    "function (value, context) -> output",
-                    key=f"nodes[{index}].impl",
-                    node=node_id,
-                )
-            ],
-        )
-    return function  # type: ignore[no-any-return]
+def node_functions(registries: Registries, flow: Flow) -> dict[str, NodeFunction]:
+    """The code of every deterministic node, built from the plugins' factories with the node's options; a
+    ``FlowError`` lists every node whose code cannot be built."""
+    functions: dict[str, NodeFunction] = {}
+    problems: list[Problem] = []
+    for i, node in enumerate(flow.spec.nodes):
+        if node.kind != "deterministic" or node.role == "exit":
+            continue
+        impl = node.impl or "identity"
+
+        def problem(message: str, key: str = "options", node_id: str = node.id, index: int = i) -> None:
+            line = flow.node_lines.get(node_id)
+            problems.append(Problem("flow.yaml", message, line, f"nodes[{index}].{key}", node_id))
+
+        factory = registries["nodes"].get(impl).factory
+        try:
+            inspect.signature(factory).bind(**node.options)
+        except TypeError as exc:
+            problem(f"node implementation {impl!r} cannot take the options {sorted(node.options)}: {exc}")
+            continue
+        except ValueError:  # no signature to check: let the call decide
+            pass
+        try:
+            function = factory(**node.options)
+        except Exception as exc:
+            problem(f"node implementation {impl!r} could not be built: {type(exc).__name__}: {exc}")
+            continue
+        if not callable(function):
+            problem(
+                f"node implementation {impl!r} gave {type(function).__name__}, not fn(value, context)", "impl"
+            )
+            continue
+        functions[node.id] = function
+    if problems:
+        raise FlowError(str(flow.directory), problems)
+    return functions

@@ -20,6 +20,8 @@ class Flow:
     memory: MemoryFile = field(default_factory=MemoryFile)
     #: sha256 of every file read, by path relative to the directory (spec 004 §10.2)
     hashes: dict[str, str] = field(default_factory=dict)
+    #: the line of each node in flow.yaml, for problems found after loading
+    node_lines: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         nodes = {node.id: node for node in self.spec.nodes}
@@ -37,6 +39,20 @@ class Flow:
     successors: dict[str, tuple[str, ...]] = field(init=False)
     #: sources of each node's inbound edges, in declaration order
     predecessors: dict[str, tuple[str, ...]] = field(init=False)
+
+    def reachable(self, node_id: str) -> frozenset[str]:
+        """The node and every node reachable from it (cached: the router asks at every merge)."""
+        cache: dict[str, frozenset[str]] = self.__dict__.setdefault("_reachable", {})
+        if node_id not in cache:
+            found: set[str] = set()
+            todo = [node_id]
+            while todo:
+                node = todo.pop()
+                if node not in found:
+                    found.add(node)
+                    todo.extend(self.successors[node])
+            cache[node_id] = frozenset(found)
+        return cache[node_id]
 
     @property
     def name(self) -> str:

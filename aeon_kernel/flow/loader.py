@@ -7,7 +7,7 @@ together instead of one per attempt.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,9 +15,9 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from aeon_kernel.errors import AeonError, ValidationError
-from aeon_kernel.flow.checks import Known, check_flow
+from aeon_kernel.flow.checks import DEGREES, Known, Sources, check_flow
 from aeon_kernel.flow.graph import Flow
-from aeon_kernel.flow.manifest import ContextFile, FlowSpec, MemoryFile
+from aeon_kernel.flow.manifest import ContextFile, EdgeSpec, FlowSpec, MemoryFile, NodeSpec
 from aeon_kernel.flow.yamlfile import Loaded, Problem, load_file
 from aeon_kernel.schemas import check_schema
 
@@ -48,13 +48,13 @@ def load_flow(directory: str | Path, known: Known | None = None) -> Flow:
 
     def read(name: str, required: bool) -> Loaded | None:
         path = root / name
-        if not required and not path.exists():
+        if not required and not path.exists() and not path.is_symlink():
             return None
         loaded = load_file(path, name)
         if isinstance(loaded, Problem):
             problems.append(loaded)
             return None
-        hashes[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        hashes[name] = loaded.digest
         return loaded
 
     flow_file = read("flow.yaml", required=True)
@@ -63,11 +63,28 @@ def load_flow(directory: str | Path, known: Known | None = None) -> Flow:
     context = _model(ContextFile, context_file, problems) if context_file else ContextFile()
     memory_file = read("memory.yaml", required=False)
     memory = _model(MemoryFile, memory_file, problems) if memory_file else MemoryFile()
-    schemas = _schemas(root, problems, hashes)
-    if spec is None or context is None or memory is None or flow_file is None:
-        raise FlowError(str(root), problems or [Problem("flow.yaml", "could not be read")])
-    problems += check_flow(spec, flow_file, schemas, context.profiles, memory, known or Known())
-    if problems:
+    schemas, schema_files = _schemas(root, problems, hashes)
+    if flow_file is None:
+        raise FlowError(str(root), problems)
+    sources = Sources(flow_file, context_file, memory_file, schema_files)
+    if spec is not None:
+        problems += check_flow(
+            spec, sources, schemas, context or ContextFile(), memory or MemoryFile(), known or Known()
+        )
+    else:  # still check what can be checked: the nodes and edges that are well formed
+        partial = _partial(flow_file.value)
+        if partial is not None:
+            problems += check_flow(
+                partial[0],
+                sources,
+                schemas,
+                context or ContextFile(),
+                memory or MemoryFile(),
+                known or Known(),
+                unchecked=partial[1],
+                edges_complete=partial[2],
+            )
+    if problems or spec is None or context is None or memory is None:
         raise FlowError(str(root), problems)
     return Flow(
         spec=spec,
@@ -76,7 +93,34 @@ def load_flow(directory: str | Path, known: Known | None = None) -> Flow:
         profiles=dict(context.profiles),
         memory=memory,
         hashes=dict(sorted(hashes.items())),
+        node_lines={node.id: flow_file.line(("nodes", i)) or 0 for i, node in enumerate(spec.nodes)},
     )
+
+
+def _partial(value: Any) -> tuple[FlowSpec, frozenset[str], bool] | None:
+    """The well-formed part of a ``flow.yaml`` that does not validate: its valid nodes, the id and role of the
+    others (whose own checks are skipped), its valid edges, and whether every edge was valid."""
+    if not isinstance(value, dict) or not isinstance(value.get("nodes"), list):
+        return None
+    nodes: list[NodeSpec] = []
+    unchecked: set[str] = set()
+    for raw in value["nodes"]:
+        try:
+            nodes.append(NodeSpec.model_validate(raw))
+        except PydanticValidationError:
+            if isinstance(raw, dict) and isinstance(raw.get("id"), str) and raw.get("role") in DEGREES:
+                nodes.append(NodeSpec.model_construct(id=raw["id"], role=raw["role"]))
+                unchecked.add(raw["id"])
+    edges: list[EdgeSpec] = []
+    raw_edges: list[Any] = value["edges"] if isinstance(value.get("edges"), list) else []
+    for raw in raw_edges:
+        with contextlib.suppress(PydanticValidationError):
+            edges.append(EdgeSpec.model_validate(raw))
+    if not nodes:
+        return None
+    start = value.get("start") if isinstance(value.get("start"), str) else None
+    spec = FlowSpec.model_construct(name="?", nodes=tuple(nodes), edges=tuple(edges), start=start)
+    return spec, frozenset(unchecked), len(edges) == len(raw_edges)
 
 
 def _model(model: type[M], loaded: Loaded, problems: list[Problem]) -> M | None:
@@ -112,16 +156,18 @@ def _node_id(value: Any, path: tuple[Any, ...]) -> str | None:
     return None
 
 
-def _schemas(root: Path, problems: list[Problem], hashes: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Every ``schemas/NAME.json`` (or ``.yaml``), each a valid JSON Schema, by NAME."""
+def _schemas(
+    root: Path, problems: list[Problem], hashes: dict[str, str]
+) -> tuple[dict[str, dict[str, Any]], frozenset[str]]:
+    """Every ``schemas/NAME.json`` (or ``.yaml``) that is a valid JSON Schema, by NAME; and every NAME found."""
     folder = root / "schemas"
     if not folder.is_dir():
-        return {}
+        return {}, frozenset()
     schemas: dict[str, dict[str, Any]] = {}
     files = sorted(p for p in folder.iterdir() if p.suffix in (".json", ".yaml", ".yml"))
     if len(files) > MAX_SCHEMAS:
         problems.append(Problem("schemas/", f"holds {len(files)} schema files; the limit is {MAX_SCHEMAS}"))
-        return {}
+        return {}, frozenset()
     for path in files:
         shown = f"schemas/{path.name}"
         loaded = load_file(path, shown)
@@ -140,5 +186,5 @@ def _schemas(root: Path, problems: list[Problem], hashes: dict[str, str]) -> dic
             problems.append(Problem(shown, f"is not a valid JSON Schema: {exc}"))
             continue
         schemas[path.stem] = loaded.value
-        hashes[shown] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return schemas
+        hashes[shown] = loaded.digest
+    return schemas, frozenset(path.stem for path in files)

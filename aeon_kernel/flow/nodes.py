@@ -14,15 +14,20 @@ import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from aeon_kernel.contracts import RecordAction
 from aeon_kernel.errors import AeonError, ValidationError
 from aeon_kernel.flow.context import Layers
 from aeon_kernel.flow.manifest import Layer, NodeSpec
 from aeon_kernel.invocation import ToolContext, checked
+from aeon_kernel.llm.structured import ask_json
 from aeon_kernel.models import ToolCall
 from aeon_kernel.schemas import schema_errors
 from aeon_kernel.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from aeon_kernel.runtime.context import Components
 
 #: ``fn(value, context) -> output``: a deterministic node's code
 NodeFunction = Callable[[Any, "NodeContext"], Any]
@@ -187,3 +192,54 @@ def agent_prompt(
         parts += ["", f"Choose the next step by setting {node.route_key or 'route'!r}."]
     parts += ["", "Reply with one JSON object only."]
     return "\n".join(parts)
+
+
+def run_agent(
+    node: NodeSpec,
+    value: Any,
+    context: NodeContext,
+    schema: dict[str, Any],
+    components: Components,
+    record: RecordAction,
+) -> Any:
+    """An agent node's output: the model asked through the kernel's client, its answer held to ``schema``.
+
+    A node that lists tools first asks the model for one call of one of them (each tool's input schema is the
+    constraint), makes it through :meth:`NodeContext.call_tool`, and shows the result in the second prompt."""
+
+    def ask(prompt: str, wanted: dict[str, Any]) -> Any:
+        if not components.llm.supports_json_schema:  # no constrained decoding: the schema goes in the prompt
+            prompt += "\nThe reply must match this JSON Schema: " + json.dumps(wanted, ensure_ascii=False)
+        return ask_json(
+            components.llm,
+            components.supervisor,
+            components.validator,
+            prompt,
+            wanted,
+            record=record,
+            max_tokens=components.max_tokens,
+            temperature=components.temperature,
+        )
+
+    if node.tools:
+        tools = [context.tools.get(name) for name in node.tools]
+        listing = "\n".join(f"- {tool.name}: {tool.description}" for tool in tools if tool is not None)
+        calls = {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"tool": {"const": tool.name}, "arguments": tool.input_schema},
+                    "required": ["tool", "arguments"],
+                    "additionalProperties": False,
+                }
+                for tool in tools
+                if tool is not None
+            ]
+        }
+        prompt = agent_prompt(node, value, context.context, [])
+        choice = ask(f"{prompt}\nFirst choose one tool call, of:\n{listing}", calls)
+        context.call_tool(choice["tool"], **choice["arguments"])
+    prompt = agent_prompt(node, value, context.context, context.tool_calls)
+    if node.example is not None:
+        prompt += "\nExample reply: " + json.dumps(node.example, ensure_ascii=False)
+    return ask(prompt, schema)

@@ -18,7 +18,7 @@ import contextvars
 import copy
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,15 +26,13 @@ from typing import Any
 from aeon_kernel.errors import LLMError
 from aeon_kernel.flow.context import Layers, RetrievalPolicy, assemble
 from aeon_kernel.flow.graph import Flow
-from aeon_kernel.flow.nodes import NodeContext, NodeFunction, ToolMisuseError, agent_prompt, agent_schema
+from aeon_kernel.flow.nodes import NodeContext, NodeFunction, ToolMisuseError, agent_schema, run_agent
 from aeon_kernel.flow.tasks import TaskBook, route_of
 from aeon_kernel.llm.client import begin_capture, captured, end_capture
-from aeon_kernel.llm.structured import ask_json
 from aeon_kernel.models import OrchestrationState, ToolCall, utc_now
 from aeon_kernel.runtime.context import RunContext
 from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
 from aeon_kernel.schemas import schema_errors
-from aeon_kernel.tools import ToolRegistry
 
 
 @dataclass
@@ -243,40 +241,8 @@ class FlowScheduler(Scheduler):
             return value  # read-only: an exit presents the task's output as it is
         if node.kind == "deterministic":
             return self.setup.functions[node_id](value, context)
-        components = run.components
-        ask: Callable[[str, dict[str, Any]], Any] = lambda prompt, schema: ask_json(  # noqa: E731
-            components.llm,
-            components.supervisor,
-            components.validator,
-            prompt,
-            schema,
-            record=run.record_action,
-            max_tokens=components.max_tokens,
-            temperature=components.temperature,
-        )
-        if node.tools:
-            options = [
-                {
-                    "type": "object",
-                    "properties": {
-                        "tool": {"const": name},
-                        "arguments": _tool_schema(components.tools, name),
-                    },
-                    "required": ["tool", "arguments"],
-                    "additionalProperties": False,
-                }
-                for name in node.tools
-            ]
-            choice = ask(
-                agent_prompt(node, value, context.context, []) + "\nFirst choose a tool call.",
-                {"anyOf": options},
-            )
-            context.call_tool(choice["tool"], **choice["arguments"])
         schema = agent_schema(node, self.flow.schema(node.output_schema), self.flow.successors[node_id])
-        prompt = agent_prompt(node, value, context.context, context.tool_calls)
-        if node.example is not None:
-            prompt += "\nExample reply: " + json.dumps(node.example, ensure_ascii=False)
-        return ask(prompt, schema)
+        return run_agent(node, value, context, schema, run.components, run.record_action)
 
     # --- records -----------------------------------------------------------------------------------------------
 
@@ -327,13 +293,6 @@ def _copy(value: Any) -> Any:
     """A copy of a JSON value (through the C encoder: several times faster than ``copy.deepcopy``); raises on
     anything that is not JSON."""
     return json.loads(json.dumps(value, allow_nan=False))
-
-
-def _tool_schema(tools: ToolRegistry, name: str) -> dict[str, Any]:
-    tool = tools.get(name)
-    if tool is None:
-        raise ToolMisuseError(f"tool {name!r} is not enabled")
-    return tool.input_schema
 
 
 class _StageFailed(Exception):

@@ -105,11 +105,14 @@ class TaskBook:
             task["state"] = "waiting"
             lineage = "clone" if node.role == "branch" else "subtask"
             created = []
-            for i, target in enumerate(route, start=1):
+            spawned = task.get("spawned", 0)  # a task that forks again numbers its new children on
+            task["children"] = []
+            for i, target in enumerate(route, start=spawned + 1):
                 child = _task(f"{task_id}.{i}", task_id, lineage, target, task["output"])
                 self.tasks[child["id"]] = child
                 task["children"].append(child["id"])
                 created.append({"task": child["id"], "lineage": lineage, "node": target})
+            task["spawned"] = spawned + len(route)
             events.append({"event": f"{node.role}_created", "parent": task_id, "tasks": created})
             for child_id in task["children"]:
                 self._arrive(self.tasks[child_id], self.tasks[child_id]["node"], node.id, events)
@@ -127,6 +130,11 @@ class TaskBook:
 
     # --- internals -------------------------------------------------------------------------------------------
 
+    def _joins_fork(self, fork: str, merge: str) -> bool:
+        """Whether ``merge`` is where the tasks of ``fork`` meet: two or more of the fork's edges lead to it (else
+        it joins the paths of a decision taken inside one clone or subtask)."""
+        return sum(merge in self.flow.reachable(target) for target in self.flow.successors[fork]) >= 2
+
     def _arrive(self, task: dict[str, Any], target: str, source: str, events: list[dict[str, Any]]) -> None:
         """``task`` reaches ``target`` by the edge from ``source``: ready to run it, or parked at a merge."""
         task["node"] = target
@@ -137,10 +145,11 @@ class TaskBook:
         task["state"] = "parked"
         task["arrived_from"] = source
         events.append({"event": "arrived_at_merge", "task": task["id"], "node": target, "from": source})
-        if task["parent"] is None:
-            self._merge(task, target, [task], [], events)  # nothing to wait for
-        else:
-            self._settle(self.tasks[task["parent"]], events)
+        parent = self.tasks[task["parent"]] if task["parent"] is not None else None
+        if parent is not None and self._joins_fork(parent["node"], target):
+            self._settle(parent, events)
+        else:  # the merge joins the paths of a decision: nothing to wait for
+            self._merge(task, target, [task], [], events)
 
     def _end(
         self,
@@ -171,7 +180,9 @@ class TaskBook:
                     {"event": "task_ended", "task": stray["id"], "status": "failure", "node": stray["node"]}
                 )
             parked = [c for c in parked if c["node"] == merge]
-            failed = [c for c in children if c["state"] == "done"]
+            failed = [
+                c for c in children if c["state"] == "done" and c["status"] == "failure" and c not in strays
+            ]
             self._merge(parent, merge, parked, failed, events)
             return
         fork = self.flow.nodes[parent["node"]]
@@ -221,6 +232,7 @@ class TaskBook:
         if strategy == "collect" and any(c["status"] != "success" for c in [*parked, *failed]):
             status = "partial"
         owner.update(state="ready", node=merge, output=entries, status=status)
+        owner.pop("arrived_from", None)  # it goes on: where it ends is what counts from now
         self.queue.append(owner["id"])
         events.append(
             {
