@@ -5,6 +5,7 @@
     python bench/run.py --smoke    # one repetition of tiny sizes, W4 with 20 runs (CI: does the code still work)
     python bench/run.py --only aeon,langgraph     # some frameworks only
     python bench/run.py --profile  # cProfile of Aeon on W1 N=100: the top functions by cumulative time
+    python bench/run.py --profile W6   # ... on the 100-node flow chain (W5: the fan-out/merge flow)
 
 Peers come with ``pip install -e '.[bench]'``; one that is not installed is reported as such and skipped.
 In every workload the model is an instant deterministic function returning prepared JSON, and every framework
@@ -15,6 +16,9 @@ W2 plan loop: the model plans 10 steps, each step is a thought (an instant call)
     with the persistence variants and the bytes they write per step.
 W3 cold start: fresh-process wall time of importing each framework (and ``aeon --help``).
 W4 many runs: 1,000 W2 runs at once in a process pool, one worker per core; runs/s, peak RSS, RSS growth.
+W5 flow fan-out/merge: start → split → 10 workers → merge → exit (Aeon: a spec 004 flow; the peers: the same 14
+    nodes, their own fan-out and join); µs per node, build time, history (or checkpoint) bytes per node.
+W6 flow chain: start → 98 linear nodes → exit, 100 nodes; the same columns.
 
 Frameworks alternate within each repetition (the order rotates), after a warm-up. The table is printed and
 written as JSON (``bench/results.json`` by default). Timings are never asserted anywhere.
@@ -36,7 +40,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +52,15 @@ FRAMEWORKS = {  # name -> (workload module, the package that must be installed)
     "haystack": ("workloads.haystack_w", "haystack"),
     "bare": ("workloads.bare", "pydantic"),
 }
+#: W5 and W6 (flows): name -> workload module (the same packages as FRAMEWORKS)
+FLOW_MODULES = {
+    "aeon": "workloads.flows_aeon",
+    "langgraph": "workloads.flows_langgraph",
+    "pydantic_graph": "workloads.flows_pydantic_graph",
+    "haystack": "workloads.flows_haystack",
+    "bare": "workloads.flows_bare",
+}
+FLOW_WORKLOADS = {"W5": "fanout", "W6": "chain"}
 PEERS = ("langgraph", "pydantic_graph", "haystack")
 MISSING = "not installed: pip install -e '.[bench]'"
 ENV = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False"}
@@ -61,6 +74,7 @@ class Mode:
     reps: int  # timed samples per case
     warmup: int  # untimed runs per case first
     w1_steps_per_sample: int  # small N repeats the run within a sample, so a sample is long enough to time
+    #                           (W5 and W6 too: runs per sample = this // nodes per run)
     w2_runs: int  # executions of the 10-step plan per W2 sample
     w3_reps: int
     w4_runs: int
@@ -194,6 +208,11 @@ def sample_all(slots: list[Slot], mode: Mode) -> None:
             slot.row.update(summary(slot.samples))
             if slot.case.bytes_written is not None:
                 slot.row["bytes_per_step"] = slot.case.bytes_written() / (slot.runs_done * slot.case.units)
+            if slot.case.history_bytes is not None:  # one more run, untimed
+                try:
+                    slot.row["history_bytes_per_node"] = slot.case.history_bytes()
+                except Exception as exc:
+                    _failed(slot, exc)
         slot.case.close()
 
 
@@ -246,6 +265,55 @@ def run_w2(modules: dict[str, Any], versions: dict[str, Any], mode: Mode, tmp: P
             except Exception as exc:
                 traceback.print_exception(exc)
                 row["error"] = f"{type(exc).__name__}: {exc}"
+    sample_all(slots, mode)
+    return rows
+
+
+# --- W5, W6: flows ---------------------------------------------------------------------------------------------
+
+
+def load_flow_modules(versions: dict[str, Any]) -> dict[str, Any]:
+    """The flow workload module of each framework that is installed (``versions`` from load_frameworks)."""
+    return {
+        name: importlib.import_module(FLOW_MODULES[name])
+        for name, version in versions.items()
+        if version is not None and name in FLOW_MODULES
+    }
+
+
+def run_flow(
+    workload: str, modules: dict[str, Any], versions: dict[str, Any], mode: Mode, tmp: Path
+) -> list[dict[str, Any]]:
+    """W5 or W6: every framework's variants, each built once (build time: the median of a few builds)."""
+    rows, slots = [], []
+    for name in versions:
+        if name not in FLOW_MODULES:
+            continue
+        variants = modules[name].VARIANTS[workload] if name in modules else ("plain",)
+        for variant in variants:
+            row: dict[str, Any] = {"workload": workload, "framework": name, "variant": variant}
+            rows.append(row)
+            if name not in modules:
+                row["error"] = MISSING
+                continue
+            where = tmp / f"{workload}-{name}-{variant}"
+            where.mkdir()
+            build_case = getattr(modules[name], FLOW_WORKLOADS[workload])
+            try:
+                build, case = [], None
+                for _ in range(1 if mode.name == "smoke" else 3):
+                    if case is not None:
+                        case.close()
+                    started = time.perf_counter()
+                    case = build_case(variant, where)
+                    build.append((time.perf_counter() - started) * 1000)
+                row["build_ms"] = statistics.median(build)
+                row["nodes"] = case.units
+            except Exception as exc:
+                traceback.print_exception(exc)
+                row["error"] = f"{type(exc).__name__}: {exc}"
+                continue
+            slots.append(Slot(row, case, max(1, mode.w1_steps_per_sample // case.units)))
     sample_all(slots, mode)
     return rows
 
@@ -367,6 +435,11 @@ def add_ratios(results: dict[str, list[dict[str, Any]]]) -> None:
         aeon = _find(results["W2"], framework="aeon", variant=variant)
         if aeon and "median" in row:
             row["aeon_ratio"] = aeon["median"] / row["median"]
+    for workload in FLOW_WORKLOADS:
+        aeon = _find(results[workload], framework="aeon")
+        for row in results[workload]:
+            if aeon and "median" in row:
+                row["aeon_ratio"] = aeon["median"] / row["median"]
     aeon_import = _find(results["W3"], framework="aeon", variant="user import")
     for row in results["W3"]:
         if aeon_import and "median" in row:
@@ -468,6 +541,49 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return found
 
 
+def flow_ratios(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """W5 and W6, from this one run: Aeon (which always records its history) against the fastest peer of any
+    variant, and against LangGraph with ``InMemorySaver`` (history on both sides); the bytes each keeps per node.
+    The issue sets no target for them, so there is no verdict."""
+    found = []
+    for workload in FLOW_WORKLOADS:
+        rows = results.get(workload) or []
+        aeon = _find(rows, framework="aeon")
+        if aeon is None:
+            continue
+        peers = [r for r in rows if r["framework"] in PEERS and "median" in r]
+        best = min(peers, key=lambda r: r["median"], default=None)
+        bare = _find(rows, framework="bare")
+        memory = _find(rows, framework="langgraph", variant="memory")
+        found.append(
+            {
+                "workload": workload,
+                "label": "Aeon (history on) / fastest peer",
+                "value": aeon["median"] / best["median"] if best else None,
+                "against": f"{best['framework']} {best['variant']}" if best else "-",
+                "floor": bare["median"] / best["median"] if bare and best else None,
+            }
+        )
+        found.append(
+            {
+                "workload": workload,
+                "label": "Aeon / LangGraph InMemorySaver",
+                "value": aeon["median"] / memory["median"] if memory else None,
+                "against": "langgraph memory (history on both sides)",
+                "floor": None,
+            }
+        )
+        found.append(
+            {
+                "workload": workload,
+                "label": "history bytes per node",
+                "aeon_bytes": aeon.get("history_bytes_per_node"),
+                "langgraph_memory_bytes": memory.get("history_bytes_per_node") if memory else None,
+            }
+        )
+    return found
+
+
 def _num(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
@@ -485,68 +601,119 @@ def format_table(report: dict[str, Any]) -> str:
     )
     out("versions: " + ", ".join(f"{k} {v or '(not installed)'}" for k, v in report["versions"].items()))
     out("")
-    out("W1 linear: a plan of N tool steps (peers: a chain of N nodes); µs per step; build once per graph")
-    out(f"{'N':>5}  {'framework':15} {'median':>9} {'min':>9} {'max':>9} {'build ms':>9} {'Aeon/this':>10}")
-    for r in results["W1"]:
-        head = f"{r['n']:>5}  {r['framework']:15}"
-        if "median" not in r:
-            out(f"{head} {r.get('error', 'no samples')}")
-            continue
+    if results["W1"]:  # sections of workloads that did not run are left out
         out(
-            f"{head} {_num(r['median']):>9} {_num(r['min']):>9} {_num(r['max']):>9} "
-            f"{_num(r.get('build_ms'), 2):>9} {_ratio(r):>10}"
+            "W1 linear: a plan of N tool steps (peers: a chain of N nodes); µs per step; build once per graph"
         )
-    out("")
-    out("W2 plan loop: plan, then 10 x (thought → tool), instant model; µs per cycle (plan call included)")
-    out(
-        f"{'framework':15} {'variant':8} {'median':>9} {'min':>9} {'max':>9} {'bytes/step':>11} {'Aeon/this':>10}"
-    )
-    for r in results["W2"]:
-        head = f"{r['framework']:15} {r['variant']:8}"
-        if "median" not in r:
-            out(f"{head} {r.get('error', 'no samples')}")
-            continue
         out(
-            f"{head} {_num(r['median']):>9} {_num(r['min']):>9} {_num(r['max']):>9} "
-            f"{_num(r.get('bytes_per_step'), 0):>11} {_ratio(r):>10}"
+            f"{'N':>5}  {'framework':15} {'median':>9} {'min':>9} {'max':>9} {'build ms':>9} {'Aeon/this':>10}"
         )
-    out("")
-    out("W3 cold start: fresh-process wall time, ms")
-    out(f"{'framework':15} {'command':24} {'median':>8} {'min':>8} {'max':>8} {'Aeon/this':>10}")
-    for r in results["W3"]:
-        head = f"{r['framework']:15} {r['variant']:24}"
-        if "median" not in r:
-            out(f"{head} {r.get('error', 'no samples')}")
-            continue
-        out(f"{head} {_num(r['median'], 0):>8} {_num(r['min'], 0):>8} {_num(r['max'], 0):>8} {_ratio(r):>10}")
-    out("")
-    first = next((r for r in results["W4"] if "runs" in r), None)
-    if first:
+        for r in results["W1"]:
+            head = f"{r['n']:>5}  {r['framework']:15}"
+            if "median" not in r:
+                out(f"{head} {r.get('error', 'no samples')}")
+                continue
+            out(
+                f"{head} {_num(r['median']):>9} {_num(r['min']):>9} {_num(r['max']):>9} "
+                f"{_num(r.get('build_ms'), 2):>9} {_ratio(r):>10}"
+            )
+        out("")
+    if results["W2"]:  # sections of workloads that did not run are left out
         out(
-            f"W4 many runs: {first['runs']} W2 runs in a process pool of {first['workers']} spawned workers, "
-            f"one engine/graph each; {len(first['samples'])} pool(s) per framework; RSS growth of one worker "
-            f"from run {first['growth_from_runs']} to {first['growth_to_runs']}"
+            "W2 plan loop: plan, then 10 x (thought → tool), instant model; µs per cycle (plan call included)"
         )
-    else:
-        out("W4 many runs")
-    out(
-        f"{'framework':15} {'runs/s':>7} {'min':>6} {'max':>6} {'wall s':>7} {'start s':>8} "
-        f"{'peak RSS MB':>12} {'growth MB':>10} {'Aeon/this':>10}"
-    )
-    for r in results["W4"]:
-        head = f"{r['framework']:15}"
-        if "growth_mb" not in r or "error" in r:
-            out(f"{head} {r.get('error', 'no result')}")
-            continue
         out(
-            f"{head} {r['runs_per_s']:>7.0f} {r['runs_per_s_min']:>6.0f} {r['runs_per_s_max']:>6.0f} "
-            f"{r['wall_s']:>7.2f} {r['worker_start_s']:>8.2f} {r['peak_rss_mb']:>12.0f} {r['growth_mb']:>10.1f} "
-            f"{_ratio(r):>10}"
+            f"{'framework':15} {'variant':8} {'median':>9} {'min':>9} {'max':>9} {'bytes/step':>11} {'Aeon/this':>10}"
         )
-    out("(W4 Aeon/this is runs/s over runs/s: above 1 Aeon is faster)")
-    out("")
-    out("Targets (from this run)")
-    for t in report["targets"]:
+        for r in results["W2"]:
+            head = f"{r['framework']:15} {r['variant']:8}"
+            if "median" not in r:
+                out(f"{head} {r.get('error', 'no samples')}")
+                continue
+            out(
+                f"{head} {_num(r['median']):>9} {_num(r['min']):>9} {_num(r['max']):>9} "
+                f"{_num(r.get('bytes_per_step'), 0):>11} {_ratio(r):>10}"
+            )
+        out("")
+    if results["W3"]:  # sections of workloads that did not run are left out
+        out("W3 cold start: fresh-process wall time, ms")
+        out(f"{'framework':15} {'command':24} {'median':>8} {'min':>8} {'max':>8} {'Aeon/this':>10}")
+        for r in results["W3"]:
+            head = f"{r['framework']:15} {r['variant']:24}"
+            if "median" not in r:
+                out(f"{head} {r.get('error', 'no samples')}")
+                continue
+            out(
+                f"{head} {_num(r['median'], 0):>8} {_num(r['min'], 0):>8} {_num(r['max'], 0):>8} {_ratio(r):>10}"
+            )
+        out("")
+    if results["W4"]:  # sections of workloads that did not run are left out
+        first = next((r for r in results["W4"] if "runs" in r), None)
+        if first:
+            out(
+                f"W4 many runs: {first['runs']} W2 runs in a process pool of {first['workers']} spawned workers, "
+                f"one engine/graph each; {len(first['samples'])} pool(s) per framework; RSS growth of one worker "
+                f"from run {first['growth_from_runs']} to {first['growth_to_runs']}"
+            )
+        else:
+            out("W4 many runs")
+        out(
+            f"{'framework':15} {'runs/s':>7} {'min':>6} {'max':>6} {'wall s':>7} {'start s':>8} "
+            f"{'peak RSS MB':>12} {'growth MB':>10} {'Aeon/this':>10}"
+        )
+        for r in results["W4"]:
+            head = f"{r['framework']:15}"
+            if "growth_mb" not in r or "error" in r:
+                out(f"{head} {r.get('error', 'no result')}")
+                continue
+            out(
+                f"{head} {r['runs_per_s']:>7.0f} {r['runs_per_s_min']:>6.0f} {r['runs_per_s_max']:>6.0f} "
+                f"{r['wall_s']:>7.2f} {r['worker_start_s']:>8.2f} {r['peak_rss_mb']:>12.0f} {r['growth_mb']:>10.1f} "
+                f"{_ratio(r):>10}"
+            )
+        out("(W4 Aeon/this is runs/s over runs/s: above 1 Aeon is faster)")
+        out("")
+    titles = {
+        "W5": "W5 flow fan-out/merge: start → split → 10 workers → merge → exit",
+        "W6": "W6 flow chain: start → 98 linear → exit",
+    }
+    for workload in FLOW_WORKLOADS:
+        rows = results.get(workload) or []
+        if not rows:
+            continue
+        nodes = next((r["nodes"] for r in rows if "nodes" in r), "?")
+        out(f"{titles[workload]} ({nodes} nodes); µs per node; build once per flow/graph")
+        out(
+            f"{'framework':15} {'variant':8} {'median':>9} {'min':>9} {'max':>9} {'build ms':>9} "
+            f"{'hist B/node':>12} {'Aeon/this':>10}"
+        )
+        for r in rows:
+            head = f"{r['framework']:15} {r['variant']:8}"
+            if "median" not in r:
+                out(f"{head} {r.get('error', 'no samples')}")
+                continue
+            out(
+                f"{head} {_num(r['median']):>9} {_num(r['min']):>9} {_num(r['max']):>9} "
+                f"{_num(r.get('build_ms'), 2):>9} {_num(r.get('history_bytes_per_node'), 0):>12} {_ratio(r):>10}"
+            )
+        out("")
+    if report.get("flow_ratios"):
+        out("Flow ratios (from this run; no target is set for them)")
+        for f in report["flow_ratios"]:
+            label = f"{f['workload']}: {f['label']}"
+            if "aeon_bytes" in f:
+                out(
+                    f"  {label:50} Aeon {_num(f['aeon_bytes'], 0)} (JSON history), LangGraph InMemorySaver "
+                    f"{_num(f['langgraph_memory_bytes'], 0)} (serialised checkpoints, blobs and writes)"
+                )
+                continue
+            floor = "" if f.get("floor") is None else f"; a bare loop: {_num(f['floor'], 3)}"
+            out(f"  {label:50} {_num(f['value'], 3):>9}  (vs {f['against']}{floor})")
+        out("")
+    ran = [t for t in report["targets"] if results.get(t["target"].split(":")[0].split()[0])]
+    if ran:
+        out("Targets (from this run)")
+    for t in ran:
         verdict = {True: "met", False: "MISSED", None: "n/a"}[t["met"]]
         floor = (
             ""
@@ -562,8 +729,9 @@ def format_table(report: dict[str, Any]) -> str:
 # --- profile ------------------------------------------------------------------------------------------------------
 
 
-def profile(top: int, n: int = 100, runs: int = 50) -> None:
-    """cProfile Aeon on W1 (N steps, ``runs`` runs): the top functions by cumulative and by own time, with shares.
+def profile(top: int, workload: str = "W1", n: int = 100) -> None:
+    """cProfile Aeon on W1 (N steps), W5 (the fan-out flow) or W6 (the flow chain): the top functions by cumulative
+    and by own time (built-ins included), with shares.
 
     Shares are of the profiled runs' total; cProfile's own overhead inflates the absolute times (compare shares).
     """
@@ -571,28 +739,46 @@ def profile(top: int, n: int = 100, runs: int = 50) -> None:
     import pstats
 
     modules, _ = load_frameworks(["aeon"])
-    case = modules["aeon"].w1(n)
-    case.check(case.run())
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(runs):
-        case.run()
-    profiler.disable()
+    with tempfile.TemporaryDirectory(prefix="aeon-profile-") as tmp:
+        if workload == "W1":
+            case, runs, title = modules["aeon"].w1(n), 50, f"Aeon W1 N={n}"
+        else:
+            flows_aeon = load_flow_modules({"aeon": "installed"})["aeon"]
+            case = getattr(flows_aeon, FLOW_WORKLOADS[workload])("history", Path(tmp))
+            runs = max(20, 5000 // case.units)
+            title = f"Aeon {workload} ({FLOW_WORKLOADS[workload]}, {case.units} nodes)"
+        case.check(case.run())
+        for _ in range(3):
+            case.run()
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(runs):
+            case.run()
+        profiler.disable()
+        case.close()
     entries = pstats.Stats(profiler).stats.items()
     # (file, line, function) -> (primitive calls, calls, own time, cumulative time, callers)
-    ours = [(key, value) for key, value in entries if str(BENCH) not in key[0] and key[0] != "~"]
-    total = max(value[3] for _, value in ours)  # the outermost kernel call: all the runs
+    ours = [(key, value) for key, value in entries if str(BENCH) not in key[0]]
+    total = max(value[3] for key, value in ours if key[0] != "~")  # the outermost kernel call: all the runs
+    unit = "step" if workload == "W1" else "node"
     print(
-        f"Aeon W1 N={n}: {runs} runs under cProfile, {total:.2f} s ({total / (n * runs) * 1e6:.0f} µs per step)"
+        f"{title}: {runs} runs under cProfile, {total:.2f} s "
+        f"({total / (case.units * runs) * 1e6:.0f} µs per {unit})"
     )
-    for title, column in (("cumulative", 3), ("own", 2)):
-        print(f"\ntop {top} by {title} time")
-        print(f"{title + ' s':>12} {'share':>6} {'calls':>8}  function")
-        ranked = sorted(ours, key=lambda item: item[1][column], reverse=True)[:top]
+    for heading, column in (("cumulative", 3), ("own", 2)):
+        print(f"\ntop {top} by {heading} time")
+        print(f"{heading + ' s':>12} {'share':>6} {'calls':>8} {'µs/' + unit:>8}  function")
+        ranked = sorted(
+            (item for item in ours if column == 2 or item[0][0] != "~"),
+            key=lambda item: item[1][column],
+            reverse=True,
+        )[:top]
         for (filename, line, function), value in ranked:
             where = filename.split("site-packages/")[-1].replace(str(BENCH.parent) + "/", "")
+            per_unit = value[column] / (case.units * runs) * 1e6
             print(
-                f"{value[column]:>12.3f} {value[column] / total:>6.1%} {value[1]:>8}  {function} ({where}:{line})"
+                f"{value[column]:>12.3f} {value[column] / total:>6.1%} {value[1]:>8} {per_unit:>8.1f}  "
+                f"{function} ({where}:{line})"
             )
 
 
@@ -609,9 +795,20 @@ def main() -> int:
     parser.add_argument(
         "--only", help=f"comma-separated frameworks (default: all of {', '.join(FRAMEWORKS)})"
     )
-    parser.add_argument("--workloads", default="W1,W2,W3,W4", help="comma-separated (default: all)")
+    parser.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6", help="comma-separated (default: all)")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        help="timed samples per case in W1, W2, W5, W6 (default: the mode's; raise it when busy)",
+    )
     parser.add_argument("--out", type=Path, default=BENCH / "results.json", help="where to write the JSON")
-    parser.add_argument("--profile", action="store_true", help="profile Aeon on W1 N=100 instead")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const="W1",
+        choices=("W1", "W5", "W6"),
+        help="profile Aeon instead: on W1 N=100 (the default), W5 (the fan-out flow) or W6 (the flow chain)",
+    )
     parser.add_argument("--top", type=int, default=10, help="functions shown by --profile")
     parser.add_argument("--w4-child", nargs=3, metavar=("FRAMEWORK", "WHAT", "RUNS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -620,21 +817,28 @@ def main() -> int:
         w4_child(name, what, int(runs))
         return 0
     if args.profile:
-        profile(args.top)
+        profile(args.top, args.profile)
         return 0
     mode = MODES["smoke" if args.smoke else "quick" if args.quick else "full"]
+    if args.reps:
+        mode = replace(mode, reps=args.reps)
     names = args.only.split(",") if args.only else list(FRAMEWORKS)
     unknown = sorted(set(names) - set(FRAMEWORKS))
     if unknown:
         parser.error(f"unknown framework(s) {unknown}; choose from {', '.join(FRAMEWORKS)}")
     chosen = {w.strip().upper() for w in args.workloads.split(",")}
     modules, versions = load_frameworks(names)
-    results: dict[str, list[dict[str, Any]]] = {"W1": [], "W2": [], "W3": [], "W4": []}
+    results: dict[str, list[dict[str, Any]]] = {w: [] for w in ("W1", "W2", "W3", "W4", *FLOW_WORKLOADS)}
     with tempfile.TemporaryDirectory(prefix="aeon-bench-") as tmp:
         if "W1" in chosen:
             results["W1"] = run_w1(modules, versions, mode)
         if "W2" in chosen:
             results["W2"] = run_w2(modules, versions, mode, Path(tmp))
+        if chosen & set(FLOW_WORKLOADS):
+            flow_modules = load_flow_modules(versions)
+            for workload in FLOW_WORKLOADS:
+                if workload in chosen:
+                    results[workload] = run_flow(workload, flow_modules, versions, mode, Path(tmp))
     if "W3" in chosen:
         results["W3"] = run_w3(modules, versions, mode)
     if "W4" in chosen:
@@ -650,6 +854,7 @@ def main() -> int:
         "results": results,
     }
     report["targets"] = targets(results)
+    report["flow_ratios"] = flow_ratios(results)
     print(format_table(report))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

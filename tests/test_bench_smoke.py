@@ -28,7 +28,7 @@ def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
     assert set(report["versions"]) == {"aeon"}
     results = report["results"]
     aeon = {workload: [r for r in rows if r["framework"] == "aeon"] for workload, rows in results.items()}
-    assert set(aeon) == {"W1", "W2", "W3", "W4"}
+    assert set(aeon) == {"W1", "W2", "W3", "W4", "W5", "W6"}
     for workload, rows in aeon.items():
         assert rows, f"no Aeon row for {workload}"
         assert all("error" not in row for row in rows), rows
@@ -46,4 +46,8 @@ def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
     (many,) = aeon["W4"]
     assert many["runs"] == 20 and many["failed"] == 0
     assert {"wall_s", "runs_per_s", "peak_rss_mb", "growth_mb"} <= set(many)
-    assert "Targets" in done.stdout
+    for workload, nodes in (("W5", 14), ("W6", 100)):
+        (flow,) = aeon[workload]
+        assert flow["variant"] == "history" and flow["nodes"] == nodes
+        assert {"median", "build_ms"} <= set(flow) and flow["history_bytes_per_node"] > 0
+    assert "Targets" in done.stdout and "Flow ratios" in done.stdout

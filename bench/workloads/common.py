@@ -128,8 +128,10 @@ def file_bytes(path: Path) -> int:
 class Case:
     """One framework's workload, built and ready: ``run()`` is the timed unit, ``check(run())`` verifies it.
 
-    ``units`` is how many steps (W1) or cycles (W2) one ``run()`` executes; ``bytes_written`` measures what a
-    persistent variant wrote so far (divided by the units run, by the runner).
+    ``units`` is how many steps (W1), cycles (W2) or nodes (W5, W6) one ``run()`` executes; ``bytes_written``
+    measures what a persistent variant wrote so far (divided by the units run, by the runner);
+    ``history_bytes`` (W5, W6) does one more run, untimed, and returns the bytes of history or checkpoints it
+    kept per node.
     """
 
     run: Any
@@ -137,3 +139,4 @@ class Case:
     check: Any
     close: Any = field(default=lambda: None)
     bytes_written: Any = None
+    history_bytes: Any = None

@@ -1,0 +1,77 @@
+"""W5 and W6, the flow workloads (spec 004): what every framework shares — the shapes, the node work, the checks.
+
+W5 fan-out/merge: ``start → split → w0 … w9 → merge → exit``. The split hands its output to ten workers, each
+adds its own number; the merge waits for all ten and sums them; the exit presents the result. 14 nodes.
+W6 chain: ``start → step_0 … step_97 → exit``, each step adding its own number. 100 nodes.
+
+Every framework runs exactly these nodes, each doing exactly this module's work (a dict in, a dict out: the
+node work is trivial on purpose, so only orchestration is timed); what a framework adds to express the shape —
+LangGraph's reducer, pydantic-graph's join, Haystack's variadic socket — is its own structure, not a node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: W5: how many subtasks the split creates (one worker node per outbound edge)
+FANOUT_WIDTH = 10
+#: W5: start, split, the workers, merge, exit
+FANOUT_NODES = FANOUT_WIDTH + 4
+#: W6: start, CHAIN_NODES - 2 linear steps, exit
+CHAIN_NODES = 100
+CHAIN_STEPS = CHAIN_NODES - 2
+
+INPUT: dict[str, Any] = {"total": 0, "note": "dropped by the start node"}
+
+
+def amount(index: int) -> int:
+    """What worker (W5) or step (W6) ``index`` adds."""
+    return index + 1
+
+
+# --- the node work, the same in every framework ----------------------------------------------------------------
+
+
+def start_work(value: dict[str, Any]) -> dict[str, int]:
+    """The start node: keep only ``total`` (a start node normalises the raw input)."""
+    return {"total": value["total"]}
+
+
+def add_work(value: dict[str, Any], amount: int) -> dict[str, int]:
+    """A worker or chain step: a new dict with ``amount`` added to ``total``."""
+    return {"total": value["total"] + amount}
+
+
+def merge_work(parts: list[dict[str, Any]]) -> dict[str, int]:
+    """The merge: the sum of the parts' totals."""
+    return {"total": sum(part["total"] for part in parts)}
+
+
+def identity_work(value: dict[str, Any]) -> dict[str, Any]:
+    """The split and the exit: the value as it is."""
+    return value
+
+
+# --- what a finished run must have produced ---------------------------------------------------------------------
+
+FANOUT_EXPECTED = {"total": sum(INPUT["total"] + amount(i) for i in range(FANOUT_WIDTH))}
+CHAIN_EXPECTED = {"total": INPUT["total"] + sum(amount(i) for i in range(CHAIN_STEPS))}
+
+
+def check_fanout(output: dict[str, Any]) -> None:
+    assert output == FANOUT_EXPECTED, output
+
+
+def check_chain(output: dict[str, Any]) -> None:
+    assert output == CHAIN_EXPECTED, output
+
+
+def payload_bytes(value: Any) -> int:
+    """The bytes held in ``bytes`` objects anywhere inside ``value`` (a checkpointer's serialised storage)."""
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(payload_bytes(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(payload_bytes(v) for v in value)
+    return 0

@@ -1,0 +1,139 @@
+"""Aeon, W5 and W6: declarative flows (spec 004) through the public API, ``Engine.from_config_dir(dir)``.
+
+The flow directories (``flow.yaml`` and ``aeon.toml`` with ``[memory] use = "in_memory"``) are written at bench
+time into a temporary directory. The node code is this module's: it is a plugin (``aeon_register_nodes``) and is
+passed as one, ``plugins=[flows_aeon]``, with the kernel's built-in plugins and autoloading off. No node is an
+agent, so no model is loaded. The flow is built once per case; each timed ``run()`` is a fresh
+``flow.run(input)``, which always records the history (one record per stage).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from aeon_kernel import Engine, hookimpl
+from aeon_kernel.registry import Register
+
+from . import flows
+from .aeon_w import BUILTIN_PLUGINS
+from .common import Case
+
+NAME = "aeon"
+#: Aeon always records the history (spec 004 §6): there is no variant without it.
+VARIANTS = {"W5": ("history",), "W6": ("history",)}
+AEON_TOML = '[memory]\nuse = "in_memory"\n'
+
+
+def version() -> str:
+    import aeon_kernel
+
+    return aeon_kernel.__version__
+
+
+# --- the node implementations: this module is the plugin -------------------------------------------------------
+
+
+def _start() -> Any:
+    return lambda value, context: flows.start_work(value)
+
+
+def _add(amount: int) -> Any:
+    return lambda value, context: flows.add_work(value, amount)
+
+
+def _merge() -> Any:
+    # A merge receives [{"task", "from", "status", "output"}, ...]: the parts are the outputs.
+    return lambda value, context: flows.merge_work([entry["output"] for entry in value])
+
+
+@hookimpl
+def aeon_register_nodes(register: Register) -> None:
+    register("bench.start", _start)
+    register("bench.add", _add)
+    register("bench.merge", _merge)
+
+
+# --- the flow directories ------------------------------------------------------------------------------------------
+
+
+def _node(node_id: str, role: str, impl: str | None = None, **options: Any) -> str:
+    fields = [f"id: {node_id}", f"role: {role}"]
+    if impl is not None:
+        fields.append(f"impl: {impl}")
+    if options:
+        fields.append("options: " + json.dumps(options))
+    return "  - {" + ", ".join(fields) + "}"
+
+
+def _write(directory: Path, name: str, nodes: list[str], edges: list[tuple[str, str]]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = [f"name: {name}", "version: 1", "nodes:", *nodes, "edges:"]
+    lines += [f"  - [{source}, {target}]" for source, target in edges]
+    (directory / "flow.yaml").write_text("\n".join(lines) + "\n")
+    (directory / "aeon.toml").write_text(AEON_TOML)
+    return directory
+
+
+def write_fanout(directory: Path) -> Path:
+    """``start → split → w0 … w9 → merge → exit``: a split with one subtask per outbound edge, one merge."""
+    workers = [f"w{i}" for i in range(flows.FANOUT_WIDTH)]
+    nodes = [_node("start", "start", "bench.start"), _node("split", "split")]
+    nodes += [_node(w, "linear", "bench.add", amount=flows.amount(i)) for i, w in enumerate(workers)]
+    nodes += [_node("merge", "merge", "bench.merge"), _node("done", "exit")]
+    edges = [("start", "split"), *(("split", w) for w in workers), *((w, "merge") for w in workers)]
+    edges.append(("merge", "done"))
+    return _write(directory, "bench-fanout", nodes, edges)
+
+
+def write_chain(directory: Path) -> Path:
+    """``start → step_0 … step_97 → exit``."""
+    steps = [f"step_{i}" for i in range(flows.CHAIN_STEPS)]
+    nodes = [_node("start", "start", "bench.start")]
+    nodes += [_node(s, "linear", "bench.add", amount=flows.amount(i)) for i, s in enumerate(steps)]
+    nodes.append(_node("done", "exit"))
+    path = ["start", *steps, "done"]
+    return _write(directory, "bench-chain", nodes, list(itertools.pairwise(path)))
+
+
+def build(directory: Path) -> Any:
+    """The flow ready to run: its aeon.toml, the built-in plugins and this module's nodes, no autoloading."""
+    return Engine.from_config_dir(
+        directory, plugins=[*BUILTIN_PLUGINS, sys.modules[__name__]], autoload=False
+    )
+
+
+def history_bytes_per_node(result: Any) -> float:
+    """The run's history as JSON, per stage (one stage per node executed)."""
+    return len(json.dumps(result.history)) / len(result.history)
+
+
+def _case(directory: Path, nodes: int, check_output: Any) -> Case:
+    flow = build(directory)
+
+    def run() -> Any:
+        return flow.run(flows.INPUT)
+
+    def check(result: Any) -> None:
+        assert result.status == "success", result.message
+        assert len(result.history) == nodes, len(result.history)
+        check_output(result.output)
+
+    return Case(
+        run=run,
+        units=nodes,
+        check=check,
+        close=flow.close,
+        history_bytes=lambda: history_bytes_per_node(run()),
+    )
+
+
+def fanout(variant: str, tmp: Path) -> Case:
+    return _case(write_fanout(tmp / "fanout"), flows.FANOUT_NODES, flows.check_fanout)
+
+
+def chain(variant: str, tmp: Path) -> Case:
+    return _case(write_chain(tmp / "chain"), flows.CHAIN_NODES, flows.check_chain)

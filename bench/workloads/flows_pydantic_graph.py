@@ -1,0 +1,92 @@
+"""pydantic-graph, W5 and W6: ``GraphBuilder`` step functions, built once and run with ``run_sync``.
+
+W5 fan-out: ``split`` broadcasts to the ten workers (``edge_from(split).to(w0, …, w9)``: a fork, the branches run
+as concurrent asyncio tasks); each worker goes to one ``join`` whose reducer (``reduce_list_append``) gathers the
+parts; the join hands the list to ``merge``. W6 is a chain of 100 steps.
+
+One variant: a ``GraphBuilder`` graph keeps no history and has no persistence (the ``BaseNode`` API's
+``FullStatePersistence`` belongs to the old ``Graph`` runner, which 2.x builds through the same builder).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from pydantic_graph import GraphBuilder, StepContext, reduce_list_append
+
+from . import flows
+from .common import Case
+
+NAME = "pydantic_graph"
+VARIANTS = {"W5": ("plain",), "W6": ("plain",)}
+
+Value = dict[str, Any]
+
+
+def version() -> str:
+    from importlib.metadata import version
+
+    return version("pydantic-graph")
+
+
+async def _start(ctx: StepContext[None, None, Value]) -> Value:
+    return flows.start_work(ctx.inputs)
+
+
+async def _identity(ctx: StepContext[None, None, Value]) -> Value:
+    return flows.identity_work(ctx.inputs)
+
+
+async def _merge(ctx: StepContext[None, None, list[Value]]) -> Value:
+    return flows.merge_work(ctx.inputs)
+
+
+def _adder(builder: GraphBuilder[None, None, Value, Value], node_id: str, amount: int) -> Any:
+    async def add(ctx: StepContext[None, None, Value]) -> Value:
+        return flows.add_work(ctx.inputs, amount)
+
+    return builder.step(add, node_id=node_id)
+
+
+def build_fanout() -> Any:
+    builder: GraphBuilder[None, None, Value, Value] = GraphBuilder(input_type=Value, output_type=Value)
+    start = builder.step(_start, node_id="start")
+    split = builder.step(_identity, node_id="split")
+    workers = [_adder(builder, f"w{i}", flows.amount(i)) for i in range(flows.FANOUT_WIDTH)]
+    join = builder.join(reduce_list_append, initial_factory=list, node_id="join")
+    merge = builder.step(_merge, node_id="merge")
+    done = builder.step(_identity, node_id="exit")
+    builder.add(
+        builder.edge_from(builder.start_node).to(start),
+        builder.edge_from(start).to(split),
+        builder.edge_from(split).to(*workers),
+        *(builder.edge_from(worker).to(join) for worker in workers),
+        builder.edge_from(join).to(merge),
+        builder.edge_from(merge).to(done),
+        builder.edge_from(done).to(builder.end_node),
+    )
+    return builder.build()
+
+
+def build_chain() -> Any:
+    builder: GraphBuilder[None, None, Value, Value] = GraphBuilder(input_type=Value, output_type=Value)
+    path = [builder.start_node, builder.step(_start, node_id="start")]
+    path += [_adder(builder, f"step_{i}", flows.amount(i)) for i in range(flows.CHAIN_STEPS)]
+    path += [builder.step(_identity, node_id="exit"), builder.end_node]
+    for first, second in itertools.pairwise(path):
+        builder.add(builder.edge_from(first).to(second))
+    return builder.build()
+
+
+def _case(graph: Any, nodes: int, check_output: Any) -> Case:
+    return Case(run=lambda: graph.run_sync(inputs=dict(flows.INPUT)), units=nodes, check=check_output)
+
+
+def fanout(variant: str, tmp: Path) -> Case:
+    return _case(build_fanout(), flows.FANOUT_NODES, flows.check_fanout)
+
+
+def chain(variant: str, tmp: Path) -> Case:
+    return _case(build_chain(), flows.CHAIN_NODES, flows.check_chain)
