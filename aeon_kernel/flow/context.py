@@ -3,7 +3,8 @@
 Each layer is a prefix in a memory backend (the engine's, or the one ``memory.yaml`` names for the layer):
 
 - ``task``: ``flow/<run_id>/<task_id>/<seq>-<node>`` — the outputs of the task's earlier stages and of its
-  ancestors' (a clone sees what its parent did before the branch); written by the router after each stage;
+  ancestors' (a clone sees what its parent did before the branch); written by the router after each stage, when
+  some node of the flow reads the task layer;
 - ``project``: ``project/<flow name>/<key>`` and ``global``: ``global/<key>`` — written by nodes with
   :meth:`~aeon_kernel.flow.nodes.NodeContext.remember`, and kept across runs by a durable backend.
 

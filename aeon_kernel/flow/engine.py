@@ -259,7 +259,7 @@ class FlowEngine:
         run = orchestrator.start_resume(run_id)
         history = [stage for entry in stored.entries for stage in entry.stages]
         for record in history:  # the task layer of a memory that did not outlive the process (in_memory)
-            if record.get("status") == "success":
+            if record.get("status") == "success" and self.flow.reads_task_layer:
                 self.setup.layers.write_stage(
                     run_id,
                     record["task"],

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aeon_kernel.flow.manifest import FlowSpec, MemoryFile, NodeSpec, ProfileSpec
+from aeon_kernel.flow.manifest import FlowSpec, MemoryFile, NodeSpec, ProfileRef, ProfileSpec
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,15 @@ class Flow:
                     todo.extend(self.successors[node])
             cache[node_id] = frozenset(found)
         return cache[node_id]
+
+    @property
+    def reads_task_layer(self) -> bool:
+        """Whether a node's context includes the task layer (``global``, or a profile listing ``task``)."""
+        return any(
+            node.context == "global"
+            or (isinstance(node.context, ProfileRef) and "task" in self.profiles[node.context.profile].layers)
+            for node in self.spec.nodes
+        )
 
     @property
     def name(self) -> str:

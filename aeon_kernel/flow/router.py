@@ -72,6 +72,8 @@ class FlowScheduler(Scheduler):
         self._start, self._value = start or setup.flow.default_start, value
         self.book: TaskBook | None = None
         self._claimed: list[str] = []
+        #: the task layer is written only when some node reads it (no reader, no use: a write per stage saved)
+        self._writes_task_layer = setup.flow.reads_task_layer
         self._pool: ThreadPoolExecutor | None = None
 
     def start(self, run: RunContext, *, resumed: bool) -> None:
@@ -116,7 +118,7 @@ class FlowScheduler(Scheduler):
         for stage in outcome:
             self._claimed.remove(stage.task_id)
             seq = book.next_seq()
-            if stage.succeeded:
+            if stage.succeeded and self._writes_task_layer:
                 self.setup.layers.write_stage(run.run_id, stage.task_id, seq, stage.node_id, stage.output)
             route = stage.route if stage.succeeded else list(self.flow.successors[stage.node_id])
             events = book.advance(stage.task_id, stage.succeeded, stage.output, route, stage.error)
@@ -156,7 +158,7 @@ class FlowScheduler(Scheduler):
     def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
-        book = TaskBook(self.flow, copy.deepcopy(state.scheduler_state.get("book") or {}))
+        book = TaskBook(self.flow, state.scheduler_state.get("book") or {})  # the final snapshot's own copy
         if not book.tasks:
             return Conclusion(answer=None, message="the flow did not start")
         root = book.root
@@ -289,10 +291,14 @@ class FlowScheduler(Scheduler):
         run.state.changed()
 
 
+_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False, check_circular=False).encode
+_decode = json.JSONDecoder().decode
+
+
 def _copy(value: Any) -> Any:
-    """A copy of a JSON value (through the C encoder: several times faster than ``copy.deepcopy``); raises on
-    anything that is not JSON."""
-    return json.loads(json.dumps(value, allow_nan=False))
+    """A copy of a JSON value, through the C encoder; raises on anything that is not JSON (a cycle too: the
+    encoder's nesting limit stops it)."""
+    return _decode(_encode(value))
 
 
 class _StageFailed(Exception):

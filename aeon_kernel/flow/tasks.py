@@ -113,6 +113,7 @@ class TaskBook:
                 task["children"].append(child["id"])
                 created.append({"task": child["id"], "lineage": lineage, "node": target})
             task["spawned"] = spawned + len(route)
+            task["pending"] = len(route)  # children not yet parked or ended: the fork settles at 0
             events.append({"event": f"{node.role}_created", "parent": task_id, "tasks": created})
             for child_id in task["children"]:
                 self._arrive(self.tasks[child_id], self.tasks[child_id]["node"], node.id, events)
@@ -165,10 +166,12 @@ class TaskBook:
             self._settle(self.tasks[task["parent"]], events)
 
     def _settle(self, parent: dict[str, Any], events: list[dict[str, Any]]) -> None:
-        """When every child of ``parent`` has parked or ended: merge them, or end the parent by its fork's rule."""
-        children = [self.tasks[child_id] for child_id in parent["children"]]
-        if parent["state"] != "waiting" or any(c["state"] not in ("parked", "done") for c in children):
+        """A child of ``parent`` parked or ended. When the last one has: merge them, or end the parent by its
+        fork's rule."""
+        parent["pending"] -= 1
+        if parent["pending"] > 0:
             return
+        children = [self.tasks[child_id] for child_id in parent["children"]]
         parked = [c for c in children if c["state"] == "parked"]
         if parked:
             merge = parked[0]["node"]
