@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     )
     from aeon_kernel.errors import (
         AeonError,
+        ComponentBuildError,
         ConfigError,
         DuplicateComponentError,
         LLMError,
@@ -221,6 +222,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "aeon_kernel.engine": ("Engine",),
     "aeon_kernel.errors": (
         "AeonError",
+        "ComponentBuildError",
         "ConfigError",
         "DuplicateComponentError",
         "LLMError",
@@ -350,6 +352,7 @@ __all__ = [
     "AeonError",
     "ArtifactType",
     "ClarityState",
+    "ComponentBuildError",
     "Components",
     "Conclusion",
     "ConfigError",

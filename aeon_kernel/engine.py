@@ -1,6 +1,8 @@
 """The Engine: one plugin manager, its registries, and the components ``aeon.toml`` selects from them.
 
-Components are built on first use, so ``aeon plugins`` or ``aeon tools`` never loads a model. One Engine can
+Components are built on first use, so ``aeon plugins`` or ``aeon tools`` never loads a model (``aeon plugins
+--check`` builds everything on purpose: :meth:`Engine.check_components`). Each is built by its registry, which
+turns a factory's failure or a result of the wrong type into a ``ConfigError`` naming it. One Engine can
 create many orchestrators and runs, several of them active at once (``engine.start(request)`` returns a
 :class:`~aeon_kernel.runtime.run.Run`); closing it closes the model, memory and sinks it built.
 """
@@ -8,11 +10,12 @@ create many orchestrators and runs, several of them active at once (``engine.sta
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aeon_kernel.config import AeonConfig, Choice, load_config, resolve_secrets
-from aeon_kernel.errors import ConfigError, ToolRegistrationError, UnknownComponentError
+from aeon_kernel.errors import AeonError, ConfigError, ToolRegistrationError, UnknownComponentError
 from aeon_kernel.hookspecs import HOOKSPEC_VERSION
 from aeon_kernel.kinds import BY_NAME, KINDS, ROLES
 from aeon_kernel.plugins import (
@@ -43,7 +46,11 @@ if TYPE_CHECKING:
     from aeon_kernel.runtime.run import Run
     from aeon_kernel.runtime.scheduler import Scheduler
     from aeon_kernel.runtime.store import StateStore
-    from aeon_kernel.tools import ToolRegistry
+    from aeon_kernel.tools import Tool, ToolRegistry
+
+
+#: the kinds :meth:`Engine.check_components` builds by their own properties, before the others
+_BUILT_FIRST = frozenset({"llm_adapters", "validators", "memory_backends", "supervisors", "schedulers"})
 
 
 class Engine:
@@ -220,21 +227,26 @@ class Engine:
     def tools(self) -> ToolRegistry:
         """Every registered tool, or only those ``[tools] enabled`` lists."""
         if self._tools is None:
-            from aeon_kernel.tools import Tool, ToolRegistry
+            from aeon_kernel.tools import ToolRegistry
 
             registry = self.registries["tools"]
             names = self.config.tools_enabled if self.config.tools_enabled is not None else registry.names()
             tools = ToolRegistry()
             for name in names:
-                tool = registry.create(name, **resolve_secrets(self.config.tool_options.get(name, {}), name))
-                if not isinstance(tool, Tool) or tool.name != name:
-                    raise ToolRegistrationError(
-                        f"the factory registered as tool {name!r} by {registry.get(name).provider} returned "
-                        f"{getattr(tool, 'name', type(tool).__name__)!r}; it must return a Tool named {name!r}"
-                    )
-                tools.register(tool)
+                tools.register(self._tool(name))
             self._tools = tools
         return self._tools
+
+    def _tool(self, name: str) -> Tool:
+        """The tool registered as ``name``, built with its ``[tools.<name>]`` options."""
+        registry = self.registries["tools"]
+        tool: Tool = registry.create(name, **resolve_secrets(self.config.tool_options.get(name, {}), name))
+        if tool.name != name:
+            raise ToolRegistrationError(
+                f"the factory registered as tool {name!r} by {registry.get(name).provider} returned "
+                f"{tool.name!r}; it must return a Tool named {name!r}"
+            )
+        return tool
 
     @property
     def state_store(self) -> StateStore | None:
@@ -335,6 +347,77 @@ class Engine:
 
     def describe_plugins(self) -> dict[str, Any]:
         return describe_plugins(self.pm, self.registries)
+
+    def _selected(self) -> list[tuple[str, str, Callable[[], object]]]:
+        """``(kind, name, build)`` for every component ``aeon.toml`` selects, in an order that builds what each
+        depends on first; the configured sinks are attached by their ``build``."""
+        config = self.config
+        scheduler = config.choice("scheduler").use
+        wanted: list[tuple[str, str, Callable[[], object]]] = [
+            ("llm_adapters", config.choice("llm").use, lambda: self.llm),
+            ("validators", config.choice("validator").use, lambda: self.validator),
+            ("memory_backends", config.choice("memory").use, lambda: self.memory),
+        ]
+        registry = self.registries["tools"]
+        names = config.tools_enabled if config.tools_enabled is not None else registry.names()
+        wanted += [("tools", name, partial(self._tool, name)) for name in names]
+        wanted.append(("supervisors", config.choice("supervisor").use, lambda: self.supervisor))
+        for kind in KINDS:  # the planner, the convergence engine, and what the scheduler asks for
+            if kind.selection != "one" or kind.name in _BUILT_FIRST:
+                continue
+            if kind.used_by in (None, scheduler) or kind.section in config.explicit:
+                wanted.append(
+                    (kind.name, config.choice(kind.section).use, partial(self.component, kind.name))
+                )
+        wanted.append(("schedulers", scheduler, self.scheduler))
+        if config.state is not None:
+            wanted.append(("state_stores", config.state.use, lambda: self.state_store))
+        if not self._configured_sinks_attached:  # as orchestrator() would attach them
+            self._configured_sinks_attached = True
+            for choice in config.telemetry:
+                attach = partial(lambda c: self.add_sink(c.use, **c.resolved_options()), choice)
+                wanted.append(("telemetry_sinks", choice.use, attach))
+        return wanted
+
+    def build_selected(self) -> None:
+        """Build every component ``aeon.toml`` selects now, raising the first that cannot be built, so that a run
+        fails before it starts (``aeon run`` exits with status 2) rather than in its middle (a multi-pass run
+        builds its depth heuristic and semantic validator only when it first needs them)."""
+        for _, _, build in self._selected():
+            build()
+
+    def check_components(self) -> list[dict[str, Any]]:
+        """Build every component ``aeon.toml`` selects, as ``aeon run`` would — the model included, however long
+        loading it takes — and describe each one that cannot be built (``aeon plugins --check``).
+
+        Each problem is listed once, even when other components depend on the broken one (the supervisor on the
+        model, say). An entry has the keys of a plugin load error (``plugin``, ``distribution``, ``stage`` =
+        ``"build"``, ``error``) and the component's ``kind`` and ``name``. What was built is closed with the engine.
+        """
+        wanted = self._selected()
+        problems: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for kind_name, name, build in wanted:
+            try:
+                build()
+            except AeonError as exc:
+                message = str(exc)
+                if message in seen:
+                    continue  # a dependency's failure, reported once
+                seen.add(message)
+                provider = self.registries[kind_name].providers().get(name)
+                source = self.pm.sources.get(provider) if provider else None
+                problems.append(
+                    {
+                        "plugin": provider,
+                        "distribution": source.distribution if source else None,
+                        "stage": "build",
+                        "kind": kind_name,
+                        "name": name,
+                        "error": message,
+                    }
+                )
+        return problems
 
     def check_choices(self) -> None:
         """Fail early, listing what is available, when aeon.toml names a component no plugin registered."""

@@ -37,6 +37,24 @@ class UnknownComponentError(ConfigError):
         )
 
 
+class ComponentBuildError(ConfigError):
+    """A component's factory raised, or returned something that is not its kind's contract.
+
+    The original exception, if any, is the ``__cause__``; the message names the component and the plugin, and
+    never a secret option's value.
+    """
+
+    def __init__(self, kind: str, name: str, provider: str, problem: str) -> None:
+        self.kind, self.name, self.provider, self.problem = kind, name, provider, problem
+        super().__init__(
+            f"the {label(kind)} {name!r} (from {provider}) could not be built: {problem}. "
+            f"Check its table in aeon.toml, or fix or block the plugin {provider!r}."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "kind": self.kind, "name": self.name, "provider": self.provider}
+
+
 class PluginError(AeonError):
     """A plugin could not be loaded or registered."""
 

@@ -3,14 +3,21 @@
 Entry points in the ``aeon`` group are walked by hand so that allow/block lists apply *before* ``ep.load()``
 (blocked code is never imported) and a plugin that fails to import or register becomes a recorded error while
 the host keeps working. Built-in plugins arrive through the same entry points as third-party ones.
+
+"Fails" means any exception the plugin's code raises while it is imported, registered or runs its
+``aeon_register_*`` hooks — ``SystemExit`` (a plugin calling ``sys.exit``) and a ``KeyboardInterrupt`` it raises
+itself included — except a Ctrl-C the user pressed meanwhile, which still stops Aeon (:class:`_PluginCode`).
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -155,6 +162,54 @@ def _no_results(**kwargs: Any) -> list[Any]:
     return []
 
 
+class _PluginCode:
+    """While plugin code runs (import, registration, ``aeon_register_*`` hooks): tells a Ctrl-C the user pressed
+    from a ``KeyboardInterrupt`` the plugin raised itself.
+
+    ``SystemExit`` and every other exception from plugin code is the plugin's failure, recorded under "errors"
+    (the docs promise that a failing plugin never stops Aeon). A ``KeyboardInterrupt`` is too, unless SIGINT
+    arrived meanwhile: the user's Ctrl-C propagates, and one that a plugin swallowed is raised again on leaving
+    (when Python's own handler was in place; an embedder's handler has done its job already).
+    Python delivers signals to the main thread only, so elsewhere (or when SIGINT is ignored or not Python's to
+    handle) no ``KeyboardInterrupt`` can be the user's. ``os._exit`` and a crash of the interpreter cannot be caught.
+    """
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+        self._handler: Callable[[int, FrameType | None], Any] | None = None
+
+    def __enter__(self) -> _PluginCode:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        previous = signal.getsignal(signal.SIGINT)
+        if not callable(previous):  # SIG_IGN or SIG_DFL: Ctrl-C raises nothing in Python
+            return self
+
+        def handler(signum: int, frame: FrameType | None) -> Any:
+            self.pressed = True
+            return previous(signum, frame)
+
+        try:
+            signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main interpreter
+            return self
+        self._previous, self._handler = previous, handler
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._handler is not None and signal.getsignal(signal.SIGINT) is self._handler:
+            signal.signal(signal.SIGINT, self._previous)  # unless plugin code installed its own meanwhile
+        if self.pressed and exc is None and self._previous is signal.default_int_handler:
+            raise KeyboardInterrupt  # the user's Ctrl-C, which plugin code swallowed
+
+    def failed(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised by plugin code, is the plugin's failure to record (else: re-raise it)."""
+        return not (isinstance(exc, KeyboardInterrupt) and self.pressed)
+
+
 def _names_from_env(var: str) -> set[str]:
     return {part.strip() for part in os.environ.get(var, "").split(",") if part.strip()}
 
@@ -193,18 +248,21 @@ def build_plugin_manager(
     pm.register(KernelComponents(), name="aeon.kernel")
     if autoload is None:
         autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
-    if autoload:
-        allowed = None
-        if allow is not None or os.environ.get(ALLOW_ENV):
-            allowed = set(allow or ()) | _names_from_env(ALLOW_ENV)
-        _load_entry_points(pm, allowed, set(block) | _names_from_env(BLOCK_ENV))
-    for plugin in plugins:
-        name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{id(plugin):x}"
-        _register(pm, plugin, name, PluginSource())
+    with _PluginCode() as guard:
+        if autoload:
+            allowed = None
+            if allow is not None or os.environ.get(ALLOW_ENV):
+                allowed = set(allow or ()) | _names_from_env(ALLOW_ENV)
+            _load_entry_points(pm, allowed, set(block) | _names_from_env(BLOCK_ENV), guard)
+        for plugin in plugins:
+            name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{id(plugin):x}"
+            _register(pm, plugin, name, PluginSource(), guard)
     return pm
 
 
-def _load_entry_points(pm: AeonPluginManager, allow: set[str] | None, block: set[str]) -> None:
+def _load_entry_points(
+    pm: AeonPluginManager, allow: set[str] | None, block: set[str], guard: _PluginCode
+) -> None:
     from importlib.metadata import entry_points
 
     seen: set[str] = set()
@@ -218,13 +276,17 @@ def _load_entry_points(pm: AeonPluginManager, allow: set[str] | None, block: set
             continue
         try:
             plugin = ep.load()
-        except Exception as exc:  # a broken plugin must not take the host down (simonw/llm#1280)
+        except BaseException as exc:  # a broken plugin must not take the host down (simonw/llm#1280)
+            if not guard.failed(exc):
+                raise
             pm.failures.append(PluginLoadFailure(ep.name, source.distribution, "import", _describe(exc)))
             continue
-        _register(pm, plugin, ep.name, source)
+        _register(pm, plugin, ep.name, source, guard)
 
 
-def _register(pm: AeonPluginManager, plugin: Any, name: str, source: PluginSource) -> None:
+def _register(
+    pm: AeonPluginManager, plugin: Any, name: str, source: PluginSource, guard: _PluginCode
+) -> None:
     if name.startswith(ESSENTIAL_PREFIX):
         pm.failures.append(
             PluginLoadFailure(
@@ -234,14 +296,18 @@ def _register(pm: AeonPluginManager, plugin: Any, name: str, source: PluginSourc
         return
     if pm.is_registered(plugin) or pm.has_plugin(name):
         return
-    problem = _hookspec_mismatch(getattr(plugin, "AEON_HOOKSPEC_VERSION", None))
+    try:  # reading a plugin object's attributes runs its code (a property, __getattr__)
+        problem = _hookspec_mismatch(getattr(plugin, "AEON_HOOKSPEC_VERSION", None))
+        if not problem:
+            pm.register(plugin, name=name)  # pluggy rejects bad signatures
+    except BaseException as exc:
+        if not guard.failed(exc):
+            raise
+        problem = _describe(exc)
+        if pm.get_plugin(name) is plugin:  # pluggy failed half-way: take back what it registered
+            pm.unregister(name=name)
     if problem:
         pm.failures.append(PluginLoadFailure(name, source.distribution, "register", problem))
-        return
-    try:
-        pm.register(plugin, name=name)
-    except Exception as exc:  # pluggy rejects bad signatures
-        pm.failures.append(PluginLoadFailure(name, source.distribution, "register", _describe(exc)))
         return
     unknown = [caller.name for caller in pm.get_hookcallers(plugin) or () if not caller.has_spec()]
     if unknown:  # most likely a typo; pluggy would only notice at check_pending()
@@ -268,6 +334,8 @@ def _hookspec_mismatch(declared: object) -> str | None:
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"SystemExit({exc.code!r}): the plugin called sys.exit(); a plugin must raise an exception instead"
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -279,13 +347,14 @@ class Registries:
             kind.name: ComponentRegistry(kind.name) for kind in KINDS
         }
         self.conflicts: list[DuplicateComponentError] = []
-        for kind in KINDS:
-            self._collect(pm, kind.name, kind.hook)
+        with _PluginCode() as guard:
+            for kind in KINDS:
+                self._collect(pm, kind.name, kind.hook, guard)
 
     def __getitem__(self, kind: str) -> ComponentRegistry[Any]:
         return self.by_kind[kind]
 
-    def _collect(self, pm: AeonPluginManager, kind: str, hook_name: str) -> None:
+    def _collect(self, pm: AeonPluginManager, kind: str, hook_name: str, guard: _PluginCode) -> None:
         """Call each implementation separately so every registration is tagged with its plugin."""
         registry = self.by_kind[kind]
         for impl in getattr(pm.hook, hook_name).get_hookimpls():
@@ -300,7 +369,9 @@ class Registries:
 
             try:
                 impl.function(*[{"register": register}[arg] for arg in impl.argnames])
-            except Exception as exc:
+            except BaseException as exc:
+                if not guard.failed(exc):
+                    raise
                 source = pm.sources.get(provider, PluginSource())
                 pm.failures.append(
                     PluginLoadFailure(provider, source.distribution, hook_name, _describe(exc))

@@ -2,23 +2,53 @@
 
 A registry remembers which plugin registered each name, so an unknown name can list what is available and who
 provides it, and a name registered twice is an error naming both plugins rather than a silent override.
+
+Every component is built here (:meth:`ComponentRegistry.bound`), so this is the one place where a factory that
+raises, or returns something that is not its kind's contract, becomes a :class:`ComponentBuildError` — a
+configuration error naming the kind, the name and the plugin — instead of a traceback (issue 13).
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
-from aeon_kernel.errors import ConfigError, DuplicateComponentError, UnknownComponentError
+from aeon_kernel.errors import (
+    AeonError,
+    ComponentBuildError,
+    ConfigError,
+    DuplicateComponentError,
+    UnknownComponentError,
+)
 from aeon_kernel.kinds import label
 
 T = TypeVar("T")
 
 #: The callback a ``aeon_register_*`` hook receives: ``register(name, factory)``.
 Register = Callable[[str, Callable[..., Any]], None]
+
+
+#: What a factory of each kind must return, as ``module:Class`` (imported on first build, so that importing the
+#: kernel stays cheap). Node implementations and retrieval policies are plain callables.
+CONTRACTS: Final[dict[str, str]] = {
+    "llm_adapters": "aeon_kernel.contracts:LLMAdapter",
+    "memory_backends": "aeon_kernel.contracts:Memory",
+    "tools": "aeon_kernel.tools:Tool",
+    "validators": "aeon_kernel.contracts:Validator",
+    "supervisors": "aeon_kernel.contracts:Supervisor",
+    "convergence_engines": "aeon_kernel.contracts:ConvergenceEngine",
+    "planners": "aeon_kernel.contracts:Planner",
+    "schedulers": "aeon_kernel.runtime.scheduler:Scheduler",
+    "depth_heuristics": "aeon_kernel.reasoning.contracts:AdaptiveDepth",
+    "semantic_validators": "aeon_kernel.reasoning.contracts:SemanticValidator",
+    "telemetry_sinks": "aeon_kernel.contracts:TelemetrySink",
+    "state_stores": "aeon_kernel.runtime.store:StateStore",
+}
+_REDACTED: Final = "**********"
 
 
 @dataclass(frozen=True)
@@ -68,8 +98,9 @@ class ComponentRegistry(Generic[T]):
 
         ``offered`` are dependencies the factory gets only if its signature names them (the run's model, say,
         which a deterministic component does not take). Options the factory's signature cannot take are a
-        :class:`ConfigError` naming them, raised here; a ``TypeError`` raised *inside* the factory is its own bug
-        and propagates as it is.
+        :class:`ConfigError` naming them, raised here. When the factory is called, an exception it raises (other
+        than an :class:`AeonError`, which says what is wrong already, and ``KeyboardInterrupt``, which is the
+        user's) or a result that is not the kind's contract is a :class:`ComponentBuildError`.
         """
         registration = self.get(name)
         if offered:
@@ -85,7 +116,7 @@ class ComponentRegistry(Generic[T]):
                     f"the {label(self.kind)} {name!r} (from {registration.provider}) cannot be built with the "
                     f"options {sorted(options)}: {exc}. Check its table in aeon.toml."
                 ) from None
-        return partial(registration.factory, **options)
+        return _Builder(self.kind, registration, options)
 
     def _signature(self, registration: Registration) -> inspect.Signature | None:
         """The factory's signature, read once (some factories are built per run), or None when it has none."""
@@ -107,3 +138,73 @@ class ComponentRegistry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class _Builder(Generic[T]):
+    """A factory with its options bound, which checks what it builds (see :meth:`ComponentRegistry.bound`)."""
+
+    __slots__ = ("_contract", "kind", "options", "registration")
+
+    def __init__(self, kind: str, registration: Registration, options: dict[str, Any]) -> None:
+        self.kind, self.registration, self.options = kind, registration, options
+        self._contract: type | None = None
+
+    def __call__(self) -> T:
+        registration = self.registration
+        try:
+            component = registration.factory(**self.options)
+        except AeonError:
+            raise  # raised on purpose: its message already says what to do
+        except (Exception, SystemExit) as exc:  # SystemExit too: a plugin's sys.exit() must not end Aeon
+            raise self._error(f"{type(exc).__name__}: {exc}") from exc
+        contract = self._contract or self._load_contract()
+        if contract is not None and not isinstance(component, contract):
+            raise self._error(
+                f"its factory returned {_kind_of(component)}, which is not an instance of "
+                f"aeon_kernel.{contract.__name__}"
+            )
+        if contract is None and self.kind in ("nodes", "retrieval_policies") and not callable(component):
+            raise self._error(f"its factory returned {_kind_of(component)}, which is not callable")
+        result: T = component
+        return result
+
+    def _load_contract(self) -> type | None:
+        path = CONTRACTS.get(self.kind)
+        if path is None:
+            return None
+        module, _, name = path.partition(":")
+        contract: type = getattr(importlib.import_module(module), name)
+        self._contract = contract
+        return contract
+
+    def _error(self, problem: str) -> ComponentBuildError:
+        return ComponentBuildError(
+            self.kind, self.registration.name, self.registration.provider, _scrub(problem, self.options)
+        )
+
+
+def _kind_of(value: object) -> str:
+    return "None" if value is None else f"a {type(value).__module__}.{type(value).__qualname__}"
+
+
+def _scrub(text: str, options: dict[str, Any]) -> str:
+    """``text`` without the value of any secret option, in any of the forms an exception message may quote it."""
+    for secret in _secrets(options):
+        if not secret:
+            continue
+        forms = {secret, repr(secret)[1:-1], json.dumps(secret)[1:-1], secret.strip()}
+        for form in sorted((f for f in forms if f), key=len, reverse=True):
+            text = text.replace(form, _REDACTED)
+    return text
+
+
+def _secrets(value: Any) -> list[str]:
+    from pydantic import SecretStr
+
+    if isinstance(value, SecretStr):
+        return [value.get_secret_value()]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _secrets(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _secrets(v)]
+    return []

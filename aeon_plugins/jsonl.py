@@ -2,16 +2,22 @@
 
 Each line is written with a single ``write`` and flushed at once, so a crash can cut at most the line being
 written, and a reader never sees two cycles interleaved.
+
+A path that cannot be a log (a directory, a file that cannot be written, a parent that is a file) is a
+``ConfigError`` when the sink is built, not a warning per cycle while the log is lost (issue 13). Nothing is
+created before the first line. Text that UTF-8 cannot hold (a lone surrogate in a model's output) is written as
+a ``\\uXXXX`` escape, which is what JSON makes of it anyway.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import IO, Any
 
-from aeon_kernel import LogEntry, OrchestrationState, Register, TelemetrySink, hookimpl
+from aeon_kernel import ConfigError, LogEntry, OrchestrationState, Register, TelemetrySink, hookimpl
 
 DEFAULT_PATH = "aeon-log.jsonl"
 #: Characters some readers (Python's str.splitlines among them) treat as line breaks; JSON allows them raw
@@ -22,6 +28,12 @@ _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 class JsonlSink(TelemetrySink):
     def __init__(self, path: str | Path = DEFAULT_PATH) -> None:
         self.path = Path(path)
+        problem = _unwritable(self.path)
+        if problem:
+            raise ConfigError(
+                f"the JSONL log {str(path)!r} cannot be written: {problem}. Give the path of a file in a "
+                f"writable directory ([telemetry.jsonl] path in aeon.toml, or --log)."
+            )
         self._file: IO[str] | None = None
         self._lock = threading.Lock()
 
@@ -48,7 +60,7 @@ class JsonlSink(TelemetrySink):
             logged = self._repair_and_scan(run_id)
         for entry in entries:
             if entry.step_number not in logged:
-                self._write(entry.model_dump_json().translate(_LINE_BREAKS))
+                self._write(_entry_line(entry))
 
     def _repair_and_scan(self, run_id: str) -> set[int]:
         if not self.path.exists():
@@ -70,7 +82,7 @@ class JsonlSink(TelemetrySink):
 
     @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
-        self._write(entry.model_dump_json().translate(_LINE_BREAKS))
+        self._write(_entry_line(entry))
 
     @hookimpl
     def aeon_pass_event(self, run_id: str, pass_number: int, event: str, record: dict[str, Any]) -> None:
@@ -83,7 +95,7 @@ class JsonlSink(TelemetrySink):
         with self._lock:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("a", encoding="utf-8")
+                self._file = self.path.open("a", encoding="utf-8", errors="backslashreplace")
             self._file.write(line)
             self._file.flush()
 
@@ -92,6 +104,30 @@ class JsonlSink(TelemetrySink):
             if self._file is not None:
                 self._file.close()
                 self._file = None
+
+
+def _entry_line(entry: LogEntry) -> str:
+    try:
+        line = entry.model_dump_json()
+    except ValueError:  # pydantic refuses text UTF-8 cannot hold (a lone surrogate): see _write
+        line = json.dumps(entry.model_dump(mode="json"), ensure_ascii=False, default=str)
+    return line.translate(_LINE_BREAKS)
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why no log can be appended at ``path`` (checked without creating anything), or None."""
+    if path.is_dir():
+        return "it is a directory"
+    if path.exists():
+        return None if not path.is_file() or os.access(path, os.W_OK) else "the file is not writable"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{str(parent)!r} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"the directory {str(parent)!r} is not writable"
+    return None
 
 
 @hookimpl

@@ -20,6 +20,7 @@ from aeon_kernel import (
     hookimpl,
 )
 from aeon_kernel.config import AeonConfig
+from aeon_kernel.errors import ComponentBuildError
 from aeon_kernel.plugins import Registries, build_plugin_manager
 
 
@@ -373,9 +374,13 @@ def test_unknown_options_are_a_config_error_naming_them() -> None:
 
 
 def test_a_type_error_inside_a_factory_is_not_blamed_on_the_options() -> None:
+    """It is a configuration error naming the component and its plugin (issue 13), with the bug as its cause."""
     config = AeonConfig(tools_enabled=("buggy",))
-    with pytest.raises(TypeError, match="has no len"):
+    with pytest.raises(ComponentBuildError, match="has no len") as info:
         _ = Engine(config, plugins=[OptionTools()], autoload=False).tools
+    assert (info.value.kind, info.value.name) == ("tools", "buggy")
+    assert "OptionTools" in info.value.provider and "options" not in str(info.value)
+    assert isinstance(info.value.__cause__, TypeError)
 
 
 def test_secrets_in_a_tool_table_are_resolved(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from aeon_kernel.cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError
 
 if TYPE_CHECKING:
@@ -26,8 +27,10 @@ def _fail(exc: AeonError | str) -> NoReturn:
 
 
 @click.group()
-def flow() -> None:
+@click.pass_context
+def flow(ctx: click.Context) -> None:
     """Declarative workflows: a DAG of nodes in flow.yaml (see docs/flows.md)."""
+    safe_streams(ctx)  # also when this group is run on its own, not under `aeon`
 
 
 _config = click.option(
@@ -50,7 +53,7 @@ def validate(directory: str, config: str | None, as_json: bool) -> None:
         loaded = _load(directory, config)
     except FlowError as exc:
         if as_json:
-            click.echo(json.dumps([problem.to_dict() for problem in exc.problems], ensure_ascii=False))
+            echo_json([problem.to_dict() for problem in exc.problems])
         else:
             click.echo(str(exc), err=True)
         sys.exit(1)
@@ -221,10 +224,10 @@ def _report(engine: FlowEngine, stages: Any, as_json: bool) -> NoReturn:
     result: TaskResult | None = engine.result
     assert result is not None
     if as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+        echo_json(result.to_dict())
     else:
         click.echo(f"\n{result.status}: {result.message}")
-        click.echo(json.dumps(result.output, ensure_ascii=False, indent=2, default=str))
+        echo_json(result.output, indent=2)
         click.echo(f"run {result.run_id}")
     run_status = result.run.status
     sys.exit(3 if run_status == "ttl_expired" else 1 if result.status == "failure" else 0)

@@ -4,7 +4,11 @@
 Every failure ends in a clear message and an exit status, never a bare traceback:
 
 * 0 — the run completed;  1 — the run failed;  3 — the TTL expired;
-* 2 — the request could not start (bad configuration, unknown component, invalid option).
+* 2 — the request could not start (bad configuration, unknown component, invalid option, a component that
+  cannot be built).
+
+Output never fails on text the terminal cannot encode (a lone surrogate in a model's answer, an emoji on a
+latin-1 console): every command writes through :mod:`aeon_kernel.cli.output`.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import click
 
+from aeon_kernel.cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError, ConfigError
 from aeon_kernel.version import __version__
 
@@ -29,15 +34,17 @@ def _engine(config: str | None, **options: Any) -> Any:
     return Engine(config, **options)
 
 
-def _fail_setup(exc: AeonError) -> None:
+def _fail_setup(exc: AeonError) -> NoReturn:
     click.echo(f"Error: {exc}", err=True)
     sys.exit(EXIT_SETUP_ERROR)
 
 
 @click.group()
 @click.version_option(__version__, prog_name="aeon")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Aeon: plan → tool → thought, with every model output validated."""
+    safe_streams(ctx)
 
 
 def _run_options(command: Any) -> Any:
@@ -90,11 +97,16 @@ def _drive(
 
             chosen = load_config(config).multipass()
         engine = _engine(chosen, record=record, replay=replay)
+    except AeonError as exc:
+        _fail_setup(exc)
+    try:
         engine.check_choices()
         if log_path:
             engine.add_sink("jsonl", path=log_path)
+        engine.build_selected()  # a component that cannot be built stops the run before it starts
         orchestrator = engine.orchestrator(ttl)
     except AeonError as exc:
+        engine.close()
         _fail_setup(exc)
     try:
         cycles = start(orchestrator)
@@ -102,7 +114,7 @@ def _drive(
             for _ in cycles:
                 pass
             result = orchestrator.result
-            click.echo(json.dumps(result, ensure_ascii=False, default=str))
+            echo_json(result)
         else:
             from aeon_kernel.cli.live import LiveView
 
@@ -157,7 +169,7 @@ def runs(config: str | None, as_json: bool) -> None:
     except AeonError as exc:
         _fail_setup(exc)
     if as_json:
-        click.echo(json.dumps(summaries, ensure_ascii=False))
+        echo_json(summaries)
         return
     for run in summaries:
         request = run["request"] if len(run["request"]) <= 50 else run["request"][:49] + "…"
@@ -168,15 +180,26 @@ def runs(config: str | None, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
-@click.option("--check", is_flag=True, help="Exit with status 1 when any plugin failed to load or register.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Also build every component aeon.toml selects, as `aeon run` would (the model included, however long "
+    "it takes to load), listing each that cannot be built under errors; exit with status 1 when any plugin "
+    "failed to load or register or any component failed to build.",
+)
 def plugins(config: str | None, check: bool) -> None:
     """Print the loaded plugins as JSON: name, distribution, version, hooks, components, load errors."""
     try:
         engine = _engine(config)
     except AeonError as exc:
         _fail_setup(exc)
-    described = engine.describe_plugins()
-    click.echo(json.dumps(described, indent=2))
+    try:
+        described = engine.describe_plugins()
+        if check:
+            described["errors"] += engine.check_components()
+    finally:
+        engine.close()
+    echo_json(described, indent=2)
     if check and described["errors"]:
         click.echo(f'{len(described["errors"])} plugin problem(s); see "errors" above', err=True)
         sys.exit(1)
@@ -187,11 +210,11 @@ def plugins(config: str | None, check: bool) -> None:
 def tools(config: str | None) -> None:
     """Print the registered tools with their input and output schemas, as JSON."""
     try:
-        engine = _engine(config)
-        exported = engine.tools.export_tools_for_llm()
+        with _engine(config) as engine:
+            exported = engine.tools.export_tools_for_llm()
     except AeonError as exc:
         _fail_setup(exc)
-    click.echo(json.dumps(exported, indent=2))
+    echo_json(exported, indent=2)
 
 
 @cli.command()
@@ -206,7 +229,7 @@ def schemas(directory: str | None) -> None:
 
     exported = export_json_schemas()
     if directory is None:
-        click.echo(json.dumps(exported, indent=2))
+        echo_json(exported, indent=2)
         return
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)

@@ -105,7 +105,10 @@ class RunContext:
         for plugin, call in self.hooks.each(hook_name):
             try:
                 call(**kwargs)
-            except Exception as exc:
+            except (
+                Exception,
+                SystemExit,
+            ) as exc:  # a sink calling sys.exit does not end the run; Ctrl-C does
                 log.warning(
                     "telemetry hook %s of %s failed: %s: %s", hook_name, plugin, type(exc).__name__, exc
                 )
