@@ -97,6 +97,12 @@ if TYPE_CHECKING:
         ask_json,
         ignore_action,
     )
+    from aeon_kernel.logs import (
+        PLAN_CHANGES,
+        changed_steps,
+        expand_log,
+        read_log,
+    )
     from aeon_kernel.markers import (
         hookimpl,
     )
@@ -246,6 +252,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "aeon_kernel.flow.manifest": ("FlowSpec", "NodeSpec", "ProfileSpec"),
     "aeon_kernel.flow.nodes": ("NodeContext", "ToolMisuseError"),
     "aeon_kernel.hookspecs": ("HOOKSPEC_VERSION",),
+    "aeon_kernel.logs": ("PLAN_CHANGES", "changed_steps", "expand_log", "read_log"),
     "aeon_kernel.markers": ("hookimpl",),
     "aeon_kernel.idempotency": ("current_idempotency_key",),
     "aeon_kernel.models": (
@@ -346,6 +353,7 @@ __all__ = [
     "HOOKSPEC_VERSION",
     "INT64_MAX",
     "INT64_MIN",
+    "PLAN_CHANGES",
     "SEVERITY_ORDER",
     "AdaptiveDepth",
     "AeonConfig",
@@ -438,6 +446,7 @@ __all__ = [
     "allocate_ttl",
     "ask_json",
     "canonical_json",
+    "changed_steps",
     "check_amount",
     "check_depth",
     "check_key",
@@ -449,6 +458,7 @@ __all__ = [
     "dumps_lenient",
     "encode_value",
     "ensure_no_new_tools",
+    "expand_log",
     "hookimpl",
     "ignore_action",
     "increment_error",
@@ -456,6 +466,7 @@ __all__ = [
     "load_flow",
     "loads_strict",
     "plan_progress",
+    "read_log",
     "schema_errors",
     "tool_names",
     "utc_now",

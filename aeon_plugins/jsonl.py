@@ -1,5 +1,10 @@
 """The ``jsonl`` telemetry sink: a manifest line per run, then one JSON line per cycle (FR-037…039, SC-007).
 
+A line carries the plan at cycle start whole (``plan_state``) when it is the run's first with a plan or the plan's
+shape changed; otherwise only the steps that changed since the run's previous line (``plan_changes``), so the log
+grows with the cycles, not with cycles x plan size. ``aeon_kernel.logs.read_log`` puts ``plan_state`` back on
+every line (decision 0012).
+
 Each line is written with a single ``write`` and flushed at once, so a crash can cut at most the line being
 written, and a reader never sees two cycles interleaved.
 
@@ -17,7 +22,17 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from aeon_kernel import ConfigError, LogEntry, OrchestrationState, Register, TelemetrySink, hookimpl
+from aeon_kernel import (
+    PLAN_CHANGES,
+    ConfigError,
+    LogEntry,
+    OrchestrationState,
+    Plan,
+    Register,
+    TelemetrySink,
+    changed_steps,
+    hookimpl,
+)
 
 DEFAULT_PATH = "aeon-log.jsonl"
 #: Characters some readers (Python's str.splitlines among them) treat as line breaks; JSON allows them raw
@@ -36,6 +51,8 @@ class JsonlSink(TelemetrySink):
             )
         self._file: IO[str] | None = None
         self._lock = threading.Lock()
+        #: the plan each run's latest line showed (whole or by its changes), by run id
+        self._plans: dict[str, Plan] = {}
 
     @hookimpl
     def aeon_run_start(
@@ -58,9 +75,10 @@ class JsonlSink(TelemetrySink):
                 self._file.close()
                 self._file = None
             logged = self._repair_and_scan(run_id)
+        self._plans.pop(run_id, None)  # the next line of the run carries its plan whole
         for entry in entries:
             if entry.step_number not in logged:
-                self._write(_entry_line(entry))
+                self._write(self._line(entry))
 
     def _repair_and_scan(self, run_id: str) -> set[int]:
         if not self.path.exists():
@@ -82,7 +100,24 @@ class JsonlSink(TelemetrySink):
 
     @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
-        self._write(_entry_line(entry))
+        self._write(self._line(entry))
+
+    @hookimpl
+    def aeon_run_end(self, run_id: str, result: dict[str, Any]) -> None:
+        self._plans.pop(run_id, None)
+
+    def _line(self, entry: LogEntry) -> str:
+        """The entry's line: its plan whole, or only the steps that changed since the run's previous line."""
+        plan, previous = entry.plan_state, self._plans.get(entry.run_id)
+        if plan is None:
+            return _entry_line(entry)
+        self._plans[entry.run_id] = plan
+        changed = changed_steps(plan, previous) if previous is not None else None
+        if changed is None:
+            return _entry_line(entry)
+        record = entry.model_dump(mode="json", exclude={"plan_state"})
+        record[PLAN_CHANGES] = [step.model_dump(mode="json") for step in changed]
+        return _dumps(record)
 
     @hookimpl
     def aeon_pass_event(self, run_id: str, pass_number: int, event: str, record: dict[str, Any]) -> None:
@@ -112,6 +147,10 @@ def _entry_line(entry: LogEntry) -> str:
     except ValueError:  # pydantic refuses text UTF-8 cannot hold (a lone surrogate): see _write
         line = json.dumps(entry.model_dump(mode="json"), ensure_ascii=False, default=str)
     return line.translate(_LINE_BREAKS)
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":")).translate(_LINE_BREAKS)
 
 
 def _unwritable(path: Path) -> str | None:

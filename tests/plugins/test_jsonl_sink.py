@@ -10,14 +10,18 @@ from typing import Any
 import pluggy
 
 from aeon_kernel import (
+    PLAN_CHANGES,
     LogEntry,
     OrchestrationState,
     Plan,
+    PlanStep,
+    StepStatus,
     SupervisorAction,
     TelemetrySink,
     ToolCall,
     hookspecs,
 )
+from aeon_kernel.logs import read_log
 from aeon_plugins.jsonl import DEFAULT_PATH, JsonlSink, aeon_register_telemetry_sinks
 
 FR_038_FIELDS = {
@@ -79,7 +83,7 @@ def test_each_cycle_appends_one_complete_line(tmp_path: Path) -> None:
         assert len(read_lines(path)) == count  # flushed at once, one line per call
     sink.close()
 
-    lines = read_lines(path)
+    lines = list(read_log(path))  # every FR-038 field whole, plan_state rebuilt where a line carries changes
     for line, item in zip(lines, entries, strict=True):
         assert set(line) >= FR_038_FIELDS
         assert line == item.model_dump(mode="json")
@@ -182,3 +186,37 @@ def test_registered_as_a_telemetry_sink(tmp_path: Path, monkeypatch: Any) -> Non
     sink.aeon_cycle_end(entry=entry(), state=STATE)
     sink.close()
     assert len(read_lines(tmp_path / DEFAULT_PATH)) == 1
+
+
+def test_a_line_carries_the_plan_whole_only_when_its_shape_changes(tmp_path: Path) -> None:
+    """Issue 13 item 13: otherwise only the steps that changed since the run's previous line (decision 0012)."""
+    steps = [PlanStep(step_id=f"s{i}", description=f"step {i}", tool="echo") for i in range(1000)]
+    plans = [Plan(goal="many", steps=tuple(steps))]
+    for i in range(3):  # each cycle changes one step, as a run does; the other step objects are shared
+        changed = list(plans[-1].steps)
+        changed[i] = changed[i].model_copy(update={"status": StepStatus.COMPLETE, "result": {"n": i}})
+        plans.append(Plan(goal="many", steps=tuple(changed)))
+    other = Plan(goal="another", steps=tuple(steps[:2]))
+    path = tmp_path / "run.jsonl"
+    sink = JsonlSink(path)
+    for number, plan in enumerate([*plans, other], start=1):
+        sink.aeon_cycle_end(entry=entry(number, plan_state=plan), state=STATE)
+    sink.close()
+    raw = read_lines(path)
+    assert ["plan_state" in line for line in raw] == [True, False, False, False, True]
+    assert [len(line.get(PLAN_CHANGES, [])) for line in raw] == [0, 1, 1, 1, 0]
+    assert raw[2][PLAN_CHANGES][0]["result"] == {"n": 1}
+    sizes = [len(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert max(sizes[1:4]) * 50 < sizes[0]  # a changed step, not the 1,000-step plan
+    expanded = list(read_log(path))
+    assert [line["plan_state"] for line in expanded] == [p.model_dump(mode="json") for p in [*plans, other]]
+
+
+def test_a_resumed_run_and_an_ended_one_start_again_from_a_whole_plan(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    sink = JsonlSink(path)
+    sink.aeon_cycle_end(entry=entry(1), state=STATE)
+    sink.aeon_run_end(run_id="run-1", result={})
+    sink.aeon_cycle_end(entry=entry(2), state=STATE)
+    sink.close()
+    assert all("plan_state" in line for line in read_lines(path))

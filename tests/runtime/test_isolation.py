@@ -19,7 +19,9 @@ from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from tests.runtime.test_run import ByRequestPlugin
 
 canaries = st.lists(
-    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=6, max_size=10),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=6, max_size=10).map(
+        lambda w: f"cq{w}q"
+    ),
     min_size=2,
     max_size=10,
     unique=True,
