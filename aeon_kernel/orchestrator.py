@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Final
 
 from aeon_kernel.contracts import ConvergenceEngine, LLMAdapter, Memory, Planner, Supervisor, Validator
@@ -132,21 +132,31 @@ class Orchestrator:
 
         Completed steps are never executed again; a step that was running when the process died is executed
         again with the same idempotency key; the TTL continues from what was left. A finished, corrupt or
-        unknown run, or one another live process holds, raises ``RunStoreError`` — never a silent fresh start.
+        unknown run, or one another live claim holds (another process, or another thread or Engine of this one),
+        raises ``RunStoreError`` — never a silent fresh start.
         """
         if self.state_store is None:
             raise OrchestrationError('resuming needs a state store: set [state] use = "sqlite" in aeon.toml')
-        stored = self.state_store.load(run_id)
-        started_by, mine = stored.manifest.get("scheduler"), (self.manifest or {}).get("scheduler")
-        if started_by and mine and started_by != mine:
-            how = (
-                f"aeon flow resume {run_id}" if started_by == "flow" else f'[scheduler] use = "{started_by}"'
-            )
-            raise RunStoreError(
-                f"run {run_id!r} was started by the {started_by!r} scheduler and cannot go on under {mine!r}: "
-                f"resume it with {how}"
-            )
+        # Claimed first, then read: what is read is then what no other claim can change meanwhile (a run read
+        # before another claim ran and released it would repeat that claim's steps).
         self.state_store.claim(run_id)
+        try:
+            stored = self.state_store.load(run_id)
+            started_by, mine = stored.manifest.get("scheduler"), (self.manifest or {}).get("scheduler")
+            if started_by and mine and started_by != mine:
+                how = (
+                    f"aeon flow resume {run_id}"
+                    if started_by == "flow"
+                    else f'[scheduler] use = "{started_by}"'
+                )
+                raise RunStoreError(
+                    f"run {run_id!r} was started by the {started_by!r} scheduler and cannot go on under {mine!r}: "
+                    f"resume it with {how}"
+                )
+        except BaseException:
+            with suppress(Exception):  # the reason it cannot go on matters more than a failed release
+                self.state_store.release(run_id)
+            raise
         return self._new_run(stored.state, resumed=stored)
 
     def execute(self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None) -> dict[str, Any]:

@@ -5,8 +5,14 @@ plan step, rewritten only when that step changes) and ``cycles`` (one row per cy
 committed in one transaction, so a crash leaves either the whole cycle or none of it. Everything is JSON text;
 nothing is pickled.
 
-Ownership: the process running a run records its pid and host; another process may resume the run only once
-that process is gone, so two processes never drive one run.
+Ownership is per claim: whoever runs a run (``create_run``, ``claim``) records a fresh random token with its pid
+and host, and only that claim commits, finishes or releases it. A run held by a live claim — in another process,
+or another thread or Engine of this one — cannot be claimed again, so nothing drives one run twice; a claim whose
+process is gone is stale and can be taken.
+
+Whatever the file holds is distrusted when read: a damaged database, a foreign table of the same name, a BLOB or
+non-UTF-8 text where text belongs, or a number SQLite cannot hold is a ``RunStoreError`` naming the file and what
+to do — never a traceback, and never "no run" for a run that is there but damaged.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import os
 import socket
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from aeon_kernel import (
     LogEntry,
@@ -35,6 +43,12 @@ from aeon_kernel import (
 )
 
 DEFAULT_PATH = "aeon-state.db"
+#: SQLite integers are signed 64-bit.
+INT64_MAX: Final = 2**63 - 1
+
+#: The tokens of the claims live in this process (threads and Engines share it): a run whose recorded owner is
+#: this process and whose token is here is being driven right now; any other token with this pid is stale.
+_LIVE_CLAIMS: set[str] = set()
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -51,9 +65,9 @@ CREATE TABLE IF NOT EXISTS runs (
     updated TEXT NOT NULL,
     owner_pid INTEGER,
     owner_host TEXT,
-    scheduler_state TEXT
+    scheduler_state TEXT,
+    owner_token TEXT
 );
-CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started);
 CREATE TABLE IF NOT EXISTS steps (
     run_id TEXT NOT NULL,
     idx INTEGER NOT NULL,
@@ -68,6 +82,37 @@ CREATE TABLE IF NOT EXISTS cycles (
     PRIMARY KEY (run_id, step_number)
 );
 """
+_INDEX = "CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started)"
+#: The columns each table must have (columns added since are added when missing).
+_COLUMNS: Final = {
+    "runs": {
+        "run_id",
+        "request",
+        "goal",
+        "status",
+        "ttl_remaining",
+        "cycle",
+        "current_step_id",
+        "manifest",
+        "result",
+        "started",
+        "updated",
+        "owner_pid",
+        "owner_host",
+    },
+    "steps": {"run_id", "idx", "step"},
+    "cycles": {"run_id", "step_number", "entry", "llm_outputs"},
+}
+_ADDED: Final = ("scheduler_state", "owner_token")
+_INSERT_RUN: Final = (
+    "INSERT INTO runs (run_id, request, goal, status, ttl_remaining, cycle, current_step_id, manifest, started, "
+    "updated, owner_pid, owner_host, scheduler_state, owner_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UPDATE_COUNTERS: Final = (
+    "UPDATE runs SET goal = ?, status = ?, ttl_remaining = ?, cycle = ?, current_step_id = ?, updated = ? "
+    "WHERE run_id = ?"
+)
+_UPDATE_HELD_COUNTERS: Final = _UPDATE_COUNTERS + " AND owner_token = ?"
 
 
 def _alive(pid: int) -> bool:
@@ -92,43 +137,74 @@ class SqliteStateStore(StateStore):
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = Path(path)
+        #: the path as messages show it (one from bytes that are not UTF-8 is escaped)
+        self._shown_path = _text(str(self.path))
         self._lock = threading.Lock()
+        #: the runs this store's claims hold, and their tokens
+        self._claims: dict[str, str] = {}
         try:
             self._db = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
             )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-            self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-            self._db.executescript(_SCHEMA)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
-            if "scheduler_state" not in columns:  # a store written before schedulers kept state
-                self._db.execute("ALTER TABLE runs ADD COLUMN scheduler_state TEXT")
         except sqlite3.Error as exc:
             raise RunStoreError(f"cannot open the state store {str(self.path)!r}: {exc}") from None
+        try:
+            self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            existing = self._check_tables()  # before anything is written to the file
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._db.executescript(_SCHEMA)
+            for column in _ADDED:
+                if existing and column not in existing:  # a store written by an earlier version
+                    self._db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+            self._db.execute(_INDEX)
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise self._damaged(exc) from None
+        except RunStoreError:
+            self._db.close()
+            raise
         self._host = socket.gethostname()
+
+    def _check_tables(self) -> set[str]:
+        """Refuse a file whose tables of the same names are not this store's; the columns ``runs`` has now."""
+        existing: dict[str, set[str]] = {}
+        for table, needed in _COLUMNS.items():
+            columns = existing[table] = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if columns and not needed <= columns:
+                raise RunStoreError(
+                    f"the state store {str(self.path)!r} has a table {table!r} that is not Aeon's (it lacks "
+                    f"{', '.join(sorted(needed - columns))}): point [state] path in aeon.toml at another file"
+                )
+        return existing["runs"]
 
     # --- writing -----------------------------------------------------------------------------------------------
 
     def create_run(self, state: OrchestrationState, manifest: dict[str, Any]) -> None:
-        now = utc_now()
-        with self._transaction() as db:
+        if not 0 <= state.ttl_remaining <= INT64_MAX:
+            raise RunStoreError(
+                f"the state store {str(self.path)!r} cannot hold a TTL of {state.ttl_remaining}: SQLite integers "
+                f"stop at 2**63 - 1; use a smaller ttl ([run] ttl in aeon.toml, or --ttl)"
+            )
+        now, token = utc_now(), os.urandom(16).hex()
+        with self._holding(state.run_id, token), self._writing(f"cannot record run {state.run_id!r}") as db:
             db.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)",
+                _INSERT_RUN,
                 (
                     state.run_id,
-                    state.request,
-                    state.plan.goal if state.plan else None,
+                    _text(state.request),
+                    _text(state.plan.goal) if state.plan else None,
                     state.status,
                     state.ttl_remaining,
                     state.cycle,
-                    state.current_step_id,
-                    json.dumps(manifest, default=str),
+                    _opt_text(state.current_step_id),
+                    _dumps(manifest),
                     now,
                     now,
                     os.getpid(),
                     self._host,
-                    json.dumps(state.scheduler_state) if state.scheduler_state else None,
+                    _dumps(state.scheduler_state) if state.scheduler_state else None,
+                    token,
                 ),
             )
             if state.plan is not None:
@@ -137,7 +213,7 @@ class SqliteStateStore(StateStore):
     def commit_cycle(
         self, state: OrchestrationState, entry: LogEntry, llm_outputs: list[dict[str, Any]]
     ) -> None:
-        with self._transaction() as db:
+        with self._writing(f"cannot store cycle {entry.step_number} of run {state.run_id!r}") as db:
             self._write_counters(db, state)
             if state.plan is not None:
                 if entry.phase == "step":  # a step cycle changes its own step only
@@ -148,64 +224,104 @@ class SqliteStateStore(StateStore):
                     self._write_steps(db, state.run_id, state.plan, range(len(state.plan.steps)))
             # The plan snapshot is left out: the steps table holds the plan, and load() rebuilds each snapshot.
             # Keeping it would make every cycle row as large as the plan (quadratic growth over a long run).
-            record = entry.model_dump_json(exclude={"plan_state"})
             db.execute(
                 "INSERT INTO cycles VALUES (?, ?, ?, ?)",
-                (state.run_id, entry.step_number, record, json.dumps(llm_outputs, default=str)),
+                (state.run_id, entry.step_number, _model_json(entry, {"plan_state"}), _dumps(llm_outputs)),
             )
 
     def finish_run(self, state: OrchestrationState, result: dict[str, Any]) -> None:
-        with self._transaction() as db:
-            self._write_counters(db, state)
-            db.execute(
-                "UPDATE runs SET result = ?, owner_pid = NULL, owner_host = NULL WHERE run_id = ?",
-                (
-                    json.dumps({k: v for k, v in result.items() if k != "final_state"}, default=str),
-                    state.run_id,
-                ),
+        """Record the end of the run; when its result cannot be stored whole, a summary of it (never left running)."""
+        summary = {k: v for k, v in result.items() if k != "final_state"}
+        try:
+            text = _dumps(summary)
+        except RunStoreError as exc:
+            text = _dumps(
+                {
+                    "run_id": state.run_id,
+                    "status": state.status,
+                    "message": _text(str(summary.get("message", ""))),
+                    "unstored": str(exc),
+                }
             )
+        try:
+            with self._writing(f"cannot record the end of run {state.run_id!r}") as db:
+                self._write_counters(db, state)
+                db.execute(
+                    "UPDATE runs SET result = ?, owner_pid = NULL, owner_host = NULL, owner_token = NULL "
+                    "WHERE run_id = ?",
+                    (text, state.run_id),
+                )
+        finally:  # this claim is over either way (a claim left in the file is stale once its token is not live)
+            self._let_go(state.run_id)
 
     def claim(self, run_id: str) -> None:
-        with self._transaction() as db:
+        """Take the run for a new claim; refused while another live claim (any process, thread or Engine) holds it."""
+        token = os.urandom(16).hex()
+        with self._holding(run_id, token), self._writing(f"cannot claim run {run_id!r}") as db:
             row = db.execute(
-                "SELECT status, owner_pid, owner_host FROM runs WHERE run_id = ?", (run_id,)
+                "SELECT status, owner_pid, owner_host, owner_token FROM runs WHERE run_id = ?",
+                (_key(run_id),),
             ).fetchone()
             if row is None:
-                raise RunStoreError(f"no run {run_id!r} in {self.path}; `aeon runs` lists the stored runs")
-            status, pid, host = row
+                raise self._missing(db, run_id)
+            status, pid, host, held = row
+            if not (
+                isinstance(status, str)
+                and isinstance(pid, int | None)
+                and isinstance(host, str | None)
+                and isinstance(held, str | None)
+            ):
+                raise RunStoreError(
+                    f"run {run_id!r} in {self._shown_path} is corrupt: its status and owner are not what Aeon writes "
+                    f"({_text(repr(row))[:200]}); it cannot be resumed (start it again)"
+                )
             if status != "running":
                 raise RunStoreError(f"run {run_id!r} already finished ({status}); nothing to resume")
-            if pid is not None and pid != os.getpid():
+            if pid is not None:
                 if host != self._host:
                     raise RunStoreError(f"run {run_id!r} is held by process {pid} on {host}")
-                if _alive(pid):
+                if pid == os.getpid():
+                    if held in _LIVE_CLAIMS:
+                        raise RunStoreError(
+                            f"run {run_id!r} is being run by another run of this process (another thread or "
+                            "Engine); wait for it to end, or stop it"
+                        )
+                elif _alive(pid):
                     raise RunStoreError(
                         f"run {run_id!r} is being run by process {pid}; wait for it or stop it"
                     )
             db.execute(
-                "UPDATE runs SET owner_pid = ?, owner_host = ? WHERE run_id = ?",
-                (os.getpid(), self._host, run_id),
+                "UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ? WHERE run_id = ?",
+                (os.getpid(), self._host, token, run_id),
             )
 
     def release(self, run_id: str) -> None:
-        with self._transaction() as db:
-            db.execute(
-                "UPDATE runs SET owner_pid = NULL, owner_host = NULL WHERE run_id = ? AND owner_pid = ?",
-                (run_id, os.getpid()),
-            )
+        """Let go of this store's claim on the run (another claim's hold is left alone)."""
+        token = self._claims.get(run_id)
+        if token is None:
+            return
+        try:
+            with self._writing(f"cannot release run {run_id!r}") as db:
+                db.execute(
+                    "UPDATE runs SET owner_pid = NULL, owner_host = NULL, owner_token = NULL "
+                    "WHERE run_id = ? AND owner_token = ?",
+                    (run_id, token),
+                )
+        finally:
+            self._let_go(run_id)
 
     # --- reading -----------------------------------------------------------------------------------------------
 
     def load(self, run_id: str) -> StoredRun:
-        with self._lock:
+        with self._reading(f"cannot read run {run_id!r}"):
             row = self._db.execute(
                 "SELECT request, goal, status, ttl_remaining, cycle, current_step_id, manifest, scheduler_state "
                 "FROM runs "
                 "WHERE run_id = ?",
-                (run_id,),
+                (_key(run_id),),
             ).fetchone()
             if row is None:
-                raise RunStoreError(f"no run {run_id!r} in {self.path}; `aeon runs` lists the stored runs")
+                raise self._missing(self._db, run_id)
             steps = self._db.execute(
                 "SELECT step FROM steps WHERE run_id = ? ORDER BY idx", (run_id,)
             ).fetchall()
@@ -214,6 +330,15 @@ class SqliteStateStore(StateStore):
             ).fetchall()
         request, goal, status, ttl, cycle, current, manifest, scheduler_state = row
         try:
+            _expect(str, request=request, status=status, manifest=manifest)
+            _expect((str, type(None)), goal=goal, current_step_id=current, scheduler_state=scheduler_state)
+            _expect(int, ttl_remaining=ttl, cycle=cycle)
+            _expect(
+                str,
+                step=[s for (s,) in steps],
+                entry=[e for e, _ in cycles],
+                llm_outputs=[o for _, o in cycles],
+            )
             plan = (
                 Plan(goal=goal, steps=tuple(PlanStep.model_validate_json(s) for (s,) in steps))
                 if steps
@@ -240,18 +365,41 @@ class SqliteStateStore(StateStore):
             if len(entries) != cycle:
                 raise ValueError(f"{len(entries)} cycle records for {cycle} cycles")
             return StoredRun(state=state, manifest=json.loads(manifest), entries=entries)
-        except (ValueError, TypeError) as exc:
-            raise RunStoreError(f"run {run_id!r} in {self.path} is corrupt: {exc}") from None
+        except Exception as exc:  # whatever the rows hold, they do not make a run: corrupt
+            reason = _reason(exc)
+            raise RunStoreError(
+                f"run {run_id!r} in {self._shown_path} is corrupt: {reason[:500]}; "
+                "it cannot be resumed (start it again)"
+            ) from None
 
     def list_runs(self) -> list[RunSummary]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT run_id, request, status, cycle, started, updated FROM runs ORDER BY started DESC, rowid DESC"
-            ).fetchall()
-        return [RunSummary(*row) for row in rows]
+        """Every run, newest first; text that is not (a BLOB, bytes that are not UTF-8) is shown with U+FFFD."""
+        with self._reading("cannot list the runs"):
+            self._db.text_factory = bytes
+            try:
+                rows = self._db.execute(
+                    "SELECT run_id, request, status, cycle, started, updated FROM runs "
+                    "ORDER BY started DESC, rowid DESC"
+                ).fetchall()
+            finally:
+                self._db.text_factory = str
+        return [
+            RunSummary(
+                _shown(run_id),
+                _shown(request),
+                _shown(status),
+                cycle if isinstance(cycle, int) else -1,
+                _shown(started),
+                _shown(updated),
+            )
+            for run_id, request, status, cycle, started, updated in rows
+        ]
 
     def close(self) -> None:
         with self._lock:
+            for token in self._claims.values():
+                _LIVE_CLAIMS.discard(token)
+            self._claims.clear()
             self._db.close()
 
     # --- helpers -----------------------------------------------------------------------------------------------
@@ -259,35 +407,188 @@ class SqliteStateStore(StateStore):
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db, self._lock)
 
-    @staticmethod
-    def _write_counters(db: sqlite3.Connection, state: OrchestrationState) -> None:
-        db.execute(
-            "UPDATE runs SET goal = ?, status = ?, ttl_remaining = ?, cycle = ?, current_step_id = ?, updated = ? "
-            "WHERE run_id = ?",
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
+        """A transaction whose failures (a damaged file, text or numbers SQLite cannot take) are RunStoreErrors."""
+        try:
+            with self._transaction() as db:
+                yield db
+        except RunStoreError:
+            raise
+        except sqlite3.Error as exc:
+            raise self._damaged(exc, what) from None
+        except Exception as exc:  # text or numbers SQLite cannot take, a value no encoder can write
+            raise RunStoreError(
+                f"{what} in {self._shown_path}: {type(exc).__name__}: {_reason(exc)[:500]}"
+            ) from None
+
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[None]:
+        try:
+            with self._lock:
+                yield
+        except RunStoreError:
+            raise
+        except sqlite3.Error as exc:
+            raise self._damaged(exc, what) from None
+
+    def _damaged(self, exc: sqlite3.Error, what: str = "cannot use it") -> RunStoreError:
+        reason = _reason(exc)
+        where = f"the state store {str(self.path)!r}"
+        if "decode" in reason:  # sqlite3 reading text that is not UTF-8
+            return RunStoreError(
+                f"{where} is corrupt ({what}: {reason[:300]}): it holds text that is not UTF-8, which Aeon never "
+                "writes; point [state] path in aeon.toml at another file"
+            )
+        if (
+            not isinstance(exc, sqlite3.OperationalError)
+            or "malformed" in reason
+            or "not a database" in reason
+        ):
+            return RunStoreError(
+                f"{where} is damaged or not a database ({what}: {reason}): restore it from a backup, recover "
+                f"what it holds with `sqlite3 {self._shown_path} .recover`, or point [state] path in aeon.toml at a "
+                "new file"
+            )
+        return RunStoreError(f"{where} failed ({what}): {reason}")
+
+    def _missing(self, db: sqlite3.Connection, run_id: str) -> RunStoreError:
+        """ "No run" — unless a scan that trusts no index finds it there (a damaged index, an id stored as a BLOB)."""
+        if _is_text(run_id):
+            try:
+                found = db.execute(
+                    "SELECT typeof(run_id) FROM runs NOT INDEXED WHERE CAST(run_id AS TEXT) = ? LIMIT 1",
+                    (run_id,),
+                ).fetchone()
+            except sqlite3.Error as exc:
+                return self._damaged(exc, f"cannot look for run {run_id!r}")
+            if found is not None:
+                if found[0] != "text":
+                    why = f"its id is stored as a {found[0]}, where Aeon writes text; start the run again"
+                else:
+                    why = f"the index of runs is damaged; repair it with `sqlite3 {self._shown_path} REINDEX`"
+                return RunStoreError(f"run {run_id!r} in {self._shown_path} is corrupt: {why}")
+        return RunStoreError(f"no run {run_id!r} in {self._shown_path}; `aeon runs` lists the stored runs")
+
+    @contextmanager
+    def _holding(self, run_id: str, token: str) -> Iterator[None]:
+        """The claim ``token`` is live from before its transaction commits (so a claim racing it in this process
+        sees it live, never stale); taken back when the transaction fails."""
+        previous = self._claims.get(run_id)
+        _LIVE_CLAIMS.add(token)
+        try:
+            yield
+        except BaseException:
+            _LIVE_CLAIMS.discard(token)
+            raise
+        if previous is not None:
+            _LIVE_CLAIMS.discard(previous)
+        self._claims[run_id] = token
+
+    def _let_go(self, run_id: str) -> None:
+        token = self._claims.pop(run_id, None)
+        if token is not None:
+            _LIVE_CLAIMS.discard(token)
+
+    def _write_counters(self, db: sqlite3.Connection, state: OrchestrationState) -> None:
+        """The run's counters, written only while this store's claim holds the run (a run taken over by another
+        claim is not overwritten)."""
+        token = self._claims.get(state.run_id)
+        changed = db.execute(
+            _UPDATE_COUNTERS if token is None else _UPDATE_HELD_COUNTERS,
             (
-                state.plan.goal if state.plan else None,
+                _text(state.plan.goal) if state.plan else None,
                 state.status,
                 state.ttl_remaining,
                 state.cycle,
-                state.current_step_id,
+                _opt_text(state.current_step_id),
                 utc_now(),
                 state.run_id,
+                *(() if token is None else (token,)),
             ),
-        )
+        ).rowcount
+        if token is not None and changed == 0:
+            raise RunStoreError(
+                f"run {state.run_id!r} in {self._shown_path} is no longer held by this run: another claim took it over"
+            )
         if (
             state.scheduler_state
         ):  # what a scheduler must remember across a crash (the linear one needs nothing)
             db.execute(
                 "UPDATE runs SET scheduler_state = ? WHERE run_id = ?",
-                (json.dumps(state.scheduler_state, default=str), state.run_id),
+                (_dumps(state.scheduler_state), state.run_id),
             )
 
     @staticmethod
     def _write_steps(db: sqlite3.Connection, run_id: str, plan: Plan, indexes: Any) -> None:
         db.executemany(
             "INSERT OR REPLACE INTO steps VALUES (?, ?, ?)",
-            [(run_id, i, plan.steps[i].model_dump_json()) for i in indexes],
+            [(run_id, i, _model_json(plan.steps[i])) for i in indexes],
         )
+
+
+def _is_text(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 form (holds no lone surrogate), as SQLite needs."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text(text: str) -> str:
+    """``text`` as SQLite can store it: a lone surrogate (from bytes that were not UTF-8) is kept as its escape."""
+    return text if _is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, as text SQLite and a terminal can hold (even from an exception whose str() fails)."""
+    try:
+        return _text(str(exc))
+    except Exception:
+        return f"{type(exc).__name__} (its message cannot be shown)"
+
+
+def _opt_text(text: str | None) -> str | None:
+    return None if text is None else _text(text)
+
+
+def _key(run_id: Any) -> Any:
+    """A run id to look up: one with no UTF-8 form cannot be stored, so it matches nothing (it is not an error)."""
+    return run_id if not isinstance(run_id, str) or _is_text(run_id) else ""
+
+
+def _dumps(value: Any) -> str:
+    """JSON text for a column; ASCII-escaped, so even a lone surrogate is kept exactly."""
+    try:
+        return json.dumps(value, default=str)
+    except Exception as exc:  # too deep, too large a number, or an object whose str() fails
+        raise RunStoreError(f"a value is not JSON: {type(exc).__name__}: {_reason(exc)[:300]}") from None
+
+
+def _model_json(model: Any, exclude: set[str] | None = None) -> str:
+    """A model's JSON; one holding a lone surrogate (which pydantic cannot write as UTF-8) is written escaped."""
+    try:
+        text: str = model.model_dump_json(exclude=exclude)
+    except ValueError:
+        return _dumps(model.model_dump(mode="json", exclude=exclude))
+    return text
+
+
+def _expect(kind: type | tuple[type, ...], **columns: Any) -> None:
+    """Rows hold what this store writes; a BLOB (or a number) where text belongs is corruption."""
+    for name, value in columns.items():
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, kind):
+                raise ValueError(f"column {name} holds {type(item).__name__} {item!r:.60}")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
 
 
 def _with_plan_snapshots(entries: tuple[LogEntry, ...], plan: Plan | None) -> tuple[LogEntry, ...]:

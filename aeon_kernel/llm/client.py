@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from aeon_kernel.contracts import LLMAdapter, LLMResponse
 from aeon_kernel.errors import AeonError, LLMError, LLMTransientError
+from aeon_kernel.memory_values import is_utf8
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
@@ -136,6 +137,10 @@ class ModelClient(LLMAdapter):
             ) from exc
         if not isinstance(response, dict) or not isinstance(response.get("text"), str):
             raise LLMError(f"{type(self.adapter).__name__}.generate must return a dict with a str 'text'")
+        text = response["text"]
+        if not text.isascii() and not is_utf8(text):
+            # a lone surrogate has no UTF-8 form (no store, log or terminal can hold it): kept as its escape
+            response = {**response, "text": text.encode("utf-8", "backslashreplace").decode("utf-8")}
         return response
 
     def close(self) -> None:

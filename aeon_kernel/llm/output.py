@@ -8,11 +8,13 @@ original output did not name (FR-032) or one that is not registered (FR-066).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from typing import Any, Final
 
 from aeon_kernel.contracts import RecordAction, Supervisor, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
+from aeon_kernel.memory_values import is_utf8
 
 #: Deeper model output is refused: nothing Aeon expects nests this far, and unbounded depth breaks serialisers.
 MAX_JSON_DEPTH: Final = 32
@@ -41,15 +43,26 @@ def loads_strict(text: str) -> Any:
 
 
 def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
-    """Raise ValueError when ``value`` nests deeper than ``limit`` (checked without recursion)."""
+    """Raise ValueError when ``value`` nests deeper than ``limit``, or holds what JSON data cannot: a lone
+    surrogate (from a ``\\ud800`` escape; it has no UTF-8 form) or an infinite number (``1e999``). Checked
+    without recursion."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, (dict, list)):
             if depth >= limit:
                 raise ValueError(f"JSON nested deeper than {limit} levels")
-            children = item.values() if isinstance(item, dict) else item
+            if isinstance(item, dict):
+                stack.extend((key, depth) for key in item)
+                children: Iterable[Any] = item.values()
+            else:
+                children = item
             stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, str):
+            if not item.isascii() and not is_utf8(item):
+                raise ValueError("JSON text holds a lone surrogate, which has no UTF-8 form")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{item} is not valid JSON")
 
 
 def parse_json(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from aeon_kernel.errors import MemoryStoreError, SupervisorError, ValidationError
+from aeon_kernel.invocation import describe, json_problem
 from aeon_kernel.llm.output import ensure_no_new_tools, parse_json
 from aeon_kernel.llm.prompts import ANSWER_SCHEMA, SYSTEM_PROMPT, reasoning_prompt, tool_arguments_prompt
 from aeon_kernel.markers import hookimpl
@@ -70,6 +71,7 @@ class KernelStepExecutor:
 
     def _arguments(self, step: PlanStep, tool: Tool, ctx: StepContext) -> dict[str, Any]:
         """The plan's arguments, or the model's; validated, and repaired once invalid (FR-025, FR-030)."""
+        # The plan's arguments are JSON data already (the scheduler checks plans, and the records it keeps).
         if step.arguments is not None:
             arguments: Any = step.arguments
         else:
@@ -77,7 +79,7 @@ class KernelStepExecutor:
             text = ctx.llm.generate(
                 prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=tool.input_schema
             )["text"]
-            arguments = parse_json(text, ctx.supervisor, ctx.record)
+            arguments = _json_arguments(parse_json(text, ctx.supervisor, ctx.record))
         call = {"tool_name": tool.name, "arguments": arguments}
         try:
             ctx.validator.validate_tool_call(call, tool.input_schema)
@@ -95,7 +97,7 @@ class KernelStepExecutor:
             raise SupervisorError(
                 f"the repaired arguments are still invalid: {exc}", last_error=str(exc)
             ) from None
-        return dict(repaired["arguments"])
+        return dict(_json_arguments(repaired["arguments"]))
 
     def execute_llm_reasoning_step(
         self, step: PlanStep, ctx: StepContext, mode: Literal["llm", "fallback"] = "llm"
@@ -111,6 +113,8 @@ class KernelStepExecutor:
         except (SupervisorError, ValidationError) as exc:
             return _failed(mode, f"the model's answer could not be used: {exc}")
         answer = value["answer"]
+        if (problem := json_problem(answer)) is not None:
+            return _failed(mode, f"the model's answer is not JSON data: {problem}")
         try:
             ctx.memory.write(ctx.memory_key(step.step_id), answer)
         except Exception as exc:
@@ -139,5 +143,12 @@ class KernelStepExecutor:
         return result.model_copy(update={"repaired_step": fixed, "execution_mode": "fallback"})
 
 
+def _json_arguments(arguments: Any) -> Any:
+    """Arguments from the model or a repair are JSON data before a tool or a record sees them."""
+    if (problem := json_problem(arguments)) is not None:
+        raise SupervisorError(f"the arguments are not JSON data: {problem}")
+    return arguments
+
+
 def _as_memory_error(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, MemoryStoreError) else f"{type(exc).__name__}: {exc}"
+    return describe(exc) if isinstance(exc, MemoryStoreError) else f"{type(exc).__name__}: {describe(exc)}"

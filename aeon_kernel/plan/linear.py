@@ -7,10 +7,10 @@ decides whether the run reached its answer (FR-004). The run around it owns the 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
-from aeon_kernel.errors import LLMError, SupervisorError
+from aeon_kernel.errors import LLMError, SupervisorError, ValidationError
+from aeon_kernel.invocation import describe, json_problem, safe_text, was_checked
 from aeon_kernel.models import (
     ConvergenceAssessment,
     OrchestrationState,
@@ -18,6 +18,7 @@ from aeon_kernel.models import (
     PlanStep,
     StepExecutionResult,
     StepStatus,
+    ToolCall,
 )
 from aeon_kernel.plan.context import StepContext, memory_key
 from aeon_kernel.runtime.context import RunContext, error_record
@@ -70,6 +71,8 @@ class LinearPlanScheduler(Scheduler):
         if work.step_id is None:
             # A new plan starts with every step pending (spec 001), whatever statuses the planner wrote.
             plan: Plan = outcome
+            if (problem := json_problem(plan.model_dump())) is not None:
+                raise ValidationError(f"the plan is not JSON data: {problem}")
             fresh = tuple(
                 s.model_copy(
                     update={"status": StepStatus.PENDING, "errors": (), "result": None, "failure": None}
@@ -78,16 +81,16 @@ class LinearPlanScheduler(Scheduler):
             )
             run.state.start_plan(plan.model_copy(update={"steps": fresh}))
             return
-        result: StepExecutionResult = outcome
+        result: StepExecutionResult = _usable(outcome)
         run.record_tool_calls(result.tool_calls)
         if result.repaired_step is not None:
             run.state.replace_step(
                 result.repaired_step.model_copy(update={"status": StepStatus.RUNNING, "errors": ()})
             )
         if result.success:
-            _transition(run, work.step_id, StepStatus.COMPLETE, result=_jsonable(result.result))
+            _transition(run, work.step_id, StepStatus.COMPLETE, result=result.result)
         else:
-            message = result.error or "the step failed"
+            message = safe_text(result.error or "the step failed")
             run.fail_cycle({"type": "StepFailed", "message": message, "step_id": work.step_id})
             _transition(run, work.step_id, StepStatus.FAILED, failure=message)
 
@@ -100,7 +103,7 @@ class LinearPlanScheduler(Scheduler):
             and step_id is not None
             and state.step(step_id).status is StepStatus.RUNNING
         ):
-            _transition(run, step_id, StepStatus.FAILED, failure=f"{type(error).__name__}: {error}")
+            _transition(run, step_id, StepStatus.FAILED, failure=f"{type(error).__name__}: {describe(error)}")
 
     def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
         return Conclusion(answer=_answer(state.plan), message=_message(state, verdict.status))
@@ -135,7 +138,9 @@ def _execute_step(step: PlanStep, context: StepContext, run: RunContext) -> Step
         raise
     except Exception as exc:
         # FR-054: a failing step is marked failed and the run goes on.
-        return StepExecutionResult(success=False, error=f"{type(exc).__name__}: {exc}", execution_mode="tool")
+        return StepExecutionResult(
+            success=False, error=f"{type(exc).__name__}: {describe(exc)}", execution_mode="tool"
+        )
     if not isinstance(result, StepExecutionResult):
         return StepExecutionResult(
             success=False, error="no step executor returned a StepExecutionResult", execution_mode="tool"
@@ -204,17 +209,70 @@ def _message(state: OrchestrationState, status: str) -> str:
     return state.errors[-1]["message"] if state.errors else "the run did not converge"
 
 
-_SCALARS: Final = (str, int, float, bool, type(None))
+def _usable(result: StepExecutionResult) -> StepExecutionResult:
+    """What a step executor answered, held to JSON data before it enters the state (FR-009): its result, its tool
+    call records and a repaired step. A result or repaired step that is not JSON fails the step; a tool call
+    record that is not keeps only an error saying so. The bad values themselves are left out."""
+    unchecked = result.success  # a tool step's result is its checked tool call's: walked once, not twice
+    for call in result.tool_calls:
+        if was_checked(call):
+            unchecked = unchecked and call.result is not result.result
+        elif (
+            json_problem(call.arguments) is not None
+            or (call.result is not None and json_problem(call.result) is not None)
+            or (call.error is not None and json_problem(call.error) is not None)
+        ):
+            return _unusable(result)
+    if (unchecked and json_problem(result.result) is not None) or result.repaired_step is not None:
+        return _unusable(result)  # a repaired step (rare) is checked on the slow path
+    return result
 
 
-def _jsonable(value: Any) -> Any:
-    """Step results are stored in the plan, which is pure JSON data (FR-009)."""
-    if isinstance(value, _SCALARS) or (
-        type(value) is dict and all(type(k) is str and isinstance(v, _SCALARS) for k, v in value.items())
-    ):
-        return value  # the usual result, a flat object: no need to encode it to know
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return str(value)
+def _unusable(result: StepExecutionResult) -> StepExecutionResult:
+    """The slow path of :func:`_usable`: find what is wrong, and keep only what is JSON data."""
+    problem = json_problem(result.result) if result.success else None
+    if problem is not None:
+        problem = f"the step's result is not JSON data: {problem}"
+    trusted = result.result if result.success and problem is None else _NOTHING
+    calls = tuple(_usable_call(call, trusted) for call in result.tool_calls)
+    for kept, given in zip(calls, result.tool_calls, strict=True):
+        if problem is None and kept is not given and kept.error is not None:
+            problem = str(kept.error["message"])
+    if problem is None and result.repaired_step is not None:
+        try:
+            found = json_problem(result.repaired_step.model_dump())
+        except Exception as exc:
+            found = f"it cannot be read: {type(exc).__name__}"
+        if found is not None:
+            problem = f"the repaired step is not JSON data: {found}"
+    if problem is None:
+        return result
+    return StepExecutionResult(
+        success=False, error=safe_text(problem), execution_mode=result.execution_mode, tool_calls=calls
+    )
+
+
+def _call_problem(call: ToolCall, trusted: Any) -> tuple[str, str] | None:
+    """Which part of a tool call record is not JSON data, and what is wrong with it."""
+    for part, value in (("arguments", call.arguments), ("result", call.result), ("error", call.error)):
+        if value is not None and value is not trusted and (found := json_problem(value)) is not None:
+            return part, found
+    return None
+
+
+_NOTHING: Final = object()
+
+
+def _usable_call(call: ToolCall, trusted: Any) -> ToolCall:
+    found = _call_problem(call, trusted)
+    if found is None:
+        return call
+    part, problem = found
+    message = f"the {part} of this {safe_text(call.tool_name)} call is not JSON data: {problem}"
+    return call.model_copy(
+        update={
+            "arguments": {} if part == "arguments" else call.arguments,
+            "result": None,
+            "error": {"type": "ValidationError", "message": safe_text(message)},
+        }
+    )

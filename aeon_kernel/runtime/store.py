@@ -51,7 +51,7 @@ class StateStore(ABC):
 
     @abstractmethod
     def create_run(self, state: OrchestrationState, manifest: dict[str, Any]) -> None:
-        """Record a new run (and its plan, if it has one) and claim it for this process."""
+        """Record a new run (and its plan, if it has one), claimed by this run."""
 
     @abstractmethod
     def commit_cycle(
@@ -69,11 +69,13 @@ class StateStore(ABC):
 
     @abstractmethod
     def claim(self, run_id: str) -> None:
-        """Take the run for this process; raises RunStoreError if another live process holds it."""
+        """Take the run for a new claim; raises RunStoreError while another live claim holds it — in another
+        process, or another thread or Engine of this one. Ownership is per claim, not per process."""
 
     @abstractmethod
     def release(self, run_id: str) -> None:
-        """Let go of a run without finishing it (an interrupted run stays resumable)."""
+        """Let go of this store's claim on a run without finishing it (an interrupted run stays resumable);
+        another claim's hold is left alone."""
 
     @abstractmethod
     def list_runs(self) -> list[RunSummary]:
