@@ -15,6 +15,7 @@ reaches the state, the store or the log.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -196,6 +197,31 @@ def invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> 
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
         timestamp=utc_now(),
     )
+
+
+#: What a sensitive value is replaced with in records.
+REDACTED: Final = "[redacted]"
+
+
+def redacted(tool: Tool, call: ToolCall) -> ToolCall:
+    """The record of ``call`` as logs, stores and histories keep it: the values of the tool's sensitive arguments
+    and result keys replaced with :data:`REDACTED`, and those values scrubbed from its error's text too."""
+    if not tool.has_secrets:
+        return call
+    secrets = [str(call.arguments[name]) for name in tool.sensitive_arguments if name in call.arguments] + [
+        str(call.result[key]) for key in tool.sensitive_results if call.result and key in call.result
+    ]
+    update: dict[str, Any] = {
+        "arguments": {k: REDACTED if k in tool.sensitive_arguments else v for k, v in call.arguments.items()}
+    }
+    if call.result is not None:
+        update["result"] = {k: REDACTED if k in tool.sensitive_results else v for k, v in call.result.items()}
+    if call.error is not None:
+        text = json.dumps(call.error, ensure_ascii=False)
+        for secret in sorted(filter(None, secrets), key=len, reverse=True):
+            text = text.replace(json.dumps(secret, ensure_ascii=False)[1:-1], REDACTED)
+        update["error"] = json.loads(text)
+    return call.model_copy(update=update)
 
 
 def checked(tool: Tool, arguments: dict[str, Any], step_id: str, call: Any) -> ToolCall:

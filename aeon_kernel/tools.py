@@ -33,6 +33,10 @@ class Tool(BaseModel, ABC):
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
     example: dict[str, Any] | None = None
+    #: argument names whose values are secrets: the tool gets them, no record keeps them (issue 13, item 4)
+    sensitive_arguments: frozenset[str] = frozenset()
+    #: result keys whose values are secrets: redacted in every record, the step's result and memory included
+    sensitive_results: frozenset[str] = frozenset()
 
     # Validators rather than Field constraints: a subclass that redeclares ``name: str = "echo"`` keeps them.
     @field_validator("name")
@@ -75,6 +79,10 @@ class Tool(BaseModel, ABC):
         if errors:
             raise ValidationError(f"{self.name} {what} invalid: " + "; ".join(errors), errors)
         return True
+
+    @property
+    def has_secrets(self) -> bool:
+        return bool(self.sensitive_arguments or self.sensitive_results)
 
     def describe(self) -> dict[str, Any]:
         """The tool as ``export_tools_for_llm`` shows it."""

@@ -20,7 +20,7 @@ from aeon_kernel.contracts import RecordAction
 from aeon_kernel.errors import AeonError, ValidationError
 from aeon_kernel.flow.context import Layers
 from aeon_kernel.flow.manifest import Layer, NodeSpec
-from aeon_kernel.invocation import ToolContext, checked
+from aeon_kernel.invocation import ToolContext, checked, redacted
 from aeon_kernel.llm.structured import ask_json
 from aeon_kernel.models import ToolCall
 from aeon_kernel.schemas import schema_errors
@@ -65,7 +65,8 @@ class NodeContext:
 
     def call_tool(self, name: str, **arguments: Any) -> ToolCall:
         """Call a tool this node lists. A tool's own error comes back in the record and does not by itself fail
-        the node; an unlisted tool or arguments its schema refuses is misuse, and fails it."""
+        the node; an unlisted tool or arguments its schema refuses is misuse, and fails it. The record returned
+        holds the tool's sensitive values; the one the history keeps has them redacted."""
         if name not in self.node.tools:
             raise ToolMisuseError(
                 f"node {self.node.id!r} called tool {name!r}, which it does not list: {list(self.node.tools)}"
@@ -80,7 +81,9 @@ class NodeContext:
             )
         call = self.invoke(tool=tool, arguments=arguments, context=ToolContext(self.run_id, self.stage_id))
         record = checked(tool, arguments, self.stage_id, call)
-        self.tool_calls.append(record)
+        self.tool_calls.append(
+            redacted(tool, record)
+        )  # the history never keeps a secret; the node's code may
         return record
 
     def remember(self, key: str, value: Any, layer: Layer = "project") -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aeon_kernel.contracts import Memory, RecordAction, Supervisor, Validator
-from aeon_kernel.invocation import ToolContext, checked
+from aeon_kernel.invocation import ToolContext, checked, redacted
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.llm.prompts import state_summary
 from aeon_kernel.models import OrchestrationState, ToolCall
@@ -50,9 +50,12 @@ class StepContext:
         return memory_key(self.run_id, step_id)
 
     def call_tool(self, tool: Tool, arguments: dict[str, Any], step_id: str) -> ToolCall:
-        """Invoke ``tool`` through the ``aeon_invoke_tool`` hook (policies, sandboxes and timers see every call)."""
+        """Invoke ``tool`` through the ``aeon_invoke_tool`` hook (policies, sandboxes and timers see every call).
+
+        The record comes back with the tool's sensitive arguments and results redacted: it becomes the step's
+        result, memory and history, none of which may keep a secret."""
         call = self.invoke(tool=tool, arguments=arguments, context=ToolContext(self.run_id, step_id))
-        return checked(tool, arguments, step_id, call)
+        return redacted(tool, checked(tool, arguments, step_id, call))
 
     def summary(self) -> str:
         """FR-002: goal, earlier results (read back from memory, FR-018), errors, and TTL, for the next prompt."""
