@@ -337,10 +337,11 @@ class Engine:
         """Convenience: one orchestrator, one request, the result dict."""
         return self.orchestrator(ttl).execute(request)
 
-    def resume(self, run_id: str) -> dict[str, Any]:
-        """Continue an interrupted run from the state store to the end; the result dict."""
+    def resume(self, run_id: str, *, take_over: bool = False) -> dict[str, Any]:
+        """Continue an interrupted run from the state store to the end; the result dict (``take_over``: see
+        ``Orchestrator.start_resume``)."""
         orchestrator = self.orchestrator()
-        for _ in orchestrator.resume(run_id):
+        for _ in orchestrator.resume(run_id, take_over=take_over):
             pass
         assert orchestrator.result is not None
         return orchestrator.result

@@ -127,19 +127,23 @@ class Orchestrator:
         )
         return self._new_run(state)
 
-    def start_resume(self, run_id: str) -> Run:
+    def start_resume(self, run_id: str, *, take_over: bool = False) -> Run:
         """The interrupted run ``run_id``, claimed from the state store and ready to continue.
 
         Completed steps are never executed again; a step that was running when the process died is executed
         again with the same idempotency key; the TTL continues from what was left. A finished, corrupt or
         unknown run, or one another live claim holds (another process, or another thread or Engine of this one),
-        raises ``RunStoreError`` — never a silent fresh start.
+        raises ``RunStoreError`` — never a silent fresh start. ``take_over`` also takes a run held by a process on
+        another host, which cannot be checked (see ``StateStore.claim``).
         """
         if self.state_store is None:
             raise OrchestrationError('resuming needs a state store: set [state] use = "sqlite" in aeon.toml')
         # Claimed first, then read: what is read is then what no other claim can change meanwhile (a run read
         # before another claim ran and released it would repeat that claim's steps).
-        self.state_store.claim(run_id)
+        if take_over:
+            self.state_store.claim(run_id, take_over=True)
+        else:  # a third-party store written before take_over need not know the keyword
+            self.state_store.claim(run_id)
         try:
             stored = self.state_store.load(run_id)
             started_by, mine = stored.manifest.get("scheduler"), (self.manifest or {}).get("scheduler")
@@ -181,9 +185,9 @@ class Orchestrator:
         with self._active(lambda: self.start(user_request, initial_plan)) as run:
             yield from run
 
-    def resume(self, run_id: str) -> Iterator[LogEntry]:
+    def resume(self, run_id: str, *, take_over: bool = False) -> Iterator[LogEntry]:
         """Continue an interrupted run from its state store, one cycle at a time (like :meth:`iter`)."""
-        with self._active(lambda: self.start_resume(run_id)) as run:
+        with self._active(lambda: self.start_resume(run_id, take_over=take_over)) as run:
             yield from run
 
     def get_state(self) -> OrchestrationState:

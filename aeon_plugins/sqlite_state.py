@@ -254,8 +254,11 @@ class SqliteStateStore(StateStore):
         finally:  # this claim is over either way (a claim left in the file is stale once its token is not live)
             self._let_go(state.run_id)
 
-    def claim(self, run_id: str) -> None:
-        """Take the run for a new claim; refused while another live claim (any process, thread or Engine) holds it."""
+    def claim(self, run_id: str, *, take_over: bool = False) -> None:
+        """Take the run for a new claim; refused while another live claim (any process, thread or Engine) holds it.
+
+        A claim recorded by another host cannot be checked from here: it is refused unless ``take_over`` (the
+        user says that host, or its process, is gone: ``aeon resume --take-over``)."""
         token = os.urandom(16).hex()
         with self._holding(run_id, token), self._writing(f"cannot claim run {run_id!r}") as db:
             row = db.execute(
@@ -277,9 +280,14 @@ class SqliteStateStore(StateStore):
                 )
             if status != "running":
                 raise RunStoreError(f"run {run_id!r} already finished ({status}); nothing to resume")
-            if pid is not None:
-                if host != self._host:
-                    raise RunStoreError(f"run {run_id!r} is held by process {pid} on {host}")
+            if pid is not None and host != self._host:  # an owner elsewhere: not checkable from here
+                if not take_over:
+                    raise RunStoreError(
+                        f"run {run_id!r} is held by process {pid} on {host}, which cannot be checked from "
+                        f"{self._host}. If that process is gone (a recreated container), take the run over: "
+                        f"aeon resume {run_id} --take-over"
+                    )
+            elif pid is not None:
                 if pid == os.getpid():
                     if held in _LIVE_CLAIMS:
                         raise RunStoreError(

@@ -148,8 +148,13 @@ def run(
 
 @flow.command()
 @click.argument("run_id")
+@click.option(
+    "--take-over",
+    is_flag=True,
+    help="Also take a run held by a process on another host (which cannot be checked): say that it is gone.",
+)
 @_run_options
-def resume(run_id: str, config: str | None, as_json: bool, log_path: str | None) -> None:
+def resume(run_id: str, take_over: bool, config: str | None, as_json: bool, log_path: str | None) -> None:
     """Continue the interrupted flow run RUN_ID from the state store, after its last committed stage."""
     from aeon_kernel.engine import Engine
 
@@ -165,7 +170,7 @@ def resume(run_id: str, config: str | None, as_json: bool, log_path: str | None)
         _fail(f"run {run_id!r} is not a flow run; resume it with `aeon resume {run_id}`")
     engine = _flow_engine(recorded["directory"], config, log_path=log_path)
     try:
-        _report(engine, engine.iter_resume(run_id), as_json)
+        _report(engine, engine.iter_resume(run_id, take_over=take_over), as_json)
     except AeonError as exc:
         _fail(exc)
     finally:

@@ -146,13 +146,20 @@ def run(request: str, ttl: int | None, multipass: bool, **options: Any) -> None:
 
 @cli.command()
 @click.argument("run_id")
+@click.option(
+    "--take-over",
+    is_flag=True,
+    help="Also take a run held by a process on another host (which cannot be checked): say that it is gone.",
+)
 @_run_options
-def resume(run_id: str, **options: Any) -> None:
+def resume(run_id: str, take_over: bool, **options: Any) -> None:
     """Continue the interrupted run RUN_ID from the state store ([state] in aeon.toml).
 
     Finished steps are not run again; the TTL goes on from where it was. Exit status as for `aeon run`.
     """
-    _drive(f"resume {run_id}", lambda orchestrator: orchestrator.resume(run_id), **options)
+    _drive(
+        f"resume {run_id}", lambda orchestrator: orchestrator.resume(run_id, take_over=take_over), **options
+    )
 
 
 @cli.command()

@@ -210,13 +210,13 @@ class FlowEngine:
         run = self.start(value, start=start, ttl=ttl)
         yield from self._stages(run, [])
 
-    def resume(self, run_id: str) -> TaskResult:
+    def resume(self, run_id: str, *, take_over: bool = False) -> TaskResult:
         """Continue an interrupted run of this flow from the state store, at the stage after the last committed."""
-        run, history = self._resumed(run_id)
+        run, history = self._resumed(run_id, take_over)
         return self._drain(run, history)
 
-    def iter_resume(self, run_id: str) -> Iterator[dict[str, Any]]:
-        run, history = self._resumed(run_id)
+    def iter_resume(self, run_id: str, *, take_over: bool = False) -> Iterator[dict[str, Any]]:
+        run, history = self._resumed(run_id, take_over)
         yield from self._stages(run, history)
 
     def close(self) -> None:
@@ -232,7 +232,7 @@ class FlowEngine:
 
     # --- internals ---------------------------------------------------------------------------------------------
 
-    def _resumed(self, run_id: str) -> tuple[Run, list[dict[str, Any]]]:
+    def _resumed(self, run_id: str, take_over: bool = False) -> tuple[Run, list[dict[str, Any]]]:
         store = self.engine.state_store
         if store is None:
             raise OrchestrationError(
@@ -256,7 +256,7 @@ class FlowEngine:
             scheduler=lambda: FlowScheduler(self.setup),
             manifest={"scheduler": "flow", "flow": self.flow.metadata()},
         )
-        run = orchestrator.start_resume(run_id)
+        run = orchestrator.start_resume(run_id, take_over=take_over)
         history = [stage for entry in stored.entries for stage in entry.stages]
         for record in history:  # the task layer of a memory that did not outlive the process (in_memory)
             if record.get("status") == "success" and self.flow.reads_task_layer:

@@ -68,9 +68,13 @@ class StateStore(ABC):
         """The stored run; raises RunStoreError when it is unknown or cannot be read back."""
 
     @abstractmethod
-    def claim(self, run_id: str) -> None:
+    def claim(self, run_id: str, *, take_over: bool = False) -> None:
         """Take the run for a new claim; raises RunStoreError while another live claim holds it — in another
-        process, or another thread or Engine of this one. Ownership is per claim, not per process."""
+        process, or another thread or Engine of this one. Ownership is per claim, not per process.
+
+        ``take_over``: also take a run whose recorded owner cannot be checked (another host: a container that was
+        recreated under a new name); still refused while the owner is verifiably alive. Stores that cannot tell
+        may refuse it."""
 
     @abstractmethod
     def release(self, run_id: str) -> None:

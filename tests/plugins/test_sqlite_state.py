@@ -303,3 +303,30 @@ def test_a_run_taken_over_by_another_claim_is_not_overwritten(home: Path) -> Non
             1,
             "someone-else",
         )
+
+
+# --- a run whose owner was on another host (issue 13, item 12) ------------------------------------------------------
+
+
+def test_a_run_held_on_another_host_is_taken_over_only_when_asked(home: Path) -> None:
+    """A container recreated under a new name cannot check its old self: `resume` says how to take the run over,
+    and `--take-over` does; a same-host owner that is alive is refused even then."""
+    run_id = interrupted_run(home)
+    damage(home, "UPDATE runs SET owner_pid = 4242, owner_host = 'old-container', owner_token = 'gone'")
+    refused = CliRunner().invoke(cli, ["resume", run_id, "--json"])
+    assert refused.exit_code == 2 and "old-container" in refused.output
+    assert f"aeon resume {run_id} --take-over" in refused.output
+    with engine(
+        home, responses=[]
+    ) as e:  # the CLI's --take-over calls this (the test's ledger tool is in-process)
+        assert e.resume(run_id, take_over=True)["status"] == "completed"
+    keys = (home / "ledger.txt").read_text().splitlines()
+    assert len(keys) == len(set(keys)) == 3  # each step's side effect once
+
+    alive = interrupted_run(home)
+    here = socket.gethostname()
+    damage(
+        home, f"UPDATE runs SET owner_pid = {os.getppid()}, owner_host = '{here}' WHERE run_id = '{alive}'"
+    )
+    with engine(home, responses=[]) as e, pytest.raises(RunStoreError, match="being run by process"):
+        e.resume(alive, take_over=True)
