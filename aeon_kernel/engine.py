@@ -273,11 +273,12 @@ class Engine:
         *,
         scheduler: Callable[[], Scheduler] | None = None,
         manifest: dict[str, Any] | None = None,
+        deadline: float | None = None,
     ) -> Orchestrator:
         """A new orchestrator on this engine's components (sinks from ``[telemetry]`` are attached once).
 
         ``scheduler`` builds each run's scheduler instead of the one ``[scheduler]`` chooses (a flow's router);
-        ``manifest`` is added to the run manifest.
+        ``manifest`` is added to the run manifest; ``deadline`` is the seconds each run may take.
         """
         from aeon_kernel.orchestrator import Orchestrator
 
@@ -306,6 +307,7 @@ class Engine:
             planner=self.planner if scheduler is None else None,
             scheduler=scheduler or self.scheduler,
             others=self.component,
+            deadline=deadline,
         )
 
     def manifest(self) -> dict[str, Any]:
@@ -328,14 +330,20 @@ class Engine:
         }
 
     def start(
-        self, request: str, ttl: int | None = None, initial_plan: Plan | dict[str, Any] | None = None
+        self,
+        request: str,
+        ttl: int | None = None,
+        initial_plan: Plan | dict[str, Any] | None = None,
+        *,
+        deadline: float | None = None,
     ) -> Run:
-        """A new run of ``request``; several may be active at once (step each with ``next()``)."""
-        return self.orchestrator(ttl).start(request, initial_plan)
+        """A new run of ``request``; several may be active at once (step each with ``next()``). ``deadline``: the
+        seconds it may take (checked between cycles)."""
+        return self.orchestrator(ttl, deadline=deadline).start(request, initial_plan)
 
-    def run(self, request: str, ttl: int | None = None) -> dict[str, Any]:
+    def run(self, request: str, ttl: int | None = None, *, deadline: float | None = None) -> dict[str, Any]:
         """Convenience: one orchestrator, one request, the result dict."""
-        return self.orchestrator(ttl).execute(request)
+        return self.orchestrator(ttl, deadline=deadline).execute(request)
 
     def resume(self, run_id: str, *, take_over: bool = False) -> dict[str, Any]:
         """Continue an interrupted run from the state store to the end; the result dict (``take_over``: see

@@ -124,6 +124,10 @@ class OrchestrationError(AeonError):
     """The orchestrator was used incorrectly (for example ``execute`` while a run is in progress)."""
 
 
+class DeadlineError(AeonError):
+    """Something took longer than its deadline: a tool call (``Tool.timeout``) or a run (``deadline``)."""
+
+
 class RunStoreError(AeonError):
     """A stored run cannot be used: unknown, finished, corrupt, or held by another live process."""
 

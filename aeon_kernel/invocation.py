@@ -15,13 +15,15 @@ reaches the state, the store or the log.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any, Final, NamedTuple
 
-from aeon_kernel.errors import AeonError, ValidationError
+from aeon_kernel.errors import AeonError, DeadlineError, ValidationError
 from aeon_kernel.idempotency import idempotency_scope
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.models import ToolCall, utc_now
@@ -181,7 +183,7 @@ def invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> 
     error: dict[str, Any] | None = None
     try:
         with idempotency_scope(context.run_id, context.step_id):
-            result = tool.invoke(**arguments)
+            result = tool.invoke(**arguments) if tool.timeout is None else _within(tool, arguments)
         if not isinstance(result, dict):
             raise ValidationError(f"{tool.name} returned {_kind(result)}, not an object")
     except Exception as exc:
@@ -197,6 +199,32 @@ def invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> 
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
         timestamp=utc_now(),
     )
+
+
+def _within(tool: Tool, arguments: dict[str, Any]) -> Any:
+    """``tool.invoke`` in a daemon thread, waited for at most ``tool.timeout`` seconds (with this context: the
+    idempotency key); a call still running then is a ``DeadlineError``, and is left to finish on its own."""
+    outcome: list[Any] = []
+    context = contextvars.copy_context()
+
+    def call() -> None:
+        try:
+            outcome.append((True, context.run(tool.invoke, **arguments)))
+        except BaseException as exc:  # handed back to the caller's thread
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=call, name=f"aeon-tool-{tool.name}", daemon=True)
+    worker.start()
+    worker.join(tool.timeout)
+    if not outcome:
+        raise DeadlineError(
+            f"{tool.name} did not answer within its timeout of {tool.timeout} s (it goes on in the background; "
+            "Python cannot stop it)"
+        )
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value
 
 
 #: What a sensitive value is replaced with in records.

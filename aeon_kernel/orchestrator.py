@@ -57,6 +57,7 @@ class Orchestrator:
     :param scheduler: builds each run's scheduler; the linear plan scheduler when omitted.
     :param others: builds the component chosen for another kind, by kind name (``Engine.component``), for
         schedulers that use more than the components above (the multi-pass one's semantic validator, say).
+    :param deadline: seconds each run may take (checked between cycles; see ``Run``).
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class Orchestrator:
         planner: Planner | None = None,
         scheduler: Callable[[], Scheduler] = LinearPlanScheduler,
         others: Callable[[str], Any] | None = None,
+        deadline: float | None = None,
     ) -> None:
         if ttl < 1:
             raise ValueError(f"ttl must be at least 1, got {ttl}")
@@ -98,6 +100,8 @@ class Orchestrator:
         self.manifest = manifest
         self.state_store = state_store
         self.scheduler = scheduler
+        #: seconds each run may take (``Run``'s ``deadline``); None: no limit
+        self.deadline = deadline
         #: the latest run this orchestrator started
         self.run: Run | None = None
         self._iterating = False
@@ -255,6 +259,7 @@ class Orchestrator:
             store=self.state_store,
             manifest=self.manifest or self._default_manifest(),
             resumed=resumed,
+            deadline=self.deadline,
         )
 
     def _default_manifest(self) -> dict[str, Any]:

@@ -37,6 +37,9 @@ class Tool(BaseModel, ABC):
     sensitive_arguments: frozenset[str] = frozenset()
     #: result keys whose values are secrets: redacted in every record, the step's result and memory included
     sensitive_results: frozenset[str] = frozenset()
+    #: seconds a call may take; past it the call is a failed one (``DeadlineError``) and the run goes on. Python
+    #: cannot stop a thread: the call itself runs on, in the background, until it returns (issue 13, item 14)
+    timeout: float | None = Field(default=None, gt=0)
 
     # Validators rather than Field constraints: a subclass that redeclares ``name: str = "echo"`` keeps them.
     @field_validator("name")

@@ -88,6 +88,7 @@ def _drive(
     replay: str | None,
     ttl: int | None = None,
     multipass: bool = False,
+    deadline: float | None = None,
 ) -> None:
     """Build the engine, run ``start(orchestrator)`` to the end (live view or JSON), exit with the run's status."""
     try:
@@ -104,7 +105,7 @@ def _drive(
         if log_path:
             engine.add_sink("jsonl", path=log_path)
         engine.build_selected()  # a component that cannot be built stops the run before it starts
-        orchestrator = engine.orchestrator(ttl)
+        orchestrator = engine.orchestrator(ttl, deadline=deadline)
     except AeonError as exc:
         engine.close()
         _fail_setup(exc)
@@ -130,18 +131,30 @@ def _drive(
 @click.argument("request")
 @click.option("--ttl", type=click.IntRange(min=1), help="Maximum number of cycles (default: [run] ttl, 50).")
 @click.option(
+    "--deadline",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds the run may take; checked between cycles (a cycle in progress is not interrupted).",
+)
+@click.option(
     "--multipass",
     is_flag=True,
     help="Reason in several passes (spec 003): profile, plan, validate, execute, converge, refine; as "
     '[reasoning] mode = "multipass" in aeon.toml.',
 )
 @_run_options
-def run(request: str, ttl: int | None, multipass: bool, **options: Any) -> None:
+def run(request: str, ttl: int | None, deadline: float | None, multipass: bool, **options: Any) -> None:
     """Plan REQUEST with the model, execute the plan step by step, and report the answer.
 
     Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start.
     """
-    _drive(request, lambda orchestrator: orchestrator.iter(request), ttl=ttl, multipass=multipass, **options)
+    _drive(
+        request,
+        lambda orchestrator: orchestrator.iter(request),
+        ttl=ttl,
+        deadline=deadline,
+        multipass=multipass,
+        **options,
+    )
 
 
 @cli.command()

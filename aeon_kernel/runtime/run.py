@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aeon_kernel.errors import AeonError, LLMError, OrchestrationError
+from aeon_kernel.errors import AeonError, DeadlineError, LLMError, OrchestrationError
 from aeon_kernel.llm.client import begin_capture, end_capture, total_usage
 from aeon_kernel.models import ConvergenceAssessment, LogEntry, OrchestrationState, RunStatus, utc_now
 from aeon_kernel.runtime.context import Components, Cycle, Hooks, RunContext, error_record
@@ -82,6 +82,8 @@ class Run:
     :param store: when given, every cycle is committed before it is logged, and the run can be resumed (FR-013).
     :param manifest: what produced the run; ``run_id`` and ``started`` are added.
     :param resumed: the stored run this one continues (claimed by the caller).
+    :param deadline: seconds the run may take, counted from its first cycle: past it, the run ends ``failed``
+        with a ``DeadlineError`` at the next cycle boundary (a cycle in progress is not interrupted).
     """
 
     def __init__(
@@ -94,8 +96,12 @@ class Run:
         store: StateStore | None = None,
         manifest: dict[str, Any] | None = None,
         resumed: StoredRun | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.scheduler = scheduler
+        #: seconds the run may take from its first cycle; checked between cycles (one in progress runs to its end)
+        self.deadline = deadline
+        self._began = 0.0
         self.store = store
         self.manifest = {**(manifest or {}), "run_id": state.run_id, "started": utc_now()}
         self._resumed = resumed
@@ -173,6 +179,7 @@ class Run:
 
     def _start(self) -> None:
         self._started = True
+        self._began = time.monotonic()
         context, resumed = self._context, self._resumed
         state = context.state.snapshot()
         if resumed is None:
@@ -201,6 +208,13 @@ class Run:
             return Verdict("failed")
         if verdict is None and self._context.state.ttl_remaining <= 0:
             return Verdict("ttl_expired")  # FR-005/036
+        if verdict is None and self.deadline is not None and time.monotonic() - self._began > self.deadline:
+            error = DeadlineError(
+                f"the run's deadline of {self.deadline} s passed after {self._context.state.cycle} cycles; "
+                "the state is kept. Give it more time (deadline=..., aeon run --deadline) or resume it."
+            )
+            self._context.record_error(error_record(error, phase="deadline"))
+            return Verdict("failed")
         return verdict
 
     def _scheduler_failed(self, stage: str, exc: Exception) -> None:
