@@ -198,6 +198,13 @@ if TYPE_CHECKING:
         schema_errors,
         validate_against,
     )
+    from aeon_kernel.secrets import (
+        clean_secret,
+        register_secret,
+        scrub_secrets,
+        scrub_secrets_data,
+        scrub_secrets_json,
+    )
     from aeon_kernel.tools import (
         FunctionTool,
         Tool,
@@ -311,6 +318,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "check_schema",
         "schema_errors",
         "validate_against",
+    ),
+    "aeon_kernel.secrets": (
+        "clean_secret",
+        "register_secret",
+        "scrub_secrets",
+        "scrub_secrets_data",
+        "scrub_secrets_json",
     ),
     "aeon_kernel.memory_values": (
         "INT64_MAX",
@@ -455,6 +469,7 @@ __all__ = [
     "check_key",
     "check_prefix",
     "check_schema",
+    "clean_secret",
     "current_idempotency_key",
     "decode_value",
     "depth_of",
@@ -470,7 +485,11 @@ __all__ = [
     "loads_strict",
     "plan_progress",
     "read_log",
+    "register_secret",
     "schema_errors",
+    "scrub_secrets",
+    "scrub_secrets_data",
+    "scrub_secrets_json",
     "tool_names",
     "utc_now",
     "validate_against",

@@ -3,7 +3,9 @@
 Lookup order: an explicit path (``--config``), then ``$AEON_CONFIG``, then ``./aeon.toml``, then built-in
 defaults. Components are chosen by registered name, never by import path (DESIGN rule 6). Secrets are
 references — ``{ "$env" = "NAME" }`` or ``{ "$file" = "path" }`` — resolved only when the component is built,
-into ``pydantic.SecretStr`` so they print as ``**********`` and never reach a log.
+into ``pydantic.SecretStr`` so they print as ``**********``: stripped of surrounding whitespace, refused with a
+ConfigError if a control character is inside, and registered with :mod:`aeon_kernel.secrets`, so that no output
+shows them in any form. A ``$file`` must be a regular UTF-8 file of at most 8 KiB.
 
 ```toml
 [run]
@@ -32,6 +34,7 @@ block = ["some-plugin"]
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +43,7 @@ from typing import Any, Final
 from aeon_kernel.errors import ConfigError
 from aeon_kernel.kinds import BY_SECTION, ROLES
 from aeon_kernel.schemas import canonical_json
+from aeon_kernel.secrets import MAX_SECRET, clean_secret
 
 CONFIG_ENV: Final = "AEON_CONFIG"
 DEFAULT_FILE: Final = "aeon.toml"
@@ -175,6 +179,7 @@ def load_config(path: str | Path | None = None) -> AeonConfig:
 
 def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig:
     where = str(source) if source else "config"
+    _check_finite(data, where)
     unknown = set(data) - _TOP_LEVEL
     if unknown:
         raise ConfigError(
@@ -198,8 +203,13 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise ConfigError(f"{where}: [run] max_tokens must be a positive integer, got {max_tokens!r}")
     temperature = run.get("temperature", 0.0)
-    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or temperature < 0:
-        raise ConfigError(f"{where}: [run] temperature must be a number >= 0, got {temperature!r}")
+    if (
+        not isinstance(temperature, (int, float))
+        or isinstance(temperature, bool)
+        or not math.isfinite(temperature)
+        or temperature < 0
+    ):
+        raise ConfigError(f"{where}: [run] temperature must be a finite number >= 0, got {temperature!r}")
     telemetry = _table(data, "telemetry", where)
     sinks = telemetry.pop("use", [])
     sinks = [sinks] if isinstance(sinks, str) else sinks
@@ -253,6 +263,18 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     return config
 
 
+def _check_finite(value: Any, where: str, key: str = "") -> None:
+    """TOML allows ``nan`` and ``inf``; no option means them, and JSON (a request body, a log) cannot carry them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: {key} = {value} is not a finite number (no option takes nan or inf)")
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _check_finite(item, where, f"{key}.{name}" if key else str(name))
+    elif isinstance(value, list):
+        for number, item in enumerate(value):
+            _check_finite(item, where, f"{key}[{number}]")
+
+
 def _table(data: dict[str, Any], name: str, where: str) -> dict[str, Any]:
     value = data.get(name, {})
     if not isinstance(value, dict):
@@ -267,10 +289,17 @@ def _sub_table(parent: dict[str, Any], name: str, section: str, where: str) -> d
     return dict(value)
 
 
-def resolve_secrets(value: Any, where: str = "option") -> Any:
-    """Replace ``{"$env": NAME}`` and ``{"$file": path}`` references, at any depth, with SecretStr values."""
-    from pydantic import SecretStr  # only a config with secrets pays for importing pydantic here
+#: The most a ``$file`` secret may hold, in bytes: a key, a token or a password is far smaller.
+SECRET_FILE_LIMIT: Final = MAX_SECRET
 
+
+def resolve_secrets(value: Any, where: str = "option") -> Any:
+    """Replace ``{"$env": NAME}`` and ``{"$file": path}`` references, at any depth, with SecretStr values.
+
+    A secret is one line of text: surrounding whitespace (the newline ``echo`` or an editor leaves) is stripped,
+    and a control character inside it (a line break, NUL, escape) is a ConfigError, never sent on. Each value is
+    registered with :mod:`aeon_kernel.secrets`, so no output shows it, in any form. No error quotes the value.
+    """
     if isinstance(value, dict):
         if set(value) == {"$env"}:
             name = value["$env"]
@@ -278,17 +307,59 @@ def resolve_secrets(value: Any, where: str = "option") -> Any:
                 raise ConfigError(f"{where}: $env must name an environment variable, got {name!r}")
             if name not in os.environ:
                 raise ConfigError(f"{where}: the environment variable {name!r} is not set")
-            return SecretStr(os.environ[name])
+            return _secret(os.environ[name], where, f"the environment variable {name!r}")
         if set(value) == {"$file"}:
-            if not isinstance(value["$file"], str) or not value["$file"]:
-                raise ConfigError(f"{where}: $file must be a path, got {value['$file']!r}")
-            try:
-                return SecretStr(Path(value["$file"]).read_text(encoding="utf-8").strip())
-            except OSError as exc:
-                raise ConfigError(
-                    f"{where}: cannot read secret file {value['$file']!r}: {exc.strerror}"
-                ) from None
+            path = value["$file"]
+            if not isinstance(path, str) or not path:
+                raise ConfigError(f"{where}: $file must be a path, got {path!r}")
+            return _secret(_read_secret_file(path, where), where, f"the secret file {path!r}")
         return {key: resolve_secrets(item, f"{where}.{key}") for key, item in value.items()}
     if isinstance(value, list):
         return [resolve_secrets(item, where) for item in value]
     return value
+
+
+def _secret(raw: str, where: str, source: str) -> Any:
+    """``raw`` stripped, checked and registered, as a SecretStr; a ConfigError (never quoting it) if unusable."""
+    from pydantic import SecretStr  # only a config with secrets pays for importing pydantic here
+
+    return SecretStr(clean_secret(raw, f"{where}: {source}"))
+
+
+def _read_secret_file(path: str, where: str) -> str:
+    """The text of a secret file: a regular file (a FIFO, a device or a directory is refused without waiting on
+    it), at most SECRET_FILE_LIMIT bytes, UTF-8."""
+    import stat
+
+    def refuse(reason: str) -> ConfigError:
+        return ConfigError(f"{where}: cannot read secret file {path!r}: {reason}")
+
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer (a regular file ignores it)
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+        if not stat.S_ISREG(os.stat(path).st_mode):  # refuse before opening: opening a device may act
+            raise refuse("it is not a regular file")
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise refuse(exc.strerror or type(exc).__name__) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the check and the open
+            raise refuse("it is not a regular file")
+        data = b""
+        while len(data) <= SECRET_FILE_LIMIT:
+            chunk = os.read(fd, SECRET_FILE_LIMIT + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        raise refuse(exc.strerror or type(exc).__name__) from None
+    finally:
+        os.close(fd)
+    if len(data) > SECRET_FILE_LIMIT:
+        raise refuse(
+            f"it is larger than {SECRET_FILE_LIMIT // 1024} KiB; a secret file holds one key or token"
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise refuse("it is not UTF-8 text") from None

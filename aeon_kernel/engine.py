@@ -231,11 +231,24 @@ class Engine:
 
             registry = self.registries["tools"]
             names = self.config.tools_enabled if self.config.tools_enabled is not None else registry.names()
+            for name in sorted(set(self.config.tool_options) - set(names)):
+                self._unused_tool_options(name)
             tools = ToolRegistry()
             for name in names:
                 tools.register(self._tool(name))
             self._tools = tools
         return self._tools
+
+    def _unused_tool_options(self, name: str) -> None:
+        """A ``[tools.<name>]`` table for a tool that is not built (misspelt, or not enabled) is a ConfigError: its
+        options would otherwise be ignored without a word."""
+        registry = self.registries["tools"]
+        why = (
+            "is not in [tools] enabled"
+            if name in registry
+            else f"no loaded plugin registers (registered: {', '.join(registry.names()) or 'none'})"
+        )
+        raise ConfigError(f"[tools.{name}] sets options for the tool {name!r}, which {why}")
 
     def _tool(self, name: str) -> Tool:
         """The tool registered as ``name``, built with its ``[tools.<name>]`` options."""
@@ -370,6 +383,8 @@ class Engine:
         registry = self.registries["tools"]
         names = config.tools_enabled if config.tools_enabled is not None else registry.names()
         wanted += [("tools", name, partial(self._tool, name)) for name in names]
+        unused = sorted(set(config.tool_options) - set(names))
+        wanted += [("tools", name, partial(self._unused_tool_options, name)) for name in unused]
         wanted.append(("supervisors", config.choice("supervisor").use, lambda: self.supervisor))
         for kind in KINDS:  # the planner, the convergence engine, and what the scheduler asks for
             if kind.selection != "one" or kind.name in _BUILT_FIRST:

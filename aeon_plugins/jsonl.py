@@ -32,6 +32,7 @@ from aeon_kernel import (
     TelemetrySink,
     changed_steps,
     hookimpl,
+    scrub_secrets_json,
 )
 
 DEFAULT_PATH = "aeon-log.jsonl"
@@ -126,7 +127,10 @@ class JsonlSink(TelemetrySink):
         self._write(json.dumps(line, ensure_ascii=False, default=str).translate(_LINE_BREAKS))
 
     def _write(self, record: str) -> None:
-        line = record + "\n"
+        scrubbed = scrub_secrets_json(record)  # no secret, in any form, in the log
+        if scrubbed is not record:  # re-serialized: escape its line breaks again
+            scrubbed = scrubbed.translate(_LINE_BREAKS)
+        line = scrubbed + "\n"
         with self._lock:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

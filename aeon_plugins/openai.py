@@ -12,7 +12,10 @@ One adapter serves OpenAI itself and the common self-hosted servers; they differ
 
 The adapter only classifies failures (the kernel's ModelClient owns retries, FR-048): transport errors,
 timeouts, 408, 429 and 5xx are transient, with the server's ``Retry-After`` passed on; other answers are not.
-The API key goes into the Authorization header and nowhere else: never into a message, a repr or a log.
+The API key goes into the Authorization header and nowhere else: never into a message, a repr or a log. It is
+stripped and checked when the adapter is built (a line break or other control character in it is a ConfigError),
+and registered as a secret, so every message the adapter builds — and every output Aeon writes — is scrubbed of it
+in any form; a server's reply is scrubbed before it is cut to an excerpt, so a key across the cut cannot leak.
 """
 
 from __future__ import annotations
@@ -25,7 +28,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import SecretStr
 
-from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, LLMTransientError, Register, hookimpl
+from aeon_kernel import (
+    ConfigError,
+    LLMAdapter,
+    LLMError,
+    LLMResponse,
+    LLMTransientError,
+    Register,
+    clean_secret,
+    hookimpl,
+    scrub_secrets,
+)
 
 if TYPE_CHECKING:  # imported when an adapter is built, so listing plugins never needs httpx
     import httpx
@@ -91,14 +104,12 @@ class OpenAIAdapter(LLMAdapter):
             raise ConfigError("openai LLM: extra_body must be a table of extra request fields")
         if isinstance(api_key, SecretStr):
             api_key = api_key.get_secret_value()
-        if api_key is not None and not isinstance(api_key, str):
-            # The value itself is never quoted: it may be a secret of the wrong type.
-            raise ConfigError(f"openai LLM: api_key must be a string, got a {type(api_key).__name__}")
+        if api_key is not None:
+            api_key = _checked_key(api_key)
         self.model = self.model_id = model
         self.base_url = base_url.rstrip("/")
         self.preset = preset
         self.extra_body = dict(extra_body or {})
-        self._secret = api_key or None  # kept only to scrub it from server error messages
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         try:
             import httpx
@@ -133,12 +144,10 @@ class OpenAIAdapter(LLMAdapter):
         url = f"{self.base_url}/chat/completions"
         try:
             response = self._client.post(url, json=body)
-        except (
-            self._httpx.TransportError
-        ) as exc:  # connection refused, DNS, timeouts (TimeoutException is one)
-            raise LLMTransientError(self._scrub(f"no reply from {url}: {type(exc).__name__}: {exc}")) from exc
+        except self._httpx.TransportError as exc:  # refused, DNS, timeouts (TimeoutException is one)
+            raise _scrubbed(LLMTransientError, f"no reply from {url}", exc) from _cause(exc)
         except self._httpx.HTTPError as exc:
-            raise LLMError(self._scrub(f"request to {url} failed: {type(exc).__name__}: {exc}")) from exc
+            raise _scrubbed(LLMError, f"request to {url} failed", exc) from _cause(exc)
         if not response.is_success:
             raise self._status_error(response)
         return self._parse(response)
@@ -146,7 +155,7 @@ class OpenAIAdapter(LLMAdapter):
     def _status_error(self, response: httpx.Response) -> LLMError:
         """Transient for 408/429/5xx (with ``Retry-After``), final for anything else."""
         status = response.status_code
-        message = self._scrub(f"{self.base_url} answered HTTP {status}: {_server_message(response)}")
+        message = scrub_secrets(f"{self.base_url} answered HTTP {status}: {_server_message(response)}")
         if status in (408, 429) or status >= 500:
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
             return LLMTransientError(message, retry_after=retry_after)
@@ -157,19 +166,20 @@ class OpenAIAdapter(LLMAdapter):
         try:
             data = response.json()
         except ValueError:
-            raise LLMError(self._scrub(f"the reply is not JSON: {_excerpt(response.text)}")) from None
+            raise LLMError(f"the reply is not JSON: {_excerpt(response.text)}") from None
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise LLMError(self._scrub(f"the server's reply has no choices: {_excerpt(response.text)}"))
+            raise LLMError(f"the server's reply has no choices: {_excerpt(response.text)}")
         message = choices[0].get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
             refusal = message.get("refusal") if isinstance(message, dict) else None
-            reason = f"the model refused: {refusal}" if isinstance(refusal, str) else _excerpt(response.text)
-            raise LLMError(self._scrub(f"the server's reply has no message content: {reason}"))
-        result: LLMResponse = {"text": content, "model": self.model}
+            reason = f"the model refused: {_excerpt(refusal)}" if isinstance(refusal, str) else None
+            raise LLMError(f"the server's reply has no message content: {reason or _excerpt(response.text)}")
+        # a server that echoes the request's headers into its answer must not put the key into the run's record
+        result: LLMResponse = {"text": scrub_secrets(content), "model": self.model}
         if isinstance(data.get("model"), str) and data["model"]:
-            result["model"] = data["model"]
+            result["model"] = scrub_secrets(data["model"])
         usage = data.get("usage")
         if isinstance(usage, dict):
             counts = {k: v for k in USAGE_KEYS if type(v := usage.get(k)) is int}
@@ -177,12 +187,31 @@ class OpenAIAdapter(LLMAdapter):
                 result["usage"] = counts
         return result
 
-    def _scrub(self, text: str) -> str:
-        """Some servers echo the key in errors ("Incorrect API key provided: sk-..."); never pass it on."""
-        return text.replace(self._secret, "***") if self._secret else text
-
     def close(self) -> None:
         self._client.close()
+
+
+def _checked_key(api_key: object) -> str:
+    """The key as the Authorization header carries it: a stripped, registered, one-line ASCII string."""
+    if not isinstance(api_key, str):
+        # The value itself is never quoted: it may be a secret of the wrong type.
+        raise ConfigError(f"openai LLM: api_key must be a string, got a {type(api_key).__name__}")
+    api_key = clean_secret(api_key, "openai LLM: api_key")
+    if not api_key.isascii():
+        raise ConfigError(
+            "openai LLM: api_key contains a character that is not ASCII, which an HTTP header cannot carry "
+            "(a pasted typographic quote or non-breaking space?). Check how it was written."
+        )
+    return api_key
+
+
+def _scrubbed(kind: type[LLMError], what: str, exc: Exception) -> LLMError:
+    return kind(scrub_secrets(f"{what}: {type(exc).__name__}: {exc}"))
+
+
+def _cause(exc: Exception) -> Exception | None:
+    """``exc`` as the cause of the adapter's error, unless its text holds a secret (a traceback would show it)."""
+    return exc if scrub_secrets(str(exc)) == str(exc) else None
 
 
 def _server_message(response: httpx.Response) -> str:
@@ -193,14 +222,16 @@ def _server_message(response: httpx.Response) -> str:
         return _excerpt(response.text) or response.reason_phrase
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return str(error["message"])
+        return _excerpt(error["message"])
     if isinstance(error, str):
-        return error
-    return _excerpt(json.dumps(data))
+        return _excerpt(error)
+    return _excerpt(json.dumps(data, ensure_ascii=False))
 
 
 def _excerpt(text: str) -> str:
-    text = " ".join(text.split())
+    """The start of ``text`` for a message: scrubbed of secrets *before* it is cut, so that a secret across the
+    cut cannot leave its head behind, and before its whitespace is collapsed."""
+    text = " ".join(scrub_secrets(text).split())
     return text if len(text) <= BODY_EXCERPT else text[:BODY_EXCERPT] + "…"
 
 

@@ -39,6 +39,8 @@ from aeon_kernel import (
     StepStatus,
     StoredRun,
     hookimpl,
+    scrub_secrets,
+    scrub_secrets_json,
     utc_now,
 )
 
@@ -547,7 +549,9 @@ def _is_text(text: str) -> bool:
 
 
 def _text(text: str) -> str:
-    """``text`` as SQLite can store it: a lone surrogate (from bytes that were not UTF-8) is kept as its escape."""
+    """``text`` as SQLite can store it: a lone surrogate (from bytes that were not UTF-8) is kept as its escape,
+    and no secret (:func:`aeon_kernel.scrub_secrets`)."""
+    text = scrub_secrets(text)
     return text if _is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -571,7 +575,7 @@ def _key(run_id: Any) -> Any:
 def _dumps(value: Any) -> str:
     """JSON text for a column; ASCII-escaped, so even a lone surrogate is kept exactly."""
     try:
-        return json.dumps(value, default=str)
+        return scrub_secrets_json(json.dumps(value, default=str))
     except Exception as exc:  # too deep, too large a number, or an object whose str() fails
         raise RunStoreError(f"a value is not JSON: {type(exc).__name__}: {_reason(exc)[:300]}") from None
 
@@ -582,7 +586,7 @@ def _model_json(model: Any, exclude: set[str] | None = None) -> str:
         text: str = model.model_dump_json(exclude=exclude)
     except ValueError:
         return _dumps(model.model_dump(mode="json", exclude=exclude))
-    return text
+    return scrub_secrets_json(text)
 
 
 def _expect(kind: type | tuple[type, ...], **columns: Any) -> None:

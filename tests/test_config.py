@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,29 @@ def test_bad_run_values_are_config_errors(key: str, value: Any) -> None:
         parse_config({"run": {key: value}})
 
 
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("[run]\ntemperature = nan\n", "run.temperature = nan"),
+        ("[run]\ntemperature = inf\n", "run.temperature = inf"),
+        ('[llm]\nuse = "openai"\ntimeout = -inf\n', "llm.timeout = -inf"),
+        ('[memory]\nuse = "in_memory"\n[memory.deep]\nlimits = [1.0, nan]\n', "memory.deep.limits[1] = nan"),
+        ("[tools.calculator]\nprecision = +inf\n", "tools.calculator.precision = inf"),
+    ],
+)
+def test_non_finite_numbers_are_config_errors(tmp_path: Path, text: str, where: str) -> None:
+    """TOML has nan and inf; JSON (a request body, the log) has neither, and no option means them."""
+    path = write(tmp_path / "nan.toml", text)
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: {where} is not a finite number")):
+        load_config(path)
+
+
+def test_a_non_finite_temperature_given_in_code_is_refused() -> None:
+    for value in (float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="temperature"):
+            parse_config({"run": {"temperature": value}})
+
+
 @pytest.mark.parametrize("section", ["run", "llm", "telemetry", "tools", "plugins"])
 def test_sections_must_be_tables(section: str) -> None:
     with pytest.raises(ConfigError, match=rf"\[{section}\] must be a table"):
@@ -217,6 +241,29 @@ def test_tools_enabled_and_options(tmp_path: Path) -> None:
     config = load_config(write(tmp_path / "t.toml", text))
     assert config.tools_enabled == ("calculator", "echo")
     assert config.tool_options == {"calculator": {"precision": 3}}
+
+
+@pytest.mark.parametrize(
+    ("tools", "complaint"),
+    [
+        ({"calcualtor": {"precision": 3}}, "which no loaded plugin registers"),
+        ({"enabled": ["echo"], "calculator": {"precision": 3}}, r"which is not in \[tools\] enabled"),
+    ],
+    ids=["misspelt-tool", "tool-not-enabled"],
+)
+def test_options_for_a_tool_that_is_not_built_are_a_config_error(
+    tools: dict[str, Any], complaint: str
+) -> None:
+    """They were silently ignored: a misspelt [tools.<name>] table never reached any tool."""
+    from aeon_kernel.engine import Engine
+
+    with Engine(parse_config({"tools": tools})) as engine, pytest.raises(ConfigError, match=complaint):
+        _ = engine.tools
+    with Engine(parse_config({"tools": tools})) as engine:  # aeon plugins --check lists it; aeon run stops
+        problems = [p for p in engine.check_components() if p["kind"] == "tools"]
+        assert len(problems) == 1 and re.search(complaint, problems[0]["error"]), problems
+        with pytest.raises(ConfigError, match=complaint):
+            engine.build_selected()
 
 
 def test_tools_enabled_may_be_empty() -> None:
@@ -354,6 +401,32 @@ def test_missing_secret_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read secret file") as info:
         Choice("openai", {"api_key": {"$file": str(missing)}}).resolved_options()
     assert "nope.txt" in str(info.value)
+
+
+def test_an_env_secret_is_stripped_of_surrounding_whitespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AEON_TEST_API_KEY", f" {SECRET}\r\n")
+    key = Choice("openai", {"api_key": {"$env": "AEON_TEST_API_KEY"}}).resolved_options()["api_key"]
+    assert key.get_secret_value() == SECRET
+
+
+@pytest.mark.parametrize(
+    ("inside", "complaint"),
+    [
+        ("\n", "a line break"),
+        ("\r", "a line break"),
+        ("\t", "a control character"),
+        ("\x7f", "a control character"),
+    ],
+)
+def test_a_control_character_inside_a_secret_is_a_config_error_naming_the_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inside: str, complaint: str
+) -> None:
+    value = f"sk-very-{inside}secret-value-1234"
+    monkeypatch.setenv("AEON_TEST_API_KEY", value)
+    for reference in ({"$env": "AEON_TEST_API_KEY"}, {"$file": str(write(tmp_path / "key", value))}):
+        with pytest.raises(ConfigError, match=f"openai.api_key: .* contains {complaint} inside it") as info:
+            Choice("openai", {"api_key": reference}).resolved_options()
+        assert "very-" not in str(info.value) and "secret-value" not in str(info.value)
 
 
 @pytest.mark.parametrize(

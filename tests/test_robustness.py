@@ -225,7 +225,7 @@ def test_the_wrong_type_names_the_contract() -> None:
 
 
 def test_a_factorys_error_never_quotes_a_secret_option(monkeypatch: pytest.MonkeyPatch) -> None:
-    secret = "sk-\ttab'quote-é-0123456789"
+    secret = "sk- tab'quote-é-0123456789"
     monkeypatch.setenv("AEON_TEST_TOOL_SECRET", secret)
     engine = broken_engine(
         tools_enabled=("keyed",), tool_options={"keyed": {"api_key": {"$env": "AEON_TEST_TOOL_SECRET"}}}

@@ -14,6 +14,7 @@ import click
 
 from aeon_kernel.cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError
+from aeon_kernel.secrets import scrub_secrets
 
 if TYPE_CHECKING:
     from aeon_kernel.flow.engine import FlowEngine, TaskResult
@@ -22,7 +23,7 @@ EXIT_SETUP_ERROR = 2
 
 
 def _fail(exc: AeonError | str) -> NoReturn:
-    click.echo(f"Error: {exc}", err=True)
+    click.echo(f"Error: {scrub_secrets(str(exc))}", err=True)
     sys.exit(EXIT_SETUP_ERROR)
 
 
@@ -55,7 +56,7 @@ def validate(directory: str, config: str | None, as_json: bool) -> None:
         if as_json:
             echo_json([problem.to_dict() for problem in exc.problems])
         else:
-            click.echo(str(exc), err=True)
+            click.echo(scrub_secrets(str(exc)), err=True)
         sys.exit(1)
     except AeonError as exc:
         _fail(exc)
@@ -225,13 +226,13 @@ def _report(engine: FlowEngine, stages: Any, as_json: bool) -> NoReturn:
     """Drain ``stages`` (a line per stage unless ``as_json``), print the result, exit with its status."""
     for stage in stages:
         if not as_json:
-            click.echo(_stage_line(stage))
+            click.echo(scrub_secrets(_stage_line(stage)))
     result: TaskResult | None = engine.result
     assert result is not None
     if as_json:
         echo_json(result.to_dict())
     else:
-        click.echo(f"\n{result.status}: {result.message}")
+        click.echo(f"\n{result.status}: {scrub_secrets(result.message)}")
         echo_json(result.output, indent=2)
         click.echo(f"run {result.run_id}")
     run_status = result.run.status

@@ -73,7 +73,7 @@ class LiveView:
         if plan is None and self.result is None:
             parts.append(Spinner("dots", text=Text(" planning…", style="cyan")))
         if plan is not None:
-            parts.append(Text.assemble(("Goal: ", "bold"), plan.goal))
+            parts.append(Text.assemble(("Goal: ", "bold"), compact(plan.goal, 2000)))
             parts.append(self._table(plan.steps))
         parts.extend(self.passes[-12:])
         footer = self._footer()
@@ -116,7 +116,7 @@ class LiveView:
                 text.append("  answer: ", style="bold")
                 text.append(compact(self.result["answer"], 200))
             if status != "completed":
-                text.append(f"\n{self.result.get('message', '')}", style="dim")
+                text.append(f"\n{compact(self.result.get('message', ''), 2000)}", style="dim")
             return text
         if self.state is not None:
             return Text(f"cycle {self.state.cycle} · {self.state.ttl_remaining} cycles left", style="dim")

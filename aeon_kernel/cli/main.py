@@ -22,6 +22,7 @@ import click
 
 from aeon_kernel.cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError, ConfigError
+from aeon_kernel.secrets import scrub_secrets
 from aeon_kernel.version import __version__
 
 EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3}
@@ -35,7 +36,7 @@ def _engine(config: str | None, **options: Any) -> Any:
 
 
 def _fail_setup(exc: AeonError) -> NoReturn:
-    click.echo(f"Error: {exc}", err=True)
+    click.echo(f"Error: {scrub_secrets(str(exc))}", err=True)
     sys.exit(EXIT_SETUP_ERROR)
 
 
@@ -192,7 +193,8 @@ def runs(config: str | None, as_json: bool) -> None:
         echo_json(summaries)
         return
     for run in summaries:
-        request = run["request"] if len(run["request"]) <= 50 else run["request"][:49] + "…"
+        request = scrub_secrets(run["request"])  # before the cut
+        request = request if len(request) <= 50 else request[:49] + "…"
         click.echo(
             f"{run['run_id']}  {run['status']:<11}  {run['cycles']:>4} cycles  {run['started']}  {request}"
         )

@@ -16,6 +16,8 @@ from typing import Any, Final
 
 import click
 
+from aeon_kernel.secrets import scrub_secrets_json
+
 #: error handlers under which writing a str cannot fail
 _SAFE_ERRORS: Final = frozenset({"backslashreplace", "replace", "ignore", "namereplace", "xmlcharrefreplace"})
 
@@ -50,11 +52,11 @@ def echo_json(value: Any, *, indent: int | None = None, err: bool = False) -> No
     Readable (non-ASCII as it is) when the stream can encode it; otherwise every non-ASCII character, a lone
     surrogate included, is a ``\\uXXXX`` escape — still the same JSON value.
     """
-    text = json.dumps(value, ensure_ascii=False, indent=indent, default=str)
+    text = scrub_secrets_json(json.dumps(value, ensure_ascii=False, indent=indent, default=str))
     if not text.isascii():
         stream = sys.stderr if err else sys.stdout
         try:
             text.encode(getattr(stream, "encoding", None) or "utf-8")
         except (UnicodeError, LookupError):
-            text = json.dumps(value, ensure_ascii=True, indent=indent, default=str)
+            text = scrub_secrets_json(json.dumps(value, ensure_ascii=True, indent=indent, default=str))
     click.echo(text, err=err)

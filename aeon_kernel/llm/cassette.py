@@ -22,6 +22,7 @@ from typing import Any, Final
 from aeon_kernel.contracts import LLMAdapter, LLMResponse
 from aeon_kernel.errors import ConfigError, LLMError
 from aeon_kernel.schemas import canonical_json
+from aeon_kernel.secrets import scrub_secrets_json
 
 FORMAT_VERSION: Final = 1
 
@@ -84,8 +85,10 @@ class RecordingAdapter(LLMAdapter):
         kwargs: dict[str, Any] = {"json_schema": json_schema} if json_schema is not None else {}
         response = self.inner.generate(prompt, system_prompt, max_tokens, temperature, **kwargs)
         request = _request(self.model_id, prompt, system_prompt, max_tokens, temperature, json_schema)
-        line = json.dumps(
-            {"key": request_key(request), "request": request, "response": response}, ensure_ascii=False
+        line = scrub_secrets_json(  # the key is of the request as asked; the text kept is scrubbed
+            json.dumps(
+                {"key": request_key(request), "request": request, "response": response}, ensure_ascii=False
+            )
         )
         with self._lock, self.path.open("a", encoding="utf-8") as file:
             file.write(line + "\n")

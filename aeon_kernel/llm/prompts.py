@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any, Final
 
 from aeon_kernel.schemas import canonical_json, compiled_validator
+from aeon_kernel.secrets import scrub_secrets
 
 if TYPE_CHECKING:
     from aeon_kernel.models import PlanStep
@@ -158,5 +159,5 @@ _encode_compact = json.JSONEncoder(ensure_ascii=False, default=str).encode  # bu
 
 def compact(value: Any, limit: int = 400) -> str:
     """``value`` as one line of text (JSON unless it is a string), cut to ``limit`` characters with an ellipsis."""
-    text = value if isinstance(value, str) else _encode_compact(value)
+    text = scrub_secrets(value if isinstance(value, str) else _encode_compact(value))  # before the cut
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -18,6 +18,7 @@ from aeon_kernel.kinds import label
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.models import Phase, Plan, SupervisorAction, ToolCall
 from aeon_kernel.runtime.state import RunState
+from aeon_kernel.secrets import scrub_secrets_data
 from aeon_kernel.tools import ToolRegistry
 
 log = logging.getLogger("aeon")
@@ -61,9 +62,10 @@ class Components:
 
 
 def error_record(exc: BaseException, step_id: str | None = None, **extra: Any) -> dict[str, Any]:
-    """A JSON-ready error record, for the log and for the next prompt (FR-055)."""
+    """A JSON-ready error record, for the log and for the next prompt (FR-055); scrubbed of every secret."""
     base = exc.to_dict() if isinstance(exc, AeonError) else {"type": type(exc).__name__, "message": str(exc)}
-    return {**base, "step_id": step_id, **extra}
+    record: dict[str, Any] = scrub_secrets_data({**base, "step_id": step_id, **extra})
+    return record
 
 
 class Cycle:
