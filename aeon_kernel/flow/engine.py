@@ -155,9 +155,11 @@ class FlowEngine:
             Problem(
                 "flow.yaml",
                 f"names tool {name!r}, which is not enabled; have: {sorted(t.name for t in tools)}",
-                node=node.id,
+                flow.node_lines.get(node.id),
+                f"nodes[{i}].tools",
+                node.id,
             )
-            for node in flow.spec.nodes
+            for i, node in enumerate(flow.spec.nodes)
             for name in node.tools
             if tools.get(name) is None
         ]
