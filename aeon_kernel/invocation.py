@@ -26,6 +26,7 @@ from typing import Any, Final, NamedTuple
 from aeon_kernel.errors import AeonError, DeadlineError, ValidationError
 from aeon_kernel.idempotency import idempotency_scope
 from aeon_kernel.markers import hookimpl
+from aeon_kernel.memory_values import is_utf8
 from aeon_kernel.models import ToolCall, utc_now
 from aeon_kernel.tools import Tool
 
@@ -85,7 +86,7 @@ def _walk(value: Any, max_depth: int) -> str | None:
         if budget < 0:
             return f"it has more than {MAX_JSON_VALUES:,} parts"
         if isinstance(item, str):
-            if not is_text(item):
+            if not is_utf8(item):
                 return f"{_where(path)}a string holds a lone surrogate (it has no UTF-8 form)"
         elif item is None or isinstance(item, bool):
             pass
@@ -117,7 +118,7 @@ def _walk(value: Any, max_depth: int) -> str | None:
         if frames[-1][1]:
             if not isinstance(key, str):
                 return f"{_where(path[:-1])}a key is {_kind(key)}, not a string"
-            if not is_text(key):
+            if not is_utf8(key):
                 return f"{_where(path[:-1])}a key holds a lone surrogate (it has no UTF-8 form)"
         path[-1] = key
 
@@ -135,20 +136,9 @@ def _kind(value: Any) -> str:
     return safe_text(type(value).__name__)
 
 
-def is_text(text: str) -> bool:
-    """Whether ``text`` has a UTF-8 form (holds no lone surrogate), as JSON text, SQLite and terminals need."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def safe_text(text: str) -> str:
     """``text`` with every lone surrogate written as its escape (``\\udcff``), so it can be kept and printed."""
-    return text if is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if is_utf8(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def describe(exc: BaseException) -> str:

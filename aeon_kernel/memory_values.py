@@ -17,7 +17,10 @@ INT64_MAX: Final = 2**63 - 1
 
 
 def is_utf8(text: str) -> bool:
-    """False for strings holding a lone surrogate: they have no UTF-8 form, so they cannot be stored as keys."""
+    """False for strings holding a lone surrogate: they have no UTF-8 form, so no key, JSON text, SQLite column
+    or terminal can hold them."""
+    if text.isascii():
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -39,6 +39,7 @@ from aeon_kernel import (
     StepStatus,
     StoredRun,
     hookimpl,
+    is_utf8,
     scrub_secrets,
     scrub_secrets_json,
     utc_now,
@@ -464,7 +465,7 @@ class SqliteStateStore(StateStore):
 
     def _missing(self, db: sqlite3.Connection, run_id: str) -> RunStoreError:
         """ "No run" — unless a scan that trusts no index finds it there (a damaged index, an id stored as a BLOB)."""
-        if _is_text(run_id):
+        if is_utf8(run_id):
             try:
                 found = db.execute(
                     "SELECT typeof(run_id) FROM runs NOT INDEXED WHERE CAST(run_id AS TEXT) = ? LIMIT 1",
@@ -537,22 +538,11 @@ class SqliteStateStore(StateStore):
         )
 
 
-def _is_text(text: str) -> bool:
-    """Whether ``text`` has a UTF-8 form (holds no lone surrogate), as SQLite needs."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _text(text: str) -> str:
     """``text`` as SQLite can store it: a lone surrogate (from bytes that were not UTF-8) is kept as its escape,
     and no secret (:func:`aeon_kernel.scrub_secrets`)."""
     text = scrub_secrets(text)
-    return text if _is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if is_utf8(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _reason(exc: BaseException) -> str:
@@ -569,7 +559,7 @@ def _opt_text(text: str | None) -> str | None:
 
 def _key(run_id: Any) -> Any:
     """A run id to look up: one with no UTF-8 form cannot be stored, so it matches nothing (it is not an error)."""
-    return run_id if not isinstance(run_id, str) or _is_text(run_id) else ""
+    return run_id if not isinstance(run_id, str) or is_utf8(run_id) else ""
 
 
 def _dumps(value: Any) -> str:
