@@ -12,6 +12,9 @@ One adapter serves OpenAI itself and the common self-hosted servers; they differ
 
 The adapter only classifies failures (the kernel's ModelClient owns retries, FR-048): transport errors,
 timeouts, 408, 429 and 5xx are transient, with the server's ``Retry-After`` passed on; other answers are not.
+``timeout`` bounds a whole attempt, not each read: the reply is read in chunks against one deadline, so a server
+that trickles bytes cannot hold a call open (the last read may wait up to ``timeout`` again, so an attempt ends
+within about twice it). The kernel makes at most three attempts.
 The API key goes into the Authorization header and nowhere else: never into a message, a repr or a log. It is
 stripped and checked when the adapter is built (a line break or other control character in it is a ConfigError),
 and registered as a secret, so every message the adapter builds — and every output Aeon writes — is scrubbed of it
@@ -47,6 +50,8 @@ PRESETS: Final = ("openai", "vllm", "ollama", "llama_cpp")
 USAGE_KEYS: Final = ("prompt_tokens", "completion_tokens", "total_tokens")
 #: How much of an unexpected response body an error message quotes.
 BODY_EXCERPT: Final = 300
+#: A reply larger than this is refused while it is read: no chat completion is near it, so the server is broken.
+MAX_REPLY_BYTES: Final = 16 * 1024 * 1024
 
 
 def structured_output(preset: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +114,7 @@ class OpenAIAdapter(LLMAdapter):
         self.model = self.model_id = model
         self.base_url = base_url.rstrip("/")
         self.preset = preset
+        self.timeout = float(timeout)
         self.extra_body = dict(extra_body or {})
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         try:
@@ -116,7 +122,7 @@ class OpenAIAdapter(LLMAdapter):
         except ImportError:
             raise ConfigError("the openai backend needs httpx: pip install 'aeon-core[openai]'") from None
         self._httpx = httpx
-        self._client = httpx.Client(headers=headers, timeout=float(timeout))
+        self._client = httpx.Client(headers=headers, timeout=self.timeout)
 
     def __repr__(self) -> str:
         return f"OpenAIAdapter(model={self.model!r}, base_url={self.base_url!r}, preset={self.preset!r})"
@@ -143,7 +149,7 @@ class OpenAIAdapter(LLMAdapter):
         body.update(self.extra_body)  # the user's fields win, as the OpenAI SDK's extra_body does
         url = f"{self.base_url}/chat/completions"
         try:
-            response = self._client.post(url, json=body)
+            response = self._post(url, body)
         except self._httpx.TransportError as exc:  # refused, DNS, timeouts (TimeoutException is one)
             raise _scrubbed(LLMTransientError, f"no reply from {url}", exc) from _cause(exc)
         except self._httpx.HTTPError as exc:
@@ -151,6 +157,27 @@ class OpenAIAdapter(LLMAdapter):
         if not response.is_success:
             raise self._status_error(response)
         return self._parse(response)
+
+    def _post(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        """POST ``body`` and read the whole reply before the attempt's deadline, and within MAX_REPLY_BYTES."""
+        deadline = time.monotonic() + self.timeout
+        chunks: list[bytes] = []
+        size = 0
+        with self._client.stream("POST", url, json=body) as streamed:
+            for chunk in streamed.iter_raw():
+                size += len(chunk)
+                if size > MAX_REPLY_BYTES:
+                    raise LLMError(f"{url} sent a reply larger than {MAX_REPLY_BYTES:,} bytes; it was not read")
+                if time.monotonic() > deadline:
+                    raise LLMTransientError(
+                        f"{url} had not finished its reply after timeout = {self.timeout:g} s "
+                        "(it was still sending; raise timeout under [llm] if the server is just slow)"
+                    )
+                chunks.append(chunk)
+            # raw (still encoded) bytes with the original headers: the new response decodes them once
+            return self._httpx.Response(
+                streamed.status_code, headers=streamed.headers, content=b"".join(chunks), request=streamed.request
+            )
 
     def _status_error(self, response: httpx.Response) -> LLMError:
         """Transient for 408/429/5xx (with ``Retry-After``), final for anything else."""

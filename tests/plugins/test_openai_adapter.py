@@ -50,6 +50,7 @@ class Reply:
     body: Any = None  # a dict is sent as JSON, a str as is, None as a valid completion
     headers: dict[str, str] = field(default_factory=dict)
     hang: float = 0.0  # seconds to stall before answering
+    trickle: float = 0.0  # seconds between the body's bytes (a server that sends slowly but never stalls)
 
 
 def completion(text: str | None = '{"answer": "42"}', **extra: Any) -> dict[str, Any]:
@@ -99,7 +100,14 @@ def scripted_server(script: Callable[[int], Reply]) -> Iterator[Scripted]:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if reply.trickle:
+                    for index in range(len(data)):
+                        self.wfile.write(data[index : index + 1])
+                        self.wfile.flush()
+                        if released.wait(reply.trickle):
+                            return
+                else:
+                    self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout tests)
 
@@ -288,6 +296,28 @@ def test_a_hanging_server_times_out_three_times() -> None:
     assert 0.9 <= elapsed < 3
     assert isinstance(caught.value.__cause__, LLMTransientError)
     assert "ReadTimeout" in str(caught.value)
+
+
+def test_a_trickling_server_cannot_hold_an_attempt_past_its_timeout() -> None:
+    # every byte arrives well within the read timeout, so only a deadline on the whole reply can end the call
+    with scripted_server(lambda n: Reply(trickle=0.05)) as srv:
+        adapter = OpenAIAdapter(base_url=srv.base_url, model="m", timeout=0.4)
+        started = time.monotonic()
+        with pytest.raises(LLMError) as caught:
+            client(adapter).generate("hi")
+        elapsed = time.monotonic() - started
+    assert len(srv.requests) == 3  # transient: the kernel's three attempts, each cut at its deadline
+    assert elapsed < 3.5  # the whole reply would take about 13 s per attempt
+    assert "had not finished its reply after timeout = 0.4 s" in str(caught.value)
+
+
+def test_a_reply_too_large_to_be_a_completion_is_refused_while_read() -> None:
+    huge = completion("x" * (openai_plugin.MAX_REPLY_BYTES + 10))
+    with scripted_server(lambda n: Reply(body=huge)) as srv:
+        adapter = OpenAIAdapter(base_url=srv.base_url, model="m")
+        with pytest.raises(LLMError, match="larger than 16,777,216 bytes") as caught:
+            client(adapter).generate("hi")
+    assert not isinstance(caught.value, LLMTransientError) and len(srv.requests) == 1
 
 
 def test_a_closed_port_is_a_transient_connection_error() -> None:
