@@ -87,6 +87,7 @@ if TYPE_CHECKING:
         ModelClient,
     )
     from aeon_kernel.llm.output import (
+        MAX_REPAIR_CHARS,
         check_depth,
         dumps_lenient,
         ensure_no_new_tools,
@@ -307,6 +308,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "aeon_kernel.plan.planner": ("ModelPlanner",),
     "aeon_kernel.llm.client": ("ModelClient",),
     "aeon_kernel.llm.output": (
+        "MAX_REPAIR_CHARS",
         "check_depth",
         "dumps_lenient",
         "ensure_no_new_tools",
@@ -369,6 +371,7 @@ __all__ = [
     "HOOKSPEC_VERSION",
     "INT64_MAX",
     "INT64_MIN",
+    "MAX_REPAIR_CHARS",
     "PLAN_CHANGES",
     "SEVERITY_ORDER",
     "AdaptiveDepth",

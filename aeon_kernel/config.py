@@ -42,6 +42,7 @@ from typing import Any, Final
 
 from aeon_kernel.errors import ConfigError
 from aeon_kernel.kinds import BY_SECTION, ROLES
+from aeon_kernel.memory_values import is_utf8
 from aeon_kernel.schemas import canonical_json
 from aeon_kernel.secrets import MAX_SECRET, clean_secret
 
@@ -66,6 +67,8 @@ REASONING_KEYS: Final = frozenset(
 )
 _RUN_KEYS: Final = {"ttl", "max_tokens", "temperature"}
 _PLUGIN_KEYS: Final = {"allow", "block"}
+#: No option nests anywhere near this; deeper is a mistake (or an attack on the checks that walk it).
+_MAX_CONFIG_DEPTH: Final = 32
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,7 @@ def load_config(path: str | Path | None = None) -> AeonConfig:
 
 def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig:
     where = str(source) if source else "config"
-    _check_finite(data, where)
+    _check_values(data, where)
     unknown = set(data) - _TOP_LEVEL
     if unknown:
         raise ConfigError(
@@ -263,16 +266,24 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     return config
 
 
-def _check_finite(value: Any, where: str, key: str = "") -> None:
-    """TOML allows ``nan`` and ``inf``; no option means them, and JSON (a request body, a log) cannot carry them."""
+def _check_values(value: Any, where: str, key: str = "", depth: int = 0) -> None:
+    """Every value must be one an option can mean and a log can carry: TOML allows ``nan`` and ``inf`` (no option
+    means them, and JSON cannot carry them); a configuration built in Python may also hold a lone surrogate (no
+    UTF-8 form: no file, log or fingerprint can hold it), a key that is not a string, or unbounded nesting."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{where}: {key} = {value} is not a finite number (no option takes nan or inf)")
+    if isinstance(value, str) and not is_utf8(value):
+        raise ConfigError(f"{where}: {key} holds a lone surrogate, which no file or log can carry")
+    if depth > _MAX_CONFIG_DEPTH and isinstance(value, (dict, list)):
+        raise ConfigError(f"{where}: {key} nests deeper than {_MAX_CONFIG_DEPTH} levels")
     if isinstance(value, dict):
         for name, item in value.items():
-            _check_finite(item, where, f"{key}.{name}" if key else str(name))
+            if not isinstance(name, str) or not is_utf8(name):
+                raise ConfigError(f"{where}: the key {name!r} under {key or 'the top level'} is not a name")
+            _check_values(item, where, f"{key}.{name}" if key else name, depth + 1)
     elif isinstance(value, list):
         for number, item in enumerate(value):
-            _check_finite(item, where, f"{key}[{number}]")
+            _check_values(item, where, f"{key}[{number}]", depth + 1)
 
 
 def _table(data: dict[str, Any], name: str, where: str) -> dict[str, Any]:

@@ -36,6 +36,9 @@ MAX_RESULT_DEPTH: Final = 100
 #: A value with more parts than this is refused rather than walked (shared sub-lists can make a small object
 #: stand for an astronomically large JSON document).
 MAX_JSON_VALUES: Final = 1_000_000
+#: Text (strings and keys) beyond this many characters in one value is refused: every result is kept in the
+#: state, the store and the log, so a tool that returns a whole disk image must write it elsewhere.
+MAX_JSON_CHARS: Final = 16_000_000
 #: Integers are limited to what every JSON encoder here can write (Python's str() stops at 4,300 digits).
 _MAX_INT: Final = 10**4000
 
@@ -48,12 +51,14 @@ def json_problem(value: Any, max_depth: int = MAX_RESULT_DEPTH) -> str | None:
     most ``max_depth`` levels. Never raises: a value that cannot even be inspected is a problem too.
     """
     if type(value) is dict:  # the usual result, a flat object of plain scalars: checked in one pass
+        chars = 0
         for key, item in value.items():
             kind = type(item)
             if type(key) is not str or not key.isascii():
                 break
             if kind is str:
-                if not item.isascii():
+                chars += len(item)
+                if not item.isascii() or chars > MAX_JSON_CHARS:
                     break
             elif kind is int:
                 if not -_MAX_INT < item < _MAX_INT:
@@ -77,6 +82,7 @@ _END: Final = object()
 def _walk(value: Any, max_depth: int) -> str | None:
     """Depth first, with one iterator per open container (memory grows with the depth, not the size)."""
     budget = MAX_JSON_VALUES
+    chars = MAX_JSON_CHARS
     # each open container: the rest of its (key, value) pairs, and whether it is an object
     frames: list[tuple[Iterator[tuple[Any, Any]], bool]] = []
     path: list[Any] = []  # the key of the value being looked at, in each open container
@@ -86,6 +92,9 @@ def _walk(value: Any, max_depth: int) -> str | None:
         if budget < 0:
             return f"it has more than {MAX_JSON_VALUES:,} parts"
         if isinstance(item, str):
+            chars -= len(item)
+            if chars < 0:
+                return f"it holds more than {MAX_JSON_CHARS:,} characters of text"
             if not is_utf8(item):
                 return f"{_where(path)}a string holds a lone surrogate (it has no UTF-8 form)"
         elif item is None or isinstance(item, bool):
@@ -118,6 +127,7 @@ def _walk(value: Any, max_depth: int) -> str | None:
         if frames[-1][1]:
             if not isinstance(key, str):
                 return f"{_where(path[:-1])}a key is {_kind(key)}, not a string"
+            chars -= len(key)
             if not is_utf8(key):
                 return f"{_where(path[:-1])}a key holds a lone surrogate (it has no UTF-8 form)"
         path[-1] = key

@@ -167,7 +167,9 @@ class OpenAIAdapter(LLMAdapter):
             for chunk in streamed.iter_raw():
                 size += len(chunk)
                 if size > MAX_REPLY_BYTES:
-                    raise LLMError(f"{url} sent a reply larger than {MAX_REPLY_BYTES:,} bytes; it was not read")
+                    raise LLMError(
+                        f"{url} sent a reply larger than {MAX_REPLY_BYTES:,} bytes; it was not read"
+                    )
                 if time.monotonic() > deadline:
                     raise LLMTransientError(
                         f"{url} had not finished its reply after timeout = {self.timeout:g} s "
@@ -176,7 +178,10 @@ class OpenAIAdapter(LLMAdapter):
                 chunks.append(chunk)
             # raw (still encoded) bytes with the original headers: the new response decodes them once
             return self._httpx.Response(
-                streamed.status_code, headers=streamed.headers, content=b"".join(chunks), request=streamed.request
+                streamed.status_code,
+                headers=streamed.headers,
+                content=b"".join(chunks),
+                request=streamed.request,
             )
 
     def _status_error(self, response: httpx.Response) -> LLMError:

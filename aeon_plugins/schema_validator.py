@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import pydantic
 
 from aeon_kernel import (
+    ConfigError,
     Plan,
     PlanStep,
     Register,
@@ -14,15 +15,53 @@ from aeon_kernel import (
     ToolRegistry,
     ValidationError,
     Validator,
+    dumps_lenient,
     hookimpl,
     validate_against,
 )
 
+#: The defaults of the size limits: far above any plan or call a model writes, far below what hurts a run.
+MAX_PLAN_STEPS: Final = 1_000
+MAX_PLAN_BYTES: Final = 1_048_576
+MAX_ARGUMENT_BYTES: Final = 262_144
+
 
 class SchemaValidator(Validator):
+    """Schemas, plus limits on what a plan or a tool call may weigh (``[validator]`` options), so a runaway model,
+    planner or user plan is a clear validation error rather than a run that writes gigabytes of state and log."""
+
+    # class-level defaults too, so a subclass that does not call ``super().__init__`` still has its limits
+    max_plan_steps: int = MAX_PLAN_STEPS
+    max_plan_bytes: int = MAX_PLAN_BYTES
+    max_argument_bytes: int = MAX_ARGUMENT_BYTES
+
+    def __init__(
+        self,
+        max_plan_steps: int = MAX_PLAN_STEPS,
+        max_plan_bytes: int = MAX_PLAN_BYTES,
+        max_argument_bytes: int = MAX_ARGUMENT_BYTES,
+    ) -> None:
+        for name, value in [
+            ("max_plan_steps", max_plan_steps),
+            ("max_plan_bytes", max_plan_bytes),
+            ("max_argument_bytes", max_argument_bytes),
+        ]:
+            if type(value) is not int or value < 1:
+                raise ConfigError(f"schema validator: {name} must be a positive integer, got {value!r}")
+        self.max_plan_steps = max_plan_steps
+        self.max_plan_bytes = max_plan_bytes
+        self.max_argument_bytes = max_argument_bytes
+
     def validate_plan(self, plan_dict: dict[str, Any]) -> bool:
         if not isinstance(plan_dict, dict):
             raise ValidationError(f"a plan must be a JSON object, got {type(plan_dict).__name__}")
+        steps = plan_dict.get("steps")
+        if isinstance(steps, (list, tuple)) and len(steps) > self.max_plan_steps:
+            raise ValidationError(
+                f"the plan has {len(steps):,} steps, more than the {self.max_plan_steps:,} allowed "
+                "(max_plan_steps under [validator] in aeon.toml)"
+            )
+        _check_size(plan_dict, self.max_plan_bytes, "the plan", "max_plan_bytes")
         try:
             Plan.model_validate(plan_dict)
         except pydantic.ValidationError as exc:
@@ -47,6 +86,7 @@ class SchemaValidator(Validator):
             raise ValidationError(
                 f"arguments for {name} must be a JSON object, got {type(arguments).__name__}"
             )
+        _check_size(arguments, self.max_argument_bytes, f"the arguments for {name}", "max_argument_bytes")
         validate_against(tool_schema, arguments, f"arguments for {name}")
         return True
 
@@ -62,6 +102,14 @@ class SchemaValidator(Validator):
             return StepToolCheck.trusted(valid=True, error=None, step=step)
         errors = step.errors if error in step.errors else (*step.errors, error)
         return StepToolCheck(valid=False, error=error, step=step.model_copy(update={"errors": errors}))
+
+
+def _check_size(value: Any, limit: int, what: str, option: str) -> None:
+    size = len(dumps_lenient(value).encode("utf-8", "backslashreplace"))
+    if size > limit:
+        raise ValidationError(
+            f"{what} take {size:,} bytes as JSON, more than the {limit:,} allowed ({option} under [validator])"
+        )
 
 
 @hookimpl

@@ -18,6 +18,7 @@ from typing import Any, Final
 import json_repair
 
 from aeon_kernel import (
+    MAX_REPAIR_CHARS,
     LLMAdapter,
     RecordAction,
     Register,
@@ -97,6 +98,14 @@ class DefaultSupervisor(SupervisorContract):
         record: RecordAction | None = None,
     ) -> Any:
         text = malformed_json if isinstance(malformed_json, str) else dumps_lenient(malformed_json)
+        if (
+            len(text) > MAX_REPAIR_CHARS
+        ):  # neither json-repair nor a model prompt can take it in reasonable time
+            raise SupervisorError(
+                f"{len(text):,} characters are too long to repair (the limit is {MAX_REPAIR_CHARS:,})",
+                attempts=0,
+                last_error="output too long to repair",
+            )
 
         def check(value: Any) -> Any:
             _ensure_json(value)

@@ -71,8 +71,11 @@ class LinearPlanScheduler(Scheduler):
         if work.step_id is None:
             # A new plan starts with every step pending (spec 001), whatever statuses the planner wrote.
             plan: Plan = outcome
-            if (problem := json_problem(plan.model_dump())) is not None:
+            dump = plan.model_dump()
+            if (problem := json_problem(dump)) is not None:
                 raise ValidationError(f"the plan is not JSON data: {problem}")
+            # whatever planner wrote it, the validator's rules and limits hold (a plugin planner included)
+            run.components.validator.validate_plan(dump)
             fresh = tuple(
                 s.model_copy(
                     update={"status": StepStatus.PENDING, "errors": (), "result": None, "failure": None}
