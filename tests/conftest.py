@@ -39,6 +39,14 @@ class Harness:
 MakeHarness = Callable[..., Harness]
 
 
+@pytest.fixture(autouse=True)
+def data_directory(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """What the CLI records by default (FR-037) goes to a scratch directory, never the user's own."""
+    directory = tmp_path_factory.mktemp("aeon-data")
+    monkeypatch.setenv("AEON_DATA_DIR", str(directory))
+    return directory
+
+
 @pytest.fixture
 def make_harness() -> MakeHarness:
     """Build an orchestrator from real built-in components; the model replays ``responses``."""

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Final, NoReturn
 
 import click
 
 from aeon_kernel.cli.output import echo_json, safe_streams
-from aeon_kernel.errors import AeonError, ConfigError
+from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
 from aeon_kernel.version import __version__
 
@@ -29,7 +30,7 @@ EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3}
 EXIT_SETUP_ERROR: Final = 2
 
 
-def _engine(config: str | None, **options: Any) -> Any:
+def _engine(config: Any, **options: Any) -> Any:
     from aeon_kernel.engine import Engine
 
     return Engine(config, **options)
@@ -60,6 +61,11 @@ def _run_options(command: Any) -> Any:
             "--log", "log_path", type=click.Path(dir_okay=False), help="Append one JSON line per cycle here."
         ),
         click.option(
+            "--no-log",
+            is_flag=True,
+            help="Do not record the run in the user data directory (where [state] or --log do not say).",
+        ),
+        click.option(
             "--json", "as_json", is_flag=True, help="Print the result as JSON instead of the live view."
         ),
         click.option(
@@ -84,6 +90,7 @@ def _drive(
     *,
     config: str | None,
     log_path: str | None,
+    no_log: bool,
     as_json: bool,
     record: str | None,
     replay: str | None,
@@ -91,20 +98,28 @@ def _drive(
     multipass: bool = False,
     deadline: float | None = None,
 ) -> None:
-    """Build the engine, run ``start(orchestrator)`` to the end (live view or JSON), exit with the run's status."""
-    try:
-        chosen: Any = config
-        if multipass:
-            from aeon_kernel.config import load_config
+    """Build the engine, run ``start(orchestrator)`` to the end (live view or JSON), exit with the run's status.
 
-            chosen = load_config(config).multipass()
+    Unless ``--no-log``, the run is recorded in the user data directory where the configuration names no state
+    store and no log (FR-037; :mod:`aeon_kernel.cli.recording`)."""
+    from aeon_kernel.cli import recording
+    from aeon_kernel.config import load_config
+
+    try:
+        chosen = load_config(config)
+        if multipass:
+            chosen = chosen.multipass()
+        log: str | Path | None = log_path
+        if not no_log:
+            chosen = recording.with_default_store(chosen)
+            log = log_path or recording.default_log(chosen, log_path)
         engine = _engine(chosen, record=record, replay=replay)
     except AeonError as exc:
         _fail_setup(exc)
     try:
         engine.check_choices()
-        if log_path:
-            engine.add_sink("jsonl", path=log_path)
+        if log:
+            engine.add_sink("jsonl", path=str(log))
         engine.build_selected()  # a component that cannot be built stops the run before it starts
         orchestrator = engine.orchestrator(ttl, deadline=deadline)
     except AeonError as exc:
@@ -125,6 +140,8 @@ def _drive(
         _fail_setup(exc)
     finally:
         engine.close()
+    if not no_log and chosen.state is not None:
+        click.echo(recording.note(chosen, result["run_id"], Path(log) if log else None), err=True)
     sys.exit(EXIT_CODES.get(result["status"], 1))
 
 
@@ -181,17 +198,23 @@ def resume(run_id: str, take_over: bool, **options: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list.")
 def runs(config: str | None, as_json: bool) -> None:
     """List the stored runs, newest first: run_id, request, status, cycles, started."""
+    from aeon_kernel.cli.recording import with_default_store
+    from aeon_kernel.config import load_config
+
     try:
-        with _engine(config) as engine:
+        chosen = with_default_store(load_config(config))  # [state], else where `aeon run` records by default
+        with _engine(chosen) as engine:
             store = engine.state_store
-            if store is None:
-                raise ConfigError('no state store is configured: set [state] use = "sqlite" in aeon.toml')
+            assert store is not None
             summaries = [summary.to_dict() for summary in store.list_runs()]
     except AeonError as exc:
         _fail_setup(exc)
     if as_json:
         echo_json(summaries)
         return
+    if not summaries:
+        assert chosen.state is not None
+        click.echo(f"no runs recorded yet in {chosen.state.options.get('path', chosen.state.use)}", err=True)
     for run in summaries:
         request = scrub_secrets(run["request"])  # before the cut
         request = request if len(request) <= 50 else request[:49] + "…"

@@ -83,7 +83,7 @@ def test_exit_status_reports_failure_and_ttl(project: Path) -> None:
     assert CliRunner().invoke(cli, ["run", "x", "--json"]).exit_code == 1
     (project / "responses.json").write_text(json.dumps([SUM, answer("15")]))
     result = CliRunner().invoke(cli, ["run", "x", "--json", "--ttl", "2"])
-    assert result.exit_code == 3 and json.loads(result.output)["status"] == "ttl_expired"
+    assert result.exit_code == 3 and json.loads(result.stdout)["status"] == "ttl_expired"
 
 
 @pytest.mark.parametrize(
@@ -197,6 +197,48 @@ def test_runs_and_resume_from_the_command_line(project: Path) -> None:
     assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr
 
 
-def test_runs_without_a_state_store_says_how_to_configure_one(project: Path) -> None:
-    proc = aeon("runs", cwd=project)
-    assert proc.returncode == 2 and '[state] use = "sqlite"' in proc.stderr
+def test_every_cli_run_is_recorded_in_the_data_directory_by_default(
+    project: Path, data_directory: Path
+) -> None:
+    """FR-037 without flags: no [state], no --log, and the run is still in `aeon runs`, resumable and logged."""
+    empty = aeon("runs", cwd=project)
+    assert empty.returncode == 0 and f"no runs recorded yet in {data_directory / 'runs.db'}" in empty.stderr
+
+    proc = aeon("run", "calculate the sum of 5 and 10", "--json", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout)["run_id"]  # stdout stays pure JSON: the note goes to stderr
+    assert f"run {run_id} recorded: state in {data_directory / 'runs.db'}" in proc.stderr
+    assert f"log in {data_directory / 'runs.jsonl'}" in proc.stderr
+    (listed,) = json.loads(aeon("runs", "--json", cwd=project).stdout)
+    assert (listed["run_id"], listed["status"]) == (run_id, "completed")
+    lines = [json.loads(line) for line in (data_directory / "runs.jsonl").read_text().splitlines()]
+    assert lines[0]["manifest"]["run_id"] == run_id and lines[-1]["run_id"] == run_id
+    again = aeon("resume", run_id, cwd=project)  # the default store serves resume too
+    assert again.returncode == 2 and "already finished" in again.stderr
+
+
+def test_no_log_records_nothing(project: Path, data_directory: Path) -> None:
+    proc = aeon("run", "calculate the sum of 5 and 10", "--json", "--no-log", cwd=project)
+    assert proc.returncode == 0 and "recorded" not in proc.stderr
+    assert not (data_directory / "runs.db").exists() and not (data_directory / "runs.jsonl").exists()
+
+
+def test_a_configured_store_and_log_are_used_instead_of_the_data_directory(
+    project: Path, data_directory: Path
+) -> None:
+    with (project / "aeon.toml").open("a") as toml:
+        toml.write('[state]\nuse = "sqlite"\npath = "mine.db"\n')
+    proc = aeon("run", "calculate the sum of 5 and 10", "--json", "--log", "mine.jsonl", cwd=project)
+    assert proc.returncode == 0 and "state in mine.db, log in mine.jsonl" in proc.stderr
+    assert (project / "mine.db").exists() and (project / "mine.jsonl").exists()
+    assert list(data_directory.iterdir()) == []
+
+
+def test_an_unwritable_data_directory_is_a_setup_error_naming_the_ways_out(project: Path) -> None:
+    blocker = project / "a-file"
+    blocker.write_text("")
+    proc = aeon(
+        "run", "calculate the sum of 5 and 10", cwd=project, env={"AEON_DATA_DIR": str(blocker / "sub")}
+    )
+    assert proc.returncode == 2 and "cannot record the run in" in proc.stderr and "--no-log" in proc.stderr
+    assert "Traceback" not in proc.stderr

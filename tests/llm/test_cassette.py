@@ -92,6 +92,6 @@ def test_cli_record_and_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert first.exit_code == 0, first.output
     (tmp_path / "r.json").write_text("[]")  # the scripted model has nothing left to say
     second = runner.invoke(cli, ["run", "add", "--json", "--replay", "c.jsonl"])
-    assert second.exit_code == 0 and json.loads(second.output)["answer"] == "15"
+    assert second.exit_code == 0 and json.loads(second.stdout)["answer"] == "15"
     miss = runner.invoke(cli, ["run", "something else", "--json", "--replay", "c.jsonl"])
-    assert miss.exit_code == 1 and "no recording of this request" in json.loads(miss.output)["message"]
+    assert miss.exit_code == 1 and "no recording of this request" in json.loads(miss.stdout)["message"]
