@@ -22,6 +22,7 @@ from typing import Any
 
 from aeon_kernel import Engine
 from aeon_kernel.config import AeonConfig
+from aeon_kernel.plan.grounding import facts_in, numbers_in, unsupported_numbers
 
 
 @dataclass(frozen=True)
@@ -39,19 +40,72 @@ CASES = [
     Case("divide", "divide 100 by 8", "12.5", "arithmetic"),
     Case("power", "what is 2 to the power of 10?", "1024", "arithmetic"),
     Case("subtract", "subtract 58 from 100", "42", "arithmetic"),
-    Case("echo", "echo the message hello world", "hello world", "echo"),
-    Case("repeat", "repeat back exactly: Aeon is small", "Aeon is small", "echo"),
+    Case("words_plus", "what is seven plus eight?", "15", "arithmetic in words"),
+    Case("words_times", "multiply nine by six", "54", "arithmetic in words"),
+    Case("words_minus", "what is one hundred minus thirty-three?", "67", "arithmetic in words"),
+    Case("symbols_divide", "12 / 4 = ?", "3", "arithmetic in symbols"),
+    Case("symbols_nested", "(10 - 4) * 3", "18", "arithmetic in symbols"),
+    Case("decimals", "add 1.5 and 2.25", "3.75", "arithmetic in symbols"),
+    Case("percent", "what is 15% of 200?", "30", "percentage"),
+    Case("percent_words", "what is 20 percent of 80?", "16", "percentage"),
+    Case("percent_quarter", "what is 25% of 60?", "15", "percentage"),
+    Case("square", "what is the square of 12?", "144", "power"),
+    Case("cube", "what is 3 cubed?", "27", "power"),
     Case("two_steps", "add 2 and 3, then multiply the result by 4", "20", "multi-step"),
     Case("calc_then_echo", "calculate 9 times 9 and then echo the result", "81", "multi-step"),
+    Case("chain_divide", "subtract 5 from 20, then divide the result by 3", "5", "multi-step"),
+    Case("chain_three", "add 10 and 20, then multiply by 2, then subtract 15", "45", "multi-step"),
+    Case("echo", "echo the message hello world", "hello world", "echo"),
+    Case("repeat", "repeat back exactly: Aeon is small", "Aeon is small", "echo"),
+    Case("say", "say good night", "good night", "echo"),
+    Case("echo_word", "echo the word banana", "banana", "echo"),
     Case("ambiguous", "tell me something about numbers", None, "ambiguous"),
     Case("missing_tool", "what is the weather in Paris today?", None, "missing tool"),
+    Case("missing_email", "send an email to bob@example.com saying hi", None, "missing tool"),
+    Case("missing_translate", "translate 'good morning' into French", None, "missing tool"),
+    Case("divide_by_zero", "divide 5 by 0", None, "tool error"),
+    Case("zero_denominator", "what is 10 divided by (5 - 5)?", None, "tool error"),
 ]
 
 
-def _texts(result: dict[str, Any]) -> str:
-    """Everything a run produced that could carry the answer: the answer and every tool result."""
+def _answer_text(result: dict[str, Any]) -> str:
+    answer = result["answer"]
+    return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+
+
+def contradicts_tools(result: dict[str, Any], request: str) -> bool:
+    """The final answer states a number that neither the request nor any tool call supports."""
     calls = result["final_state"]["tool_history"]
-    return json.dumps([result["answer"], [c.get("result") for c in calls]], ensure_ascii=False)
+    if not any(c.get("result") is not None for c in calls):
+        return False
+    facts = facts_in([request, *(c["arguments"] for c in calls), *(c.get("result") for c in calls)])
+    return bool(unsupported_numbers(_answer_text(result), facts))
+
+
+def succeeded(case: Case, result: dict[str, Any], tools: list[str]) -> bool:
+    """The right answer in the run's final answer (not just somewhere in a tool result), grounded in its tools.
+
+    No expected text: a structured ending that called no tool it should not have; for a tool error, the tool
+    was called and failed (the run did not answer it by itself)."""
+    calls = result["final_state"]["tool_history"]
+    if contradicts_tools(result, case.request) or result["status"] not in {"completed", "failed"}:
+        return False
+    if not {c["tool_name"] for c in calls} <= set(tools):
+        return False
+    if case.kind == "tool error":
+        return any(c.get("error") for c in calls)
+    return case.expect is None or states(_answer_text(result), case.expect)
+
+
+def states(answer: str, expect: str) -> bool:
+    """``answer`` states ``expect``: as the last number it states, its result (so neither "1600" nor an operand
+    passes for 16), or as text."""
+    try:
+        wanted = float(expect)
+    except ValueError:
+        return expect.lower() in answer.lower()
+    numbers = numbers_in(answer)
+    return bool(numbers) and abs(numbers[-1][1] - wanted) < 1e-9
 
 
 def run_case(engine: Engine, case: Case) -> dict[str, Any]:
@@ -68,18 +122,14 @@ def run_case(engine: Engine, case: Case) -> dict[str, Any]:
     assert result is not None
     llm_cycles = [e for e in cycles if e.usage.get("llm_calls", 0) > 0]
     tokens = sum(e.usage.get("total_tokens", 0) for e in cycles)
-    success = (
-        result["status"] in {"completed", "failed"} if case.expect is None else case.expect in _texts(result)
-    )
-    if case.kind == "missing tool":  # success: a structured ending that called no tool it should not have
-        names = {c["tool_name"] for c in result["final_state"]["tool_history"]}
-        success = success and names <= set(engine.tools.list_all())
+    success = succeeded(case, result, engine.tools.list_all())
     return {
         "case": case.name,
         "kind": case.kind,
         "status": result["status"],
         "answer": result["answer"],
         "success": success,
+        "contradicts_tools": contradicts_tools(result, case.request),
         "plan_seconds": plan_seconds,
         "seconds": total,
         "llm_calls": sum(e.usage.get("llm_calls", 0) for e in cycles),
@@ -103,6 +153,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "requests": len(rows),
         "valid_plans": len(plans),
         "plan_s_median": statistics.median(plans) if plans else None,
+        "plan_s_p95": statistics.quantiles(plans, n=20)[-1] if len(plans) > 1 else None,
         "plan_s_max": max(plans) if plans else None,
         "e2e_s_median": statistics.median(r["seconds"] for r in rows),
         "llm_calls_per_request": statistics.mean(r["llm_calls"] for r in rows),
@@ -112,6 +163,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         / max(1, sum(r["llm_cycles"] for r in rows)),
         "supervisor_repairs": sum(r["repairs"] for r in rows),
         "task_success": sum(r["success"] for r in rows) / len(rows),
+        "answers_contradicting_a_tool": sum(r["contradicts_tools"] for r in rows),
     }
 
 

@@ -8,6 +8,7 @@ schema that is passed to adapters able to constrain decoding, and is always chec
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from aeon_kernel.schemas import canonical_json, compiled_validator
@@ -36,6 +37,17 @@ _PLAN_EXAMPLES: Final = (
     'Plan: {"goal": "Multiply 6 by 7", "steps": ['
     '{"step_id": "1", "description": "Multiply 6 by 7", "tool": "calculator", "arguments": {"expression": "6 * 7"}}, '
     '{"step_id": "2", "description": "Report the product", "agent": "llm"}]}\n'
+    "Request: what is nine minus four, then doubled?\n"
+    'Plan: {"goal": "Subtract 4 from 9 and double it", "steps": ['
+    '{"step_id": "1", "description": "Compute (9 - 4) * 2", "tool": "calculator", '
+    '"arguments": {"expression": "(9 - 4) * 2"}}, '
+    '{"step_id": "2", "description": "Report the result", "agent": "llm"}]}\n'
+    "Request: what is 10% of 50, and what is 4 squared?\n"
+    'Plan: {"goal": "Take 10 percent of 50 and square 4", "steps": ['
+    '{"step_id": "1", "description": "10 percent of 50", "tool": "calculator", '
+    '"arguments": {"expression": "50 * 10 / 100"}}, '
+    '{"step_id": "2", "description": "Square 4", "tool": "calculator", "arguments": {"expression": "4 ^ 2"}}, '
+    '{"step_id": "3", "description": "Report both results", "agent": "llm"}]}\n'
     "Request: say good morning\n"
     'Plan: {"goal": "Say good morning", "steps": ['
     '{"step_id": "1", "description": "Say good morning", "tool": "echo", "arguments": {"message": "good morning"}}]}\n'
@@ -45,11 +57,16 @@ _PLAN_EXAMPLES: Final = (
 )
 
 
+#: The worked example's request and answer: a small model copies them, so an answer equal to it is checked.
+EXAMPLE_REQUEST: Final = "what is 6 times 7?"
+EXAMPLE_ANSWER: Final = "6 times 7 is 42."
 _ANSWER_EXAMPLE: Final = (
-    "Request: what is 6 times 7?\n"
-    'Result of step 1: {"expression": "6 * 7", "value": 42}\n'
-    "Step 2: Report the product\n"
-    'Answer: {"answer": "6 times 7 is 42."}'
+    f"Request: {EXAMPLE_REQUEST}\n"
+    "Goal: Multiply 6 by 7\n"
+    'Step 1 [complete] Multiply 6 by 7. Result: {"expression": "6 * 7", "value": 42}\n'
+    "Step 2 [running] Report the product\n"
+    "Now do step 2: Report the product\n"
+    f'Answer: {{"answer": "{EXAMPLE_ANSWER}"}}'
 )
 
 
@@ -125,10 +142,27 @@ def plan_prompt(request: str, tools: list[dict[str, Any]]) -> str:
     )
 
 
-def state_summary(goal: str, results: list[tuple[str, Any]], errors: list[dict[str, Any]], ttl: int) -> str:
-    """FR-002/FR-055: the plan's goal, earlier results and errors, and the remaining TTL, compactly."""
+def state_summary(
+    goal: str,
+    steps: Sequence[PlanStep],
+    results: Mapping[str, Any],
+    errors: list[dict[str, Any]],
+    ttl: int,
+) -> str:
+    """FR-002/FR-055: the goal; every step in plan order with its status and its result (read back from memory,
+    FR-018); results of steps no longer in the plan; the last errors; the remaining TTL. Compactly."""
     lines = [f"Goal: {goal}"]
-    lines += [f"Result of step {key}: {compact(value)}" for key, value in results] or ["No results yet."]
+    for step in steps:
+        line = f"Step {step.step_id} [{step.status.value}] {step.description}"
+        if step.step_id in results:
+            line += f". Result: {compact(results[step.step_id])}"
+        lines.append(line)
+    listed = {step.step_id for step in steps}
+    lines += [
+        f"Result of step {key}: {compact(value)}" for key, value in results.items() if key not in listed
+    ]
+    if not results:
+        lines.append("No results yet.")
     lines += [f"Error: {e.get('step_id', '-')}: {e.get('message', '')}" for e in errors[-3:]]
     lines.append(f"Cycles left: {ttl}")
     return "\n".join(lines)
@@ -140,17 +174,20 @@ def tool_arguments_prompt(state: str, step: PlanStep, tool: Tool) -> str:
         f"Give the arguments for the tool {tool.name} ({tool.description}) as a JSON object matching "
         f"this schema: {compiled_validator(tool.input_schema).text}\n"
         f"{state}\n"
-        f"Step {step.step_id}: {step.description}\nArguments:"
+        f"Now give the arguments of step {step.step_id}: {step.description}\nArguments:"
     )
 
 
-def reasoning_prompt(state: str, request: str, step: PlanStep) -> str:
-    """An ``agent: "llm"`` step, or the fallback for a step no tool could serve: answer from the results."""
+def reasoning_prompt(state: str, request: str, step: PlanStep, correction: str = "") -> str:
+    """An ``agent: "llm"`` step, or the fallback for a step no tool could serve: answer from the results.
+    ``correction`` says what was wrong with the previous answer, when the step is asked again."""
     return (
         'Do the step below, using the results so far. Reply as JSON with one key, "answer".\n'
         f"Example:\n{_ANSWER_EXAMPLE}\n\n"
         f"Request: {request}\n{state}\n"
-        f"Step {step.step_id}: {step.description}\nAnswer:"
+        f"Now do step {step.step_id}: {step.description}\n"
+        + (f"{correction}\n" if correction else "")
+        + "Answer:"
     )
 
 

@@ -58,9 +58,10 @@ class StepContext:
         return redacted(tool, checked(tool, arguments, step_id, call))
 
     def summary(self) -> str:
-        """FR-002: goal, earlier results (read back from memory, FR-018), errors, and TTL, for the next prompt."""
+        """FR-002: the goal, the plan's steps in order with their statuses and results (read back from memory,
+        FR-018), errors, and TTL, for the next prompt."""
         prefix = self.memory_key("")
-        results = [(key[len(prefix) :], value) for key, value in self.memory.search(prefix)]
+        results = {key[len(prefix) :]: value for key, value in self.memory.search(prefix)}
         state = self.state
-        goal = state.plan.goal if state.plan else state.request
-        return state_summary(goal, results, list(state.errors), state.ttl_remaining)
+        goal, steps = (state.plan.goal, state.plan.steps) if state.plan else (state.request, ())
+        return state_summary(goal, steps, results, list(state.errors), state.ttl_remaining)

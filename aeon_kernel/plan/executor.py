@@ -12,15 +12,23 @@ The kernel registers this executor as the ``trylast`` implementation of ``aeon_e
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from aeon_kernel.errors import MemoryStoreError, SupervisorError, ValidationError
 from aeon_kernel.invocation import describe, json_problem
 from aeon_kernel.llm.output import ensure_no_new_tools, parse_json
-from aeon_kernel.llm.prompts import ANSWER_SCHEMA, SYSTEM_PROMPT, reasoning_prompt, tool_arguments_prompt
+from aeon_kernel.llm.prompts import (
+    ANSWER_SCHEMA,
+    SYSTEM_PROMPT,
+    compact,
+    reasoning_prompt,
+    tool_arguments_prompt,
+)
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.models import PlanStep, StepExecutionResult, ToolCall
 from aeon_kernel.plan.context import StepContext
+from aeon_kernel.plan.grounding import grounding_problem, tool_answer
 from aeon_kernel.tools import Tool
 
 
@@ -102,23 +110,44 @@ class KernelStepExecutor:
     def execute_llm_reasoning_step(
         self, step: PlanStep, ctx: StepContext, mode: Literal["llm", "fallback"] = "llm"
     ) -> StepExecutionResult:
-        """Ask the model to do the step from the results so far; the answer is stored in memory like a tool's."""
-        prompt = reasoning_prompt(ctx.summary(), ctx.state.request, step)
-        text = ctx.llm.generate(
-            prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=ANSWER_SCHEMA
-        )["text"]
+        """Ask the model to do the step from the results so far; the answer is stored in memory like a tool's.
+
+        An answer that contradicts the tools (:func:`grounding_problem`: a number nothing supports, a final
+        report without the result, the prompt's example copied) is asked for once more, told why; if it still
+        does, the step answers with the last tool result, or fails when no tool has ended.
+        """
+        state, summary = ctx.state, ctx.summary()
+        steps = state.plan.steps if state.plan else ()
+        final = bool(steps) and steps[-1].step_id == step.step_id
+        note = None
         try:
-            value = parse_json(text, ctx.supervisor, ctx.record, ANSWER_SCHEMA, ctx.validator)
-            ctx.validator.validate_llm_output(value, ANSWER_SCHEMA)
+            answer = _model_answer(ctx, reasoning_prompt(summary, state.request, step))
+            problem = grounding_problem(answer, state.request, steps, final=final)
+            if problem is not None:
+                first = compact(json.dumps(answer, ensure_ascii=False))
+                correction = (
+                    f"Your first answer was {first}. {problem} Answer again with what the results give."
+                )
+                answer = _model_answer(ctx, reasoning_prompt(summary, state.request, step, correction))
+                if (again := grounding_problem(answer, state.request, steps, final=final)) is not None:
+                    note = f"the model's answer contradicted the tools twice ({again})"
+                    fallback = tool_answer(steps)
+                    if fallback is None:  # no tool to answer from: better no answer than a made-up one
+                        return _failed(mode, f"{note}; no tool result to answer from")
+                    answer = fallback
         except (SupervisorError, ValidationError) as exc:
             return _failed(mode, f"the model's answer could not be used: {exc}")
-        answer = value["answer"]
-        if (problem := json_problem(answer)) is not None:
-            return _failed(mode, f"the model's answer is not JSON data: {problem}")
         try:
             ctx.memory.write(ctx.memory_key(step.step_id), answer)
         except Exception as exc:
             return _failed(mode, f"could not store the answer: {_as_memory_error(exc)}")
+        if note is not None:  # grounded by the kernel, not by the model: said so in the step's record
+            return StepExecutionResult(
+                success=True,
+                result=answer,
+                error=f"{note}; answered with the last tool result",
+                execution_mode="fallback",
+            )
         return StepExecutionResult(success=True, result=answer, execution_mode=mode)
 
     def _execute_missing_tool_step(self, step: PlanStep, ctx: StepContext) -> StepExecutionResult:
@@ -141,6 +170,19 @@ class KernelStepExecutor:
             return self.execute_llm_reasoning_step(fixed, ctx, mode="fallback")
         result = self.execute_tool_step(fixed, ctx)
         return result.model_copy(update={"repaired_step": fixed, "execution_mode": "fallback"})
+
+
+def _model_answer(ctx: StepContext, prompt: str) -> str:
+    """The model's answer to ``prompt``: parsed, validated and repaired as every model output is."""
+    text = ctx.llm.generate(
+        prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=ANSWER_SCHEMA
+    )["text"]
+    value = parse_json(text, ctx.supervisor, ctx.record, ANSWER_SCHEMA, ctx.validator)
+    ctx.validator.validate_llm_output(value, ANSWER_SCHEMA)
+    answer = value["answer"]
+    if (problem := json_problem(answer)) is not None:
+        raise ValidationError(f"it is not JSON data: {problem}")
+    return str(answer)
 
 
 def _json_arguments(arguments: Any) -> Any:

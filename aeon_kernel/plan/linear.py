@@ -7,6 +7,7 @@ decides whether the run reached its answer (FR-004). The run around it owns the 
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from aeon_kernel.errors import LLMError, SupervisorError, ValidationError
@@ -91,6 +92,11 @@ class LinearPlanScheduler(Scheduler):
                 result.repaired_step.model_copy(update={"status": StepStatus.RUNNING, "errors": ()})
             )
         if result.success:
+            if (
+                result.error
+            ):  # succeeded another way than asked (a fallback, a grounded answer): kept, not failed
+                note = {"type": "StepNote", "message": safe_text(result.error), "step_id": work.step_id}
+                run.fail_cycle(note)
             _transition(run, work.step_id, StepStatus.COMPLETE, result=result.result)
         else:
             message = safe_text(result.error or "the step failed")
@@ -192,7 +198,11 @@ def _answer(plan: Plan | None) -> Any:
     if plan is None:
         return None
     done = [s for s in plan.steps if s.status is StepStatus.COMPLETE]
-    return done[-1].result if done else None
+    if not done:
+        return None
+    result = done[-1].result
+    # a copy in JSON's own types (a tool may have returned tuples), not the state's object
+    return json.loads(json.dumps(result)) if isinstance(result, (dict, list, tuple)) else result
 
 
 def _message(state: OrchestrationState, status: str) -> str:

@@ -53,9 +53,13 @@ def test_constrained_plans_are_schema_valid_at_the_first_attempt(name: str) -> N
 def test_sum_of_5_and_10_calls_the_calculator_and_reports_15() -> None:
     result, _ = replay("sum")
     assert result["status"] == "completed"
-    (call,) = result["final_state"]["tool_history"]
-    assert (call["tool_name"], call["result"]["value"]) == ("calculator", 15)
-    assert "15" in result["answer"]
+    first = result["final_state"]["tool_history"][0]
+    assert (first["tool_name"], first["arguments"], first["result"]["value"]) == (
+        "calculator",
+        {"expression": "5 + 10"},
+        15,
+    )
+    assert result["answer"]["value"] == 15  # a plan of tool steps only answers with its last result
 
 
 def test_a_request_for_a_missing_tool_ends_structured_without_inventing_a_tool() -> None:

@@ -1,0 +1,126 @@
+"""Grounded answers: a model's answer may not state a number that neither the request nor a tool supports.
+
+A small model that has just been told ``{"value": 42}`` by the calculator will still, now and then, answer "6
+times 7 is 48". Nothing downstream can tell, so the kernel checks: every number the answer states must be one
+of the numbers in the request, in a tool call's arguments or in a tool's result (allowing for the rounding the
+answer's own precision implies, and thousands separators). An answer that fails the check contradicts its tools.
+
+The check only runs when a tool has answered (without one there is nothing to contradict), and it reads
+numbers only: a claim in words is beyond a deterministic check.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Final
+
+from aeon_kernel.llm.prompts import EXAMPLE_ANSWER, EXAMPLE_REQUEST, compact
+from aeon_kernel.models import PlanStep, StepStatus
+
+#: A number as an answer writes it: thousands separators, decimals, exponent (the sign is not compared). Not a
+#: digit run that is part of a word or an identifier ("3-day" counts; "mp3" and "step_2" do not).
+_NUMBER: Final = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\w)")
+
+
+def numbers_in(text: str) -> list[tuple[str, float]]:
+    """Each number ``text`` states, as written and as a value."""
+    found = []
+    for match in _NUMBER.finditer(text):
+        written = match.group()
+        try:
+            value = float(written.replace(",", ""))
+        except ValueError:  # pragma: no cover - the pattern only matches what float() reads
+            continue
+        if math.isfinite(value):
+            found.append((written, value))
+    return found
+
+
+def facts_in(values: Iterable[Any]) -> set[float]:
+    """Every number in ``values``: JSON numbers at any depth, and numbers written inside strings."""
+    facts: set[float] = set()
+    for item in _leaves(values):
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, (int, float)) and math.isfinite(item):
+            facts.add(float(item))
+        elif isinstance(item, str):
+            facts.update(value for _, value in numbers_in(item))
+    return facts
+
+
+def unsupported_numbers(answer: str, facts: set[float]) -> list[str]:
+    """The numbers ``answer`` states that match no fact, as written (empty: the answer is grounded)."""
+    return [written for written, value in numbers_in(answer) if not _supported(written, value, facts)]
+
+
+def _supported(written: str, value: float, facts: set[float]) -> bool:
+    """``value`` is a fact, or a fact rounded to the precision ``written`` shows (12.5 → "13" or "12", 1/3 →
+    "0.33"), sign aside ("the difference is 3" for -3)."""
+    if "e" in written.lower():
+        tolerance = abs(value) * 1e-3  # 6.02e23: three significant figures at least
+    else:
+        decimals = len(written.split(".")[1]) if "." in written else 0
+        tolerance = 0.5 * 10.0**-decimals + 1e-9
+    return any(abs(abs(value) - abs(fact)) <= tolerance for fact in facts)
+
+
+def _leaves(values: Iterable[Any], limit: int = 10_000) -> Iterator[Any]:
+    """Scalars inside ``values``, at most ``limit`` of them (a huge result is not walked whole)."""
+    stack = list(values)
+    seen = 0
+    while stack and seen < limit:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        else:
+            seen += 1
+            yield item
+
+
+def grounding_problem(answer: str, request: str, steps: Sequence[PlanStep], *, final: bool) -> str | None:
+    """What makes ``answer`` contradict the tools, or None when nothing does.
+
+    An answer may not be the prompt's worked example copied for another request. Once a tool step has ended,
+    every number the answer states must be one of the request's, of a finished tool step's arguments or of a
+    completed one's result. The ``final`` answer (the plan's last step) must also report what the last tool
+    found, when it completed: one of the numbers its result holds beyond its arguments, if it holds any (a
+    report that only restates the request is no answer).
+    """
+    if answer.strip() == EXAMPLE_ANSWER and request.strip() != EXAMPLE_REQUEST:
+        return "It copies the example's answer, which is about another request."
+    finished = _tool_steps(steps)
+    if not finished:
+        return None
+    done = [s for s in finished if s.status is StepStatus.COMPLETE]
+    facts = facts_in([request, *(s.arguments for s in finished), *(s.result for s in done)])
+    unsupported = unsupported_numbers(answer, facts)
+    if unsupported:
+        return f"It states {', '.join(unsupported)}, which no result above says."
+    last = finished[-1]
+    found = (
+        facts_in([last.result]) - facts_in([last.arguments]) if last.status is StepStatus.COMPLETE else set()
+    )
+    if final and found and not any(_supported(w, v, found) for w, v in numbers_in(answer)):
+        return "It does not state the result the tools gave."
+    return None
+
+
+def tool_answer(steps: Sequence[PlanStep]) -> str | None:
+    """The answer the tools themselves give — the last finished tool step's result, or why it failed — or None
+    when no tool step has ended."""
+    finished = _tool_steps(steps)
+    if not finished:
+        return None
+    last = finished[-1]
+    if last.status is StepStatus.FAILED:
+        return f"{last.description}: the tool failed: {last.failure}"
+    return f"{last.description}: {compact(last.result)}"
+
+
+def _tool_steps(steps: Sequence[PlanStep]) -> list[PlanStep]:
+    return [s for s in steps if s.tool is not None and s.status in (StepStatus.COMPLETE, StepStatus.FAILED)]

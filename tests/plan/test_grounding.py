@@ -1,0 +1,151 @@
+"""Grounded answers (issue 14 item 5) and the state a prompt carries (FR-002): the real loop, a scripted model."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aeon_kernel import StepStatus
+from aeon_kernel.plan.grounding import facts_in, numbers_in, unsupported_numbers
+from tests.conftest import MakeHarness
+from tests.support.builders import answer, llm_step, plan, tool_step
+
+PRODUCT_PLAN = plan(
+    tool_step("1", "calculator", {"expression": "6 * 7"}), llm_step("2"), goal="Multiply 6 by 7"
+)
+REQUEST = "what is 6 times 7?"
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("6 times 7 is 42.", [6, 7, 42]),
+        ("1,024 bytes", [1024]),
+        ("a 3-day trip costs 12.5 euros", [3, 12.5]),
+        ("mp3 files, step_2, v1.2", []),
+        ("6.02e23 atoms", [6.02e23]),
+    ],
+)
+def test_numbers_are_read_as_an_answer_writes_them(text: str, numbers: list[float]) -> None:
+    assert [value for _, value in numbers_in(text)] == numbers
+
+
+@pytest.mark.parametrize(
+    ("answer_text", "facts", "unsupported"),
+    [
+        ("6 times 7 is 42.", [REQUEST, {"expression": "6 * 7", "value": 42}], []),
+        ("6 times 7 is 48.", [REQUEST, {"expression": "6 * 7", "value": 42}], ["48"]),
+        ("100 divided by 8 is 12.5", ["divide 100 by 8", {"value": 12.5}], []),
+        ("about 13", [{"value": 12.5}], []),  # rounded to the precision the answer shows
+        ("about 14", [{"value": 12.5}], ["14"]),
+        ("one third is 0.33", [{"value": 1 / 3}], []),
+        ("one third is 0.34", [{"value": 1 / 3}], ["0.34"]),
+        ("the difference is 3", [{"value": -3}], []),
+        ("2 to the 10th is 1,024", ["2 to the power of 10", {"value": 1024}], []),
+        ("there is no number here", [{"value": 7}], []),
+    ],
+)
+def test_unsupported_numbers(answer_text: str, facts: list[object], unsupported: list[str]) -> None:
+    assert unsupported_numbers(answer_text, facts_in(facts)) == unsupported
+
+
+@given(st.integers(min_value=0, max_value=10**12), st.integers(min_value=0, max_value=10**12))
+def test_a_result_stated_as_is_is_grounded_and_any_other_integer_is_not(value: int, other: int) -> None:
+    facts = facts_in([{"value": value}])
+    assert unsupported_numbers(f"the result is {value}", facts) == []
+    assert unsupported_numbers(f"the result is {value:,}", facts) == []
+    if other != value:
+        assert unsupported_numbers(f"the result is {other}", facts) == [str(other)]
+
+
+def test_a_grounded_answer_is_kept_with_one_model_call(make_harness: MakeHarness) -> None:
+    h = make_harness([PRODUCT_PLAN, answer("6 times 7 is 42.")])
+    result = h.run(REQUEST)
+    assert (result["status"], result["answer"]) == ("completed", "6 times 7 is 42.")
+    assert len(h.llm.prompts) == 2
+
+
+def test_an_answer_contradicting_its_tool_is_asked_again_told_why(make_harness: MakeHarness) -> None:
+    h = make_harness([PRODUCT_PLAN, answer("6 times 7 is 48."), answer("6 times 7 is 42.")])
+    result = h.run(REQUEST)
+    assert (result["status"], result["answer"]) == ("completed", "6 times 7 is 42.")
+    retry = h.llm.prompts[2]["prompt"]
+    assert (
+        'Your first answer was "6 times 7 is 48.". It states 48, which no result above says. Answer again'
+        in retry
+    )
+    step = h.orchestrator.get_state().plan.steps[1]
+    assert step.status is StepStatus.COMPLETE and step.errors == ()
+
+
+def test_an_answer_contradicting_its_tool_twice_is_replaced_by_the_tool_result(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness([PRODUCT_PLAN, answer("6 times 7 is 48."), answer("It is 36.")])
+    result = h.run(REQUEST)
+    assert result["status"] == "completed"
+    assert result["answer"] == 'use calculator: {"expression": "6 * 7", "value": 42}'
+    assert unsupported_numbers(result["answer"], facts_in([REQUEST, {"value": 42}])) == []
+    (note,) = result["final_state"]["errors"]
+    assert note["type"] == "StepNote" and note["step_id"] == "2"
+    assert "contradicted the tools twice (It states 36, which no result above says.)" in note["message"]
+    assert note["message"].endswith("answered with the last tool result")
+    assert len(h.llm.prompts) == 3  # one retry, no more
+
+
+def test_a_final_report_that_does_not_state_the_result_is_asked_again(make_harness: MakeHarness) -> None:
+    h = make_harness([PRODUCT_PLAN, answer("I multiplied 6 by 7."), answer("It is 42.")])
+    assert h.run(REQUEST)["answer"] == "It is 42."
+    assert "It does not state the result the tools gave." in h.llm.prompts[2]["prompt"]
+
+
+def test_an_answer_that_is_not_the_last_step_need_not_state_the_result(make_harness: MakeHarness) -> None:
+    middle = plan(
+        tool_step("1", "calculator", {"expression": "6 * 7"}),
+        llm_step("2", "explain the method"),
+        tool_step("3", "echo", {"message": "done"}),
+    )
+    h = make_harness([middle, answer("I multiplied 6 by 7.")])
+    assert h.run(REQUEST)["status"] == "completed"
+    assert len(h.llm.prompts) == 2
+
+
+def test_a_failed_tool_grounds_nothing_but_its_arguments(make_harness: MakeHarness) -> None:
+    zero = plan(tool_step("1", "calculator", {"expression": "10 / (5 - 5)"}), llm_step("2"))
+    h = make_harness([zero, answer("10 divided by (5 - 5) is 42."), answer("It is 2.")])
+    result = h.run("what is 10 divided by (5 - 5)?")
+    assert result["answer"].startswith("use calculator: the tool failed:")
+    assert "division by zero" in result["answer"]
+
+
+def test_the_examples_answer_copied_for_another_request_is_refused(make_harness: MakeHarness) -> None:
+    h = make_harness([plan(llm_step("1", "Answer")), answer("6 times 7 is 42."), answer("6 times 7 is 42.")])
+    result = h.run("what is the weather in Paris?")
+    assert result["status"] == "failed"
+    (step,) = result["final_state"]["plan"]["steps"]
+    assert (
+        "copies the example's answer" in step["failure"]
+        and "no tool result to answer from" in step["failure"]
+    )
+    assert make_harness([PRODUCT_PLAN, answer("6 times 7 is 42.")]).run(REQUEST)["status"] == "completed"
+
+
+def test_without_a_tool_result_there_is_nothing_to_contradict(make_harness: MakeHarness) -> None:
+    h = make_harness([plan(llm_step("1", "Name the author of Hamlet")), answer("Shakespeare, in 1600.")])
+    assert h.run("who wrote Hamlet?")["answer"] == "Shakespeare, in 1600."
+    assert len(h.llm.prompts) == 2
+
+
+def test_the_prompt_lists_every_step_in_plan_order_with_status_and_result(make_harness: MakeHarness) -> None:
+    """FR-002: steps 1..11 in plan order (not "10" before "2"), each with its status; results beside their step."""
+    steps = [tool_step(str(i), "echo", {"message": f"m{i}"}) for i in range(1, 11)]
+    h = make_harness([plan(*steps, llm_step("11")), answer("done")])
+    h.run("echo ten things")
+    prompt = h.llm.prompts[1]["prompt"]
+    state = prompt[prompt.index("Request: echo ten things") :]  # after the worked example
+    lines = [line for line in state.splitlines() if line.startswith("Step ")]
+    assert [line.split()[1] for line in lines] == [str(i) for i in range(1, 12)]
+    assert lines[0] == 'Step 1 [complete] use echo. Result: {"message": "m1"}'
+    assert lines[9] == 'Step 10 [complete] use echo. Result: {"message": "m10"}'
+    assert lines[10] == "Step 11 [running] report the result"
