@@ -142,6 +142,12 @@ if TYPE_CHECKING:
     from aeon_kernel.plan.context import (
         StepContext,
     )
+    from aeon_kernel.plan.parse import (
+        PlanParse,
+        normalize_plan,
+        parse_plan,
+        repair_json_text,
+    )
     from aeon_kernel.plan.planner import (
         ModelPlanner,
     )
@@ -305,6 +311,12 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "StoredRun",
     ),
     "aeon_kernel.plan.context": ("StepContext",),
+    "aeon_kernel.plan.parse": (
+        "PlanParse",
+        "normalize_plan",
+        "parse_plan",
+        "repair_json_text",
+    ),
     "aeon_kernel.plan.planner": ("ModelPlanner",),
     "aeon_kernel.llm.client": ("ModelClient",),
     "aeon_kernel.llm.output": (
@@ -415,6 +427,7 @@ __all__ = [
     "Orchestrator",
     "Phase",
     "Plan",
+    "PlanParse",
     "PlanStep",
     "Planner",
     "PluginError",
@@ -486,9 +499,12 @@ __all__ = [
     "is_utf8",
     "load_flow",
     "loads_strict",
+    "normalize_plan",
+    "parse_plan",
     "plan_progress",
     "read_log",
     "register_secret",
+    "repair_json_text",
     "schema_errors",
     "scrub_secrets",
     "scrub_secrets_data",

@@ -1,11 +1,12 @@
 """The ``default`` supervisor: cheap deterministic repair first, then the model with a repair-only prompt.
 
-Each repair method makes at most two attempts (FR-050). Attempt 1 first tries a deterministic fix
-(``json-repair`` for code fences, trailing commas, truncated JSON; a few structural normalisations for plans);
-if that does not validate, the model is asked, shown the validator's exact error. Attempt 2 asks the model
-again with the error its previous answer produced. Every attempt is reported as a SupervisorAction. A
-candidate that names a tool the original did not (FR-032), or an unregistered tool (FR-066), is rejected in
-code like any other invalid answer.
+Each repair method makes at most two attempts (FR-050). Attempt 1 first tries a deterministic fix, one that
+changes form and never meaning: the kernel's ``repair_json_text`` (code fences, prose, trailing commas, quotes,
+Python literals, comments, YAML; never a text cut off mid-value) and ``normalize_plan`` (fields under other
+names, wrappers, ids). If that does not validate, the model is asked, shown the validator's exact error.
+Attempt 2 asks the model again with the error its previous answer produced. Every attempt is reported as a
+SupervisorAction. A candidate that names a tool the original did not (FR-032), or an unregistered tool
+(FR-066), is rejected in code like any other invalid answer.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import difflib
 import json
 from collections.abc import Callable
 from typing import Any, Final
-
-import json_repair
 
 from aeon_kernel import (
     MAX_REPAIR_CHARS,
@@ -29,10 +28,11 @@ from aeon_kernel import (
     ValidationError,
     Validator,
     canonical_json,
-    check_depth,
     dumps_lenient,
     hookimpl,
     loads_strict,
+    normalize_plan,
+    repair_json_text,
     schema_errors,
     tool_names,
 )
@@ -124,7 +124,7 @@ class DefaultSupervisor(SupervisorContract):
             text,
             check,
             expected_schema,
-            lambda: json_repair_loads(text),
+            lambda: repair_json_text(text),
             max_attempts,
             record,
         )
@@ -149,7 +149,7 @@ class DefaultSupervisor(SupervisorContract):
 
         def deterministic() -> Any:
             arguments = call.get("arguments")
-            return json_repair_loads(arguments) if isinstance(arguments, str) else arguments
+            return repair_json_text(arguments) if isinstance(arguments, str) else arguments
 
         result: dict[str, Any] = self._repair(
             "tool_call_repair",
@@ -171,7 +171,9 @@ class DefaultSupervisor(SupervisorContract):
         *,
         record: RecordAction | None = None,
     ) -> dict[str, Any]:
-        original_tools = tool_names(malformed_plan)
+        candidate = normalize_plan(malformed_plan, self.tools)
+        # a tool given under another name (``tool_name``, ``function``) is one the plan names
+        original_tools = tool_names(malformed_plan) | tool_names(candidate)
 
         def check(value: Any) -> dict[str, Any]:
             self.validator.validate_plan(value)
@@ -186,7 +188,7 @@ class DefaultSupervisor(SupervisorContract):
             dumps_lenient(malformed_plan),
             check,
             GENERIC_PLAN_SCHEMA,
-            lambda: normalize_plan(malformed_plan),
+            lambda: candidate,
             max_attempts,
             record,
             subject="the plan",
@@ -287,7 +289,7 @@ class DefaultSupervisor(SupervisorContract):
                 json_schema=schema,
             )["text"]
             try:
-                value = check(json_repair_loads(reply))
+                value = check(repair_json_text(reply))
             except Exception as exc:
                 error = _message(exc)
                 emit(
@@ -303,53 +305,6 @@ class DefaultSupervisor(SupervisorContract):
             attempts=max_attempts,
             last_error=error,
         )
-
-
-# --- deterministic repairs -------------------------------------------------------------------------------------
-
-
-def json_repair_loads(text: str) -> Any:
-    """Parse ``text`` as JSON, fixing what json-repair can (fences, trailing commas, truncation, prose around it)."""
-    try:
-        return loads_strict(text)
-    except ValueError:
-        pass
-    try:
-        value = json_repair.repair_json(text, return_objects=True)
-    except RecursionError:
-        raise ValidationError("the JSON is nested too deeply to repair") from None
-    if value == "" and text.strip() not in ('""', "''"):
-        raise ValidationError("no JSON could be recovered from the text")
-    try:
-        check_depth(value)
-    except ValueError as exc:
-        raise ValidationError(str(exc)) from None
-    return value
-
-
-def normalize_plan(value: Any) -> Any:
-    """Structural fixes that change no meaning: parse a string, unwrap ``{"plan": ...}``, fill or renumber ids,
-    take a description from ``name``/``action``/``task`` when it is missing."""
-    if isinstance(value, str):
-        value = json_repair_loads(value)
-    if isinstance(value, dict) and isinstance(value.get("plan"), dict):
-        value = value["plan"]
-    if not isinstance(value, dict) or not isinstance(value.get("steps"), list):
-        return value
-    steps = [dict(s) for s in value["steps"] if isinstance(s, dict)]
-    ids = [str(s.get("step_id") or s.get("id") or "").strip() for s in steps]
-    renumber = "" in ids or len(set(ids)) != len(ids)
-    for index, step in enumerate(steps):
-        step.pop("id", None)
-        step["step_id"] = str(index + 1) if renumber else ids[index]
-        if not str(step.get("description") or "").strip():
-            for alias in ("name", "action", "task", "title"):
-                if isinstance(step.get(alias), str) and step[alias].strip():
-                    step["description"] = step[alias]
-                    break
-        for key in ("status", "errors", "result", "failure"):
-            step.pop(key, None)
-    return {**value, "steps": steps}
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------

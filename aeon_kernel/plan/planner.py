@@ -1,8 +1,9 @@
 """The kernel's planner, ``model``: the model writes the plan (FR-006/010), and nothing it writes is used unchecked.
 
-The plan is asked for with decoding constrained to the plan schema (naming the registered tools), then parsed,
-validated and, when malformed, repaired by the supervisor, whose repair may not add a tool (FR-032). A planner
-plugin (spec 003's RecursivePlanner) replaces this one by name: ``[planner] use = "..."``.
+The plan is asked for with decoding constrained to the plan schema (naming the registered tools), then read by
+:func:`~aeon_kernel.plan.parse.parse_plan`: parsed, validated and, when malformed, repaired by the supervisor,
+whose repair may not add a tool (FR-032). A planner plugin (spec 003's RecursivePlanner) replaces this one by
+name: ``[planner] use = "..."``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from aeon_kernel.contracts import Planner, RecordAction, Supervisor, Validator
-from aeon_kernel.errors import SupervisorError, ValidationError
 from aeon_kernel.llm.client import ModelClient
-from aeon_kernel.llm.output import ensure_no_new_tools, parse_json
 from aeon_kernel.llm.prompts import MAX_PLAN_STEPS, SYSTEM_PROMPT, plan_prompt, plan_schema
-from aeon_kernel.llm.structured import ModelBacked, ignore_action
+from aeon_kernel.llm.structured import ModelBacked
 from aeon_kernel.models import Plan
+from aeon_kernel.plan.parse import parse_plan
 from aeon_kernel.tools import ToolRegistry
 
 
@@ -43,7 +43,6 @@ class ModelPlanner(ModelBacked, Planner):
         *,
         record: RecordAction | None = None,
     ) -> Plan:
-        record = record or ignore_action
         tools = tool_registry.export_tools_for_llm()
         text = self.llm.generate(
             plan_prompt(task_description, tools),
@@ -52,17 +51,4 @@ class ModelPlanner(ModelBacked, Planner):
             self.temperature,
             json_schema=plan_schema(tools, self.max_steps),
         )["text"]
-        value = parse_json(text, self.supervisor, record)
-        try:
-            self.validator.validate_plan(value)
-        except ValidationError:
-            repaired = self.supervisor.repair_plan(value, record=record)
-            ensure_no_new_tools(value, repaired)
-            try:
-                self.validator.validate_plan(repaired)
-            except ValidationError as exc:
-                raise SupervisorError(
-                    f"the repaired plan is still invalid: {exc}", last_error=str(exc)
-                ) from None
-            value = repaired
-        return Plan.model_validate(value)
+        return parse_plan(text, tool_registry, self.supervisor, self.validator, record=record).plan

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import SupervisorAction, SupervisorError, ToolRegistry
+from aeon_kernel import SupervisorAction, SupervisorError, ToolRegistry, normalize_plan
 from aeon_kernel.llm.client import ModelClient
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
-from aeon_plugins.supervisor import REPAIR_SYSTEM_PROMPT, DefaultSupervisor, normalize_plan
+from aeon_plugins.supervisor import REPAIR_SYSTEM_PROMPT, DefaultSupervisor
 
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 CALC_SCHEMA = CalculatorTool().input_schema
@@ -110,9 +110,33 @@ def test_repair_plan_normalises_structure_deterministically() -> None:
         }
     }
     repaired = supervisor.repair_plan(broken, record=actions.append)
-    assert repaired["steps"][0] == {"step_id": "1", "name": "first", "tool": "echo", "description": "first"}
+    assert repaired["steps"][0] == {"step_id": "1", "tool": "echo", "description": "first"}
     assert repaired["steps"][1]["step_id"] == "2" and "status" not in repaired["steps"][1]
     assert scripted.prompts == []
+
+
+def test_repair_plan_reads_a_tool_given_under_another_name_as_named_by_the_plan() -> None:
+    """FR-032 counts ``tool_name``/``function`` as naming the tool; the repair moves it to ``tool``."""
+    supervisor, scripted, actions = make([])
+    broken = {
+        "goal": "g",
+        "steps": [{"step_id": "1", "description": "d", "tool_name": "echo", "args": {"message": "hi"}}],
+    }
+    repaired = supervisor.repair_plan(broken, record=actions.append)
+    assert repaired["steps"] == [
+        {"step_id": "1", "description": "d", "tool": "echo", "arguments": {"message": "hi"}}
+    ]
+    assert scripted.prompts == [] and actions[0].method == "deterministic"
+
+
+def test_repair_json_leaves_a_text_cut_off_mid_value_to_the_model() -> None:
+    """Closing ``{"answer": "The sum is 1`` would change the answer: the model is asked instead."""
+    supervisor, scripted, actions = make(['{"answer": "The sum is 15"}'])
+    assert supervisor.repair_json('{"answer": "The sum is 1', ANSWER_SCHEMA, record=actions.append) == {
+        "answer": "The sum is 15"
+    }
+    assert "cut off inside a string" in scripted.prompts[0]["prompt"]
+    assert [(a.method, a.attempt_number) for a in actions] == [("llm", 1)]
 
 
 def test_repair_plan_rejects_added_tools_then_accepts_a_faithful_repair() -> None:

@@ -1,0 +1,111 @@
+"""Properties of the deterministic repair, on plans and texts Hypothesis makes up."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aeon_kernel import AeonError, PlanParse, normalize_plan, parse_plan, repair_json_text
+from aeon_plugins.schema_validator import SchemaValidator
+from tests.repair.corpus import corpus_tools
+
+TOOLS = corpus_tools()
+VALIDATOR = SchemaValidator()
+
+words = st.text(st.sampled_from("abcxyz 0123456789+-*/'\",:{}[]\\é"), min_size=1, max_size=12).filter(
+    str.strip
+)
+arguments = st.dictionaries(
+    st.sampled_from(["expression", "message", "text", "times"]), words | st.integers()
+)
+tool_steps = st.fixed_dictionaries(
+    {
+        "description": words,
+        "tool": st.sampled_from(["calculator", "echo", "repeat", "weather"]),
+        "arguments": arguments,
+    }
+)
+llm_steps = st.fixed_dictionaries({"description": words, "agent": st.just("llm")})
+plans = st.builds(
+    lambda goal, steps: {"goal": goal, "steps": [{"step_id": str(i), **s} for i, s in enumerate(steps, 1)]},
+    words,
+    st.lists(tool_steps | llm_steps, min_size=1, max_size=4),
+)
+
+
+def deterministic(text: str) -> PlanParse | AeonError:
+    try:
+        return parse_plan(text, TOOLS, None, VALIDATOR, deterministic_only=True)
+    except AeonError as exc:
+        return exc
+
+
+def written(plan: dict[str, Any], style: int) -> str:
+    """The plan as a model may write it: compact JSON, pretty JSON, or a Python literal."""
+    return [json.dumps(plan), json.dumps(plan, indent=2), repr(plan)][style]
+
+
+@settings(max_examples=40, deadline=None)
+@given(plans, st.integers(0, 2))
+def test_a_plan_cut_anywhere_is_the_whole_plan_or_refused(plan: dict[str, Any], style: int) -> None:
+    """No step ever loses its tool or arguments to a cut: what comes back is the plan as written, or an error."""
+    text = written(plan, style)
+    for end in range(len(text)):
+        outcome = deterministic(text[:end])
+        if isinstance(outcome, PlanParse):
+            assert outcome.plan.model_dump(mode="json", exclude_defaults=True) == plan, text[:end]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(st.characters(codec=None, exclude_categories=())) | st.text(st.sampled_from("{}[]:,\"' \n\\aN1"))
+)
+def test_any_text_ends_in_a_plan_or_a_structured_error(text: str) -> None:
+    outcome = deterministic(text)
+    assert isinstance(outcome, (PlanParse, AeonError))
+    with contextlib.suppress(AeonError):  # a value, or a structured error: nothing else
+        repair_json_text(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    plans,
+    st.integers(0, 2),
+    st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from("{}[]:,\"' x\n")), max_size=3),
+)
+def test_a_damaged_plan_never_gains_a_tool(
+    plan: dict[str, Any], style: int, edits: list[tuple[int, str]]
+) -> None:
+    """FR-032 under random damage: a repair may lose a tool, never name one the text did not."""
+    text = written(plan, style)
+    for position, char in edits:
+        at = position % (len(text) + 1)
+        text = text[:at] + char + text[at + 1 :]
+    outcome = deterministic(text)
+    if isinstance(outcome, PlanParse):
+        assert all(step.tool is None or step.tool in text for step in outcome.plan.steps)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | words,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["goal", "steps", "Steps", "tool_name", "args", "id", "plan", "action"])
+            | st.integers(),
+            inner,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values | plans)
+def test_normalize_plan_never_raises_and_is_idempotent(value: Any) -> None:
+    once = normalize_plan(value, TOOLS)
+    assert normalize_plan(once, TOOLS) == once
