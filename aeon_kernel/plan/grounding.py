@@ -5,8 +5,9 @@ times 7 is 48". Nothing downstream can tell, so the kernel checks: every number 
 of the numbers in the request, in a tool call's arguments or in a tool's result (allowing for the rounding the
 answer's own precision implies, and thousands separators). An answer that fails the check contradicts its tools.
 
-The check only runs when a tool has answered (without one there is nothing to contradict), and it reads
-numbers only: a claim in words is beyond a deterministic check.
+The number check runs once a tool step has ended (without one there is nothing to contradict), and it reads
+numbers only: a claim in words is beyond a deterministic check. An answer that is the prompt's worked example,
+copied for another request, is refused whether a tool ran or not.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ def facts_in(values: Iterable[Any]) -> set[float]:
     for item in _leaves(values):
         if isinstance(item, bool):
             continue
-        if isinstance(item, (int, float)) and math.isfinite(item):
-            facts.add(float(item))
+        if (isinstance(item, int) and abs(item) < 10**308) or (
+            isinstance(item, float) and math.isfinite(item)
+        ):
+            facts.add(float(item))  # (a larger integer, which a tool may return, has no float)
         elif isinstance(item, str):
             facts.update(value for _, value in numbers_in(item))
     return facts

@@ -59,6 +59,11 @@ def test_a_result_stated_as_is_is_grounded_and_any_other_integer_is_not(value: i
         assert unsupported_numbers(f"the result is {other}", facts) == [str(other)]
 
 
+def test_numbers_too_large_for_a_float_are_no_facts_and_break_nothing() -> None:
+    assert facts_in([{"value": 10**400}, {"value": 7}]) == {7.0}
+    assert unsupported_numbers("it is " + "9" * 400, {7.0}) == []  # not a finite number: not read as one
+
+
 def test_a_grounded_answer_is_kept_with_one_model_call(make_harness: MakeHarness) -> None:
     h = make_harness([PRODUCT_PLAN, answer("6 times 7 is 42.")])
     result = h.run(REQUEST)
