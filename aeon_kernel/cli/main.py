@@ -112,7 +112,7 @@ def _drive(
         log: str | Path | None = log_path
         if not no_log:
             chosen = recording.with_default_store(chosen)
-            log = log_path or recording.default_log(chosen, log_path)
+            log = log_path or recording.default_log(chosen)
         engine = _engine(chosen, record=record, replay=replay)
     except AeonError as exc:
         _fail_setup(exc)

@@ -50,9 +50,9 @@ def with_default_store(config: AeonConfig) -> AeonConfig:
     return dataclasses.replace(config, state=Choice("sqlite", {"path": str(_ready() / STATE_FILE)}))
 
 
-def default_log(config: AeonConfig, log_path: str | None) -> Path | None:
-    """The JSONL file to append the run to when neither ``--log`` nor ``[telemetry]`` writes one."""
-    if log_path or any(sink.use == "jsonl" for sink in config.telemetry):
+def default_log(config: AeonConfig) -> Path | None:
+    """The JSONL file to append the run to when ``[telemetry]`` writes none (``--log`` comes first)."""
+    if any(sink.use == "jsonl" for sink in config.telemetry):
         return None
     return _ready() / LOG_FILE
 
