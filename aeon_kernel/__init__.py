@@ -93,6 +93,7 @@ if TYPE_CHECKING:
         ensure_no_new_tools,
         loads_strict,
         tool_names,
+        tools_not_in,
     )
     from aeon_kernel.llm.structured import (
         ModelBacked,
@@ -326,6 +327,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ensure_no_new_tools",
         "loads_strict",
         "tool_names",
+        "tools_not_in",
     ),
     "aeon_kernel.schemas": (
         "canonical_json",
@@ -510,6 +512,7 @@ __all__ = [
     "scrub_secrets_data",
     "scrub_secrets_json",
     "tool_names",
+    "tools_not_in",
     "utc_now",
     "validate_against",
 ]

@@ -35,6 +35,7 @@ from aeon_kernel import (
     repair_json_text,
     schema_errors,
     tool_names,
+    tools_not_in,
 )
 from aeon_kernel import Supervisor as SupervisorContract
 
@@ -113,9 +114,9 @@ class DefaultSupervisor(SupervisorContract):
                 _raise_schema_errors(expected_schema, value)
             elif not isinstance(value, (dict, list)):
                 raise ValidationError(f"expected a JSON object or array, got {type(value).__name__}")
-            added = {name for name in tool_names(value) if name not in text}
+            added = tools_not_in(value, text)
             if added:
-                raise ValidationError(f"the repair names tools the original did not: {sorted(added)}")
+                raise ValidationError(f"the repair names tools the original did not: {added}")
             return value
 
         return self._repair(

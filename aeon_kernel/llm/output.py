@@ -100,9 +100,9 @@ def parse_json(
         except ValidationError:
             text = dumps_lenient(value)
             repaired = supervisor.repair_json(text, expected_schema, record=record)
-    added = {name for name in tool_names(repaired) if name not in text}
+    added = tools_not_in(repaired, text)
     if added:
-        raise SupervisorError(f"the repair names tools the model's output did not: {sorted(added)}")
+        raise SupervisorError(f"the repair names tools the model's output did not: {added}")
     return repaired
 
 
@@ -134,6 +134,11 @@ def tool_names(value: Any) -> set[str]:
             with contextlib.suppress(ValueError):
                 stack.append((loads_strict(item), depth + 1))
     return found
+
+
+def tools_not_in(value: Any, text: str) -> list[str]:
+    """FR-032 against raw model text: the tools ``value`` names that ``text`` never mentions, sorted."""
+    return sorted(name for name in tool_names(value) if name not in text)
 
 
 def ensure_no_new_tools(original: Any, repaired: Any, registered: Iterable[str] | None = None) -> None:

@@ -24,7 +24,14 @@ from typing import Any, Final
 
 from aeon_kernel.contracts import RecordAction, Supervisor, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
-from aeon_kernel.llm.output import MAX_REPAIR_CHARS, dumps_lenient, loads_strict, parse_json, tool_names
+from aeon_kernel.llm.output import (
+    MAX_REPAIR_CHARS,
+    dumps_lenient,
+    loads_strict,
+    parse_json,
+    tool_names,
+    tools_not_in,
+)
 from aeon_kernel.llm.structured import ignore_action
 from aeon_kernel.models import Plan, SupervisorAction, SupervisorActionType
 from aeon_kernel.tools import ToolRegistry
@@ -124,7 +131,7 @@ def parse_plan(
                 ) from None
         # FR-032: tools named where the plan names them, also under another name (``tool_name``)
         named = tool_names(original) | tool_names(normalize_plan(original, tools))
-        added = sorted(name for name in tool_names(value) if name not in named or name not in text)
+        added = sorted({*tools_not_in(value, text), *(tool_names(value) - named)})
         if added:
             raise SupervisorError(f"the repair names tools the model's text did not: {added}")
     return PlanParse(Plan.model_validate(value), tuple(actions))
