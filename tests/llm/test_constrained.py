@@ -1,0 +1,242 @@
+"""Constrained decoding at the speed of free decoding (issue 14 item 7): the top-token mask and the adapter's paths.
+
+The mask's logic runs here on made-up scores and a made-up grammar (fast, no model). The tests marked ``model`` load
+Gemma 3 270M and check that the default path writes schema-valid JSON, deterministically, token for token what
+llama.cpp's grammar sampler writes, and that ``constrain`` selects each path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from aeon_kernel import ConfigError, PlanStep, ToolRegistry
+from aeon_kernel.llm.prompts import ANSWER_SCHEMA, SYSTEM_PROMPT, plan_prompt, plan_schema, reasoning_prompt
+from aeon_kernel.schemas import schema_errors
+from aeon_plugins.calculator import CalculatorTool
+from aeon_plugins.echo import EchoTool
+from aeon_plugins.llama_cpp import LlamaCppAdapter
+
+np = pytest.importorskip("numpy")
+token_masks = pytest.importorskip("aeon_plugins.llama_cpp.token_masks")
+GrammarMask, candidates, margin = token_masks.GrammarMask, token_masks.candidates, token_masks.margin
+
+
+class SetGrammar:
+    """A grammar that allows a fixed set of tokens at every step, and records what it was given."""
+
+    def __init__(self, allowed: set[int] | Any) -> None:
+        self.allowed_ids = allowed
+        self.accepted: list[int] = []
+        self.checked = 0
+
+    def allowed(self, tokens: Any) -> Any:
+        self.checked += tokens.size
+        return np.array([int(t) in self.allowed_ids for t in tokens], dtype=bool)
+
+    def accept(self, token: int) -> None:
+        self.accepted.append(token)
+
+
+def best_allowed(scores: Any, allowed: set[int]) -> int:
+    """Greedy decoding over the grammar's tokens: the highest score, the lowest id among equals."""
+    return max(sorted(allowed), key=lambda t: (scores[t], -t))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_at_temperature_0_the_only_candidate_is_the_grammar_samplers_greedy_choice(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    vocab = 5000
+    scores = rng.normal(size=vocab).astype(np.float32)
+    scores[rng.integers(vocab, size=50)] = 1.0  # ties
+    # From a few likely tokens to a few unlikely ones only (then the mask has to look far down the ranking).
+    allowed = {int(t) for t in rng.choice(vocab, size=int(rng.integers(1, 30)), replace=False)}
+    if seed % 2:
+        allowed = {int(t) for t in np.argsort(scores)[: len(allowed)]}
+    keep = candidates(scores, SetGrammar(allowed), margin(0.0, 0.05))
+    assert set(keep.tolist()) <= allowed
+    best = int(keep[np.argmax(scores[keep])])
+    assert best == best_allowed(scores, allowed)
+    assert scores[keep].max() == scores[best] and min(keep.tolist(), key=lambda t: (-scores[t], t)) == best
+
+
+def test_the_best_token_alone_is_checked_when_the_grammar_allows_it() -> None:
+    scores = np.arange(300_000, dtype=np.float32)
+    grammar = SetGrammar({299_999})
+    assert candidates(scores, grammar, 0.0).tolist() == [299_999]
+    assert grammar.checked == 1
+
+
+def test_a_window_of_the_best_tokens_is_checked_before_the_whole_vocabulary() -> None:
+    scores = np.arange(300_000, dtype=np.float32)
+    grammar = SetGrammar({299_950})  # the 50th best
+    assert candidates(scores, grammar, 0.0).tolist() == [299_950]
+    assert grammar.checked == 1 + token_masks.WINDOWS[0]
+
+
+def test_a_token_tied_with_an_unchecked_one_is_not_enough_for_greedy_decoding() -> None:
+    scores = np.zeros(5000, dtype=np.float32)
+    scores[4000] = 1.0  # the best, not allowed; every other token ties
+    keep = candidates(scores, SetGrammar({7, 4999}), 0.0)
+    assert sorted(keep.tolist()) == [7, 4999]  # the whole vocabulary was checked: greedy then takes 7
+
+
+def test_when_sampling_every_token_min_p_would_keep_is_a_candidate() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        scores = (rng.normal(size=5000) * 3).astype(np.float32)
+        allowed = {int(t) for t in rng.choice(5000, size=200, replace=False)}
+        keep = set(candidates(scores, SetGrammar(allowed), margin(0.7, 0.05)).tolist())
+        best = max(scores[t] for t in allowed)
+        assert {t for t in allowed if scores[t] >= best + math.log(0.05)} <= keep <= allowed
+
+
+def test_without_min_p_every_allowed_token_is_a_candidate() -> None:
+    scores = np.arange(5000, dtype=np.float32)
+    allowed = {1, 2, 4999}
+    assert margin(0.7, 0.0) == margin(-1.0, 0.05) == -math.inf
+    assert set(candidates(scores, SetGrammar(allowed), margin(0.7, 0.0)).tolist()) == allowed
+
+
+def test_the_mask_leaves_only_candidates_and_feeds_the_grammar_each_generated_token() -> None:
+    grammar = SetGrammar({3, 5, 8})
+    mask = GrammarMask(grammar, margin=0.0, end_token=1)
+    scores = np.array([9, 0, 0, 1, 0, 2, 0, 0, 0, 0], dtype=np.float32)
+    prompt = [2, 2, 2]
+    # A vocabulary this small is checked whole; 0 scores best but is barred.
+    out = mask(np.array(prompt), scores.copy())
+    assert np.isfinite(out).nonzero()[0].tolist() == [3, 5, 8] and out[[3, 5, 8]].tolist() == [1, 2, 0]
+    assert grammar.accepted == []
+    mask(np.array([*prompt, 5]), scores.copy())
+    mask(np.array([*prompt, 5, 8]), scores.copy())
+    assert grammar.accepted == [5, 8] and not mask.failed
+
+
+def test_a_sampled_token_the_grammar_rejects_ends_the_text_and_is_reported() -> None:
+    grammar = SetGrammar({3, 5})
+    mask = GrammarMask(grammar, margin=0.0, end_token=1)
+    scores = np.arange(10, dtype=np.float32)
+    mask(np.array([0]), scores.copy())
+    out = mask(np.array([0, 9]), scores.copy())  # 9 was never a candidate: it must not reach the grammar
+    assert mask.failed and grammar.accepted == []
+    assert np.isfinite(out).nonzero()[0].tolist() == [1]
+    assert np.isfinite(mask(np.array([0, 9, 1]), scores.copy())).nonzero()[0].tolist() == [1]
+
+
+def test_a_grammar_that_allows_nothing_or_raises_ends_the_text() -> None:
+    for grammar in [SetGrammar(set()), SetGrammar(None)]:  # None: `in` raises TypeError
+        mask = GrammarMask(grammar, margin=0.0, end_token=0)
+        out = mask(np.array([4]), np.arange(10, dtype=np.float32))
+        assert mask.failed and np.isfinite(out).nonzero()[0].tolist() == [0]
+
+
+def test_the_ranking_applies_llama_cpps_repetition_penalty_to_recent_tokens() -> None:
+    grammar = SetGrammar({2, 3, 4})
+    mask = GrammarMask(grammar, margin=0.0, end_token=0, repeat_penalty=2.0, penalty_last_n=2)
+    scores = np.array([0, 0, 3.0, 2.0, -1.0], dtype=np.float32)
+    mask(np.array([9]), scores.copy())
+    # 2 was generated: 3.0 / 2 = 1.5 now ranks below 3's 2.0, so greedy decoding after the penalty picks 3.
+    # The mask keeps raw scores: the sampler after it penalises them itself.
+    out = mask(np.array([9, 2]), scores.copy())
+    assert np.isfinite(out).nonzero()[0].tolist() == [3] and out[3] == 2.0
+    # Out of the last two generated tokens, 2 is no longer penalised; a negative score is multiplied.
+    mask(np.array([9, 2, 4, 4]), scores.copy())
+    assert grammar.accepted == [2, 4, 4]
+    ranked = mask._penalised(scores.copy(), np.array([2, 4, 4]))
+    assert ranked.tolist() == [0, 0, 3.0, 2.0, -2.0]
+
+
+@pytest.mark.parametrize("value", ["fast", "", None, 1, 0, 1.0, ["top"], "TOP"])
+def test_constrain_accepts_only_true_false_top_and_grammar(value: Any) -> None:
+    with pytest.raises(ConfigError, match="constrain must be"):
+        LlamaCppAdapter(constrain=value)
+
+
+# --- the real model -------------------------------------------------------------------------------------------
+
+TOOLS = ToolRegistry([CalculatorTool(), EchoTool()]).export_tools_for_llm()
+PLAN_REQUESTS = ["calculate the sum of 5 and 10", "echo hello", "what is the weather in Paris?"]
+
+
+def answer_prompt(request: str, result: dict[str, Any]) -> str:
+    state = f"Goal: {request}\nResult of step 1: {json.dumps(result)}\nCycles left: 10"
+    return reasoning_prompt(
+        state, request, PlanStep(step_id="2", description="Report the result", agent="llm")
+    )
+
+
+def cases() -> list[tuple[str, dict[str, Any]]]:
+    calculator = next(t for t in TOOLS if t["name"] == "calculator")
+    return [
+        *[(plan_prompt(r, TOOLS), plan_schema(TOOLS)) for r in PLAN_REQUESTS],
+        (answer_prompt("add 2 and 3", {"expression": "2 + 3", "value": 5}), ANSWER_SCHEMA),
+        (answer_prompt("echo hi", {"message": "hi"}), ANSWER_SCHEMA),
+        (
+            "Give the arguments for the calculator: twelve times seven.\nArguments:",
+            calculator["input_schema"],
+        ),
+    ]
+
+
+@pytest.fixture(scope="module")
+def adapters() -> Any:
+    pytest.importorskip("llama_cpp")
+    made = {mode: LlamaCppAdapter(constrain=mode) for mode in ("top", "grammar")}
+    yield made
+    for adapter in made.values():
+        adapter.close()
+
+
+def generate(adapter: LlamaCppAdapter, prompt: str, schema: dict[str, Any], temperature: float = 0.0) -> str:
+    """From an empty context. Reusing a cached prompt prefix changes the logits a little (the prompt's tokens are
+    evaluated in other batches), which can change greedy decoding's choice on either path."""
+    adapter._llama.reset()
+    return adapter.generate(prompt, SYSTEM_PROMPT, 512, temperature, json_schema=schema)["text"]
+
+
+@pytest.mark.model
+def test_the_default_path_writes_valid_json_deterministically_and_as_the_grammar_sampler_does(
+    adapters: dict[str, LlamaCppAdapter],
+) -> None:
+    for prompt, schema in cases():
+        text = generate(adapters["top"], prompt, schema)
+        assert schema_errors(schema, json.loads(text)) == [], text
+        assert generate(adapters["top"], prompt, schema) == text
+        assert generate(adapters["grammar"], prompt, schema) == text
+
+
+@pytest.mark.model
+def test_sampling_on_the_default_path_stays_schema_valid(adapters: dict[str, LlamaCppAdapter]) -> None:
+    for prompt, schema in cases()[::2]:
+        text = generate(adapters["top"], prompt, schema, temperature=0.9)
+        assert schema_errors(schema, json.loads(text)) == [], text
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(
+    ("constrain", "path"), [(True, "top"), ("top", "top"), ("grammar", "grammar"), (False, None)]
+)
+def test_constrain_selects_the_decoding_path(
+    constrain: Any, path: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("llama_cpp")
+    adapter = LlamaCppAdapter(constrain=constrain)
+    assert (adapter.constrain, adapter.supports_json_schema) == (path, path is not None)
+    seen: list[dict[str, Any]] = []
+    real = adapter._llama.create_chat_completion
+
+    def spy(**kwargs: Any) -> Any:
+        seen.append(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(adapter._llama, "create_chat_completion", spy)
+    try:
+        adapter.generate(plan_prompt("echo hi", TOOLS), SYSTEM_PROMPT, 8, 0.0, json_schema=plan_schema(TOOLS))
+    finally:
+        adapter.close()
+    (kwargs,) = seen
+    used = (kwargs.get("logits_processor") is not None, kwargs.get("grammar") is not None)
+    assert used == (path == "top", path == "grammar")
