@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from aeon_kernel.llm.examples import plan_examples
 from aeon_kernel.schemas import canonical_json, compiled_validator
 from aeon_kernel.secrets import scrub_secrets
 
@@ -31,31 +32,6 @@ ANSWER_SCHEMA: Final[dict[str, Any]] = {
     "required": ["answer"],
     "additionalProperties": False,
 }
-
-_PLAN_EXAMPLES: Final = (
-    "Request: what is 6 times 7?\n"
-    'Plan: {"goal": "Multiply 6 by 7", "steps": ['
-    '{"step_id": "1", "description": "Multiply 6 by 7", "tool": "calculator", "arguments": {"expression": "6 * 7"}}, '
-    '{"step_id": "2", "description": "Report the product", "agent": "llm"}]}\n'
-    "Request: what is nine minus four, then doubled?\n"
-    'Plan: {"goal": "Subtract 4 from 9 and double it", "steps": ['
-    '{"step_id": "1", "description": "Compute (9 - 4) * 2", "tool": "calculator", '
-    '"arguments": {"expression": "(9 - 4) * 2"}}, '
-    '{"step_id": "2", "description": "Report the result", "agent": "llm"}]}\n'
-    "Request: what is 10% of 50, and what is 4 squared?\n"
-    'Plan: {"goal": "Take 10 percent of 50 and square 4", "steps": ['
-    '{"step_id": "1", "description": "10 percent of 50", "tool": "calculator", '
-    '"arguments": {"expression": "50 * 10 / 100"}}, '
-    '{"step_id": "2", "description": "Square 4", "tool": "calculator", "arguments": {"expression": "4 ^ 2"}}, '
-    '{"step_id": "3", "description": "Report both results", "agent": "llm"}]}\n'
-    "Request: say good morning\n"
-    'Plan: {"goal": "Say good morning", "steps": ['
-    '{"step_id": "1", "description": "Say good morning", "tool": "echo", "arguments": {"message": "good morning"}}]}\n'
-    "Request: who wrote Hamlet?\n"
-    'Plan: {"goal": "Name the author of Hamlet", "steps": ['
-    '{"step_id": "1", "description": "Answer who wrote Hamlet", "agent": "llm"}]}'
-)
-
 
 #: The worked example's request and answer: a small model copies them, so an answer equal to it is checked.
 EXAMPLE_REQUEST: Final = "what is 6 times 7?"
@@ -131,13 +107,14 @@ def _tool_lines(tools: list[dict[str, Any]]) -> str:
 
 
 def plan_prompt(request: str, tools: list[dict[str, Any]]) -> str:
-    """FR-006: ask for a declarative plan. Stable prefix first, the request last."""
+    """FR-006: ask for a declarative plan. Stable prefix first; then the worked examples most like the request
+    (:mod:`aeon_kernel.llm.examples`) and the request."""
     return (
         'Write a plan as JSON with a "goal" and a list of "steps". Each step has a "step_id" and a '
         '"description", and either a "tool" with its "arguments", or "agent": "llm" for a step that '
         'thinks or writes the answer. End with an "agent": "llm" step that reports the answer.\n'
         f"Tools:\n{_tool_lines(tools)}\n"
-        f"Examples:\n{_PLAN_EXAMPLES}\n\n"
+        f"Examples:\n{plan_examples(request, [t['name'] for t in tools])}\n\n"
         f"Request: {request}\nPlan:"
     )
 

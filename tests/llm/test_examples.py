@@ -1,0 +1,58 @@
+"""The plan prompt's worked examples: chosen per request, only for tools the run has, and correct themselves."""
+
+from __future__ import annotations
+
+import pytest
+
+from aeon_kernel.llm.examples import EXAMPLES_SHOWN, PLAN_EXAMPLES, PlanExample, plan_examples
+from aeon_kernel.llm.prompts import plan_prompt, plan_schema
+from aeon_kernel.schemas import schema_errors
+from aeon_plugins.calculator import CalculatorTool, evaluate
+from aeon_plugins.echo import EchoTool
+
+TOOLS = [tool.describe() for tool in (CalculatorTool(), EchoTool())]
+
+
+def requests_shown(text: str) -> list[str]:
+    return [line.removeprefix("Request: ") for line in text.splitlines() if line.startswith("Request: ")]
+
+
+def test_the_example_most_like_the_request_comes_last_next_to_the_request() -> None:
+    shown = requests_shown(plan_examples("what is 2 to the power of 10?", ["calculator", "echo"]))
+    assert len(shown) == EXAMPLES_SHOWN
+    assert shown[-1] == "what is 3 to the power of 4?"
+    prompt = plan_prompt("what is 2 to the power of 10?", TOOLS)
+    assert prompt.index("what is 3 to the power of 4?") > prompt.index("what is 6 times 7?")
+
+
+def test_examples_change_with_the_request() -> None:
+    echo = requests_shown(plan_examples("repeat back exactly: hello", ["calculator", "echo"]))
+    power = requests_shown(plan_examples("what is 2 to the power of 10?", ["calculator", "echo"]))
+    assert echo[-1] == "repeat back exactly: the sky is blue"
+    assert echo != power
+
+
+@pytest.mark.parametrize(
+    ("tools", "never"),
+    [([], {"calculator", "echo"}), (["echo"], {"calculator"}), (["calculator"], {"echo"})],
+)
+def test_an_example_using_a_tool_the_run_lacks_is_never_shown(tools: list[str], never: set[str]) -> None:
+    for request in ("what is 6 times 7?", "say hello", "who wrote Hamlet?"):
+        text = plan_examples(request, tools)
+        assert requests_shown(text), "a thinking example is always available"
+        assert not any(f'"tool": "{name}"' in text for name in never)
+
+
+def test_choice_is_deterministic() -> None:
+    assert plan_examples("add 2 and 3", ["calculator"]) == plan_examples("add 2 and 3", ["calculator"])
+
+
+@pytest.mark.parametrize("example", PLAN_EXAMPLES, ids=lambda e: e.request)
+def test_every_example_is_a_valid_plan_that_does_what_its_request_asks(example: PlanExample) -> None:
+    """A wrong example teaches a wrong plan: each must fit the plan schema, and its tool calls must be right."""
+    assert schema_errors(plan_schema(TOOLS), example.plan) == []
+    for step in example.plan["steps"]:
+        if step.get("tool") == "calculator":
+            evaluate(step["arguments"]["expression"])  # parses and computes (raises otherwise)
+        if step.get("tool") == "echo":
+            assert step["arguments"]["message"] in example.request
