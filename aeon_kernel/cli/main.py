@@ -224,6 +224,41 @@ def runs(config: str | None, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("run_id")
+@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
+@click.option(
+    "--log",
+    "log_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Read the run from this JSONL log instead of the state store.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def stats(run_id: str, config: str | None, log_path: str | None, as_json: bool) -> None:
+    """Where the run RUN_ID spent its time and tokens: per cycle, per tool, and in total (model, tools, kernel)."""
+    from aeon_kernel.cli.stats import logged_entries, render, run_stats
+
+    try:
+        entries = logged_entries(log_path, run_id) if log_path else _stored_entries(config, run_id)
+    except AeonError as exc:
+        _fail_setup(exc)
+    figures = run_stats(entries)
+    if as_json:
+        echo_json({"run_id": run_id, **figures})
+    else:
+        click.echo(render(run_id, figures))
+
+
+def _stored_entries(config: str | None, run_id: str) -> list[dict[str, Any]]:
+    from aeon_kernel.cli.recording import with_default_store
+    from aeon_kernel.config import load_config
+
+    with _engine(with_default_store(load_config(config))) as engine:
+        store = engine.state_store
+        assert store is not None
+        return [entry.model_dump(mode="json") for entry in store.load(run_id).entries]
+
+
+@cli.command()
 @click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
 @click.option(
     "--check",

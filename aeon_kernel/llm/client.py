@@ -86,13 +86,15 @@ class ModelClient(LLMAdapter):
         json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
         schema = json_schema if self.adapter.supports_json_schema else None
+        started = time.perf_counter()
         try:  # the common case costs one call: the retry machinery starts only after a transient failure
             response = self._call_once(prompt, system_prompt, max_tokens, temperature, schema)
         except LLMTransientError as first:
             response = self._retry(first, prompt, system_prompt, max_tokens, temperature, schema)
         calls = _captured.get()
         if calls is not None:
-            calls.append({**response, "constrained": schema is not None})
+            took = round((time.perf_counter() - started) * 1000, 3)  # retries and backoff included
+            calls.append({**response, "constrained": schema is not None, "duration_ms": took})
         return response
 
     def _retry(self, first: LLMTransientError, *args: Any) -> LLMResponse:
@@ -148,13 +150,18 @@ class ModelClient(LLMAdapter):
 
 
 def total_usage(calls: list[dict[str, Any]]) -> dict[str, int]:
-    """Sum the ``usage`` counters of several responses (tokens per cycle in the JSONL log)."""
+    """Sum the ``usage`` counters of several responses (tokens per cycle in the JSONL log), with the number of
+    calls (``llm_calls``) and the time spent in them in whole milliseconds (``llm_ms``)."""
     total: dict[str, int] = {}
+    spent = 0.0
     for call in calls:
         for key, value in (call.get("usage") or {}).items():
             if isinstance(value, int):
                 total[key] = total.get(key, 0) + value
+        duration = call.get("duration_ms")
+        spent += duration if isinstance(duration, (int, float)) else 0.0
     total["llm_calls"] = len(calls)
+    total["llm_ms"] = round(spent)
     return total
 
 

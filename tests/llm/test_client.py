@@ -118,7 +118,13 @@ def test_calls_are_captured_per_block_with_usage() -> None:
         llm.generate("b", json_schema={"type": "object"})
     llm.generate("after")
     assert [c["constrained"] for c in calls] == [False, True]
-    assert total_usage(calls) == {"prompt_tokens": 6, "llm_calls": 2}
+    assert all(c["duration_ms"] >= 0 for c in calls)
+    usage = total_usage(calls)
+    assert usage == {
+        "prompt_tokens": 6,
+        "llm_calls": 2,
+        "llm_ms": round(sum(c["duration_ms"] for c in calls)),
+    }
 
 
 def test_nested_and_concurrent_captures_stay_apart() -> None:

@@ -1,0 +1,154 @@
+"""`aeon stats`: per cycle, per tool and per run — model, tool and kernel time, tokens — from the records a run
+writes (the state store, or a JSONL log)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from aeon_kernel import Engine, FunctionTool, LLMAdapter, LLMResponse, hookimpl
+from aeon_kernel.cli.main import cli
+from aeon_kernel.cli.stats import run_stats
+from aeon_kernel.config import AeonConfig
+from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
+from tests.support.builders import answer, llm_step, plan, tool_step
+
+MODEL_DELAY, TOOL_DELAY = 0.06, 0.04
+
+
+class SlowModel(LLMAdapter):
+    """Plans one slow tool step, then answers; each call takes MODEL_DELAY and reports its tokens."""
+
+    model_id = "slow"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def generate(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+    ) -> LLMResponse:
+        time.sleep(MODEL_DELAY)
+        self.calls += 1
+        text = (
+            json.dumps(plan(tool_step("1", "nap", {}), llm_step("2")))
+            if self.calls == 1
+            else answer("rested")
+        )
+        return {"text": text, "usage": {"prompt_tokens": 100, "completion_tokens": 10 * self.calls}}
+
+
+def nap() -> dict[str, Any]:
+    time.sleep(TOOL_DELAY)
+    return {"slept": True}
+
+
+class SlowPlugin:
+    @hookimpl
+    def aeon_register_llm_adapters(self, register: Any) -> None:
+        register("slow", SlowModel)
+
+    @hookimpl
+    def aeon_register_tools(self, register: Any) -> None:
+        register(
+            "nap",
+            lambda: FunctionTool(
+                name="nap",
+                description="Rest a moment.",
+                function=nap,
+                input_schema={"type": "object", "properties": {}},
+                output_schema={"type": "object"},
+            ),
+        )
+
+
+def slow_run(tmp_path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    builtins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
+    config = AeonConfig().with_choice("llm", "slow")
+    log = tmp_path / "run.jsonl"
+    with Engine(config, plugins=[*builtins, SlowPlugin()], autoload=False) as engine:
+        engine.add_sink("jsonl", path=str(log))
+        result = engine.run("rest, then say so")
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    return result, [line for line in lines if "step_number" in line]
+
+
+def test_model_tool_and_kernel_time_add_up_to_each_cycle(tmp_path: Path) -> None:
+    result, entries = slow_run(tmp_path)
+    assert result["status"] == "completed"
+    figures = run_stats(entries)
+    plan_cycle, tool_cycle, answer_cycle = figures["cycles"]
+    assert plan_cycle["model_ms"] >= MODEL_DELAY * 1000 and plan_cycle["llm_calls"] == 1
+    assert tool_cycle["tool_ms"] >= TOOL_DELAY * 1000 and tool_cycle["model_ms"] == 0
+    assert answer_cycle["model_ms"] >= MODEL_DELAY * 1000
+    for cycle in figures["cycles"]:
+        parts = cycle["model_ms"] + cycle["tool_ms"] + cycle["kernel_ms"]
+        assert parts == pytest.approx(cycle["duration_ms"], abs=1.0)  # llm_ms is rounded to whole ms
+    run = figures["run"]
+    assert run["cycles"] == 3 and run["llm_calls"] == 2 and run["tool_calls"] == 1
+    assert (run["prompt_tokens"], run["completion_tokens"]) == (200, 30)
+    assert figures["tools"] == [
+        {
+            "tool": "nap",
+            "calls": 1,
+            "failures": 0,
+            "total_ms": tool_cycle["tool_ms"],
+            "max_ms": tool_cycle["tool_ms"],
+            "mean_ms": tool_cycle["tool_ms"],
+        }
+    ]
+
+
+def test_each_model_call_records_its_duration(tmp_path: Path) -> None:
+    result, _ = slow_run(tmp_path)
+    durations = [call["duration_ms"] for call in result["final_state"]["llm_outputs"]]
+    assert len(durations) == 2 and all(d >= MODEL_DELAY * 1000 for d in durations)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    sums = plan(tool_step("1", "calculator", {"expression": "5 + 10"}), llm_step("2"))
+    (tmp_path / "responses.json").write_text(json.dumps([sums, answer("The sum is 15")]))
+    (tmp_path / "aeon.toml").write_text('[llm]\nuse = "scripted"\nresponses = "responses.json"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AEON_CONFIG", raising=False)
+    return tmp_path
+
+
+def test_stats_of_a_cli_run_from_the_default_store_and_from_its_log(project: Path) -> None:
+    runner = CliRunner()
+    done = runner.invoke(cli, ["run", "calculate the sum of 5 and 10", "--json", "--log", "run.jsonl"])
+    assert done.exit_code == 0, done.output
+    run_id = json.loads(done.stdout)["run_id"]
+    stored = runner.invoke(cli, ["stats", run_id, "--json"])
+    logged = runner.invoke(cli, ["stats", run_id, "--log", "run.jsonl", "--json"])
+    assert stored.exit_code == 0 and logged.exit_code == 0, stored.output + logged.output
+    from_store, from_log = json.loads(stored.stdout), json.loads(logged.stdout)
+    assert from_store == from_log  # the same cycle records, whichever way they are read
+    assert [c["phase"] for c in from_store["cycles"]] == ["plan", "step", "step"]
+    assert from_store["tools"][0]["tool"] == "calculator" and from_store["run"]["llm_calls"] == 2
+    table = runner.invoke(cli, ["stats", run_id]).stdout
+    assert f"run {run_id}: 3 cycles" in table and "calculator" in table and "kernel" in table
+
+
+def test_stats_errors_say_what_is_wrong(project: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(cli, ["stats", "no-such-run"])
+    assert missing.exit_code == 2 and "no-such-run" in missing.stderr and "Traceback" not in missing.output
+    (project / "other.jsonl").write_text('{"manifest": {}}\n')
+    empty = runner.invoke(cli, ["stats", "r1", "--log", "other.jsonl"])
+    assert empty.exit_code == 2 and "holds no cycle of run 'r1'" in empty.stderr
+    (project / "bad.jsonl").write_text("not json\n")
+    bad = runner.invoke(cli, ["stats", "r1", "--log", "bad.jsonl"])
+    assert bad.exit_code == 2 and "line 1: not JSON" in bad.stderr
