@@ -1,7 +1,8 @@
 """The kernel's prompts and the JSON Schemas it expects back.
 
-Prompts are short and stable: the fixed part (instructions, tools, a worked example) comes first and the
-run-specific part last, so llama.cpp can reuse its prompt cache between cycles. Each prompt has a matching
+Prompts are short and stable: the fixed part (instructions, tools) comes first and the request-specific part
+last (the plan's worked examples, chosen per request, then the request), so llama.cpp can reuse its prompt
+cache between cycles. Each prompt has a matching
 schema that is passed to adapters able to constrain decoding, and is always checked afterwards.
 """
 
