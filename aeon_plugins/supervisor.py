@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from aeon_kernel import (
-    MAX_REPAIR_CHARS,
     LLMAdapter,
     RecordAction,
     Register,
@@ -29,6 +28,7 @@ from aeon_kernel import (
     Validator,
     canonical_json,
     dumps_lenient,
+    ensure_repairable,
     hookimpl,
     loads_strict,
     normalize_plan,
@@ -99,14 +99,7 @@ class DefaultSupervisor(SupervisorContract):
         record: RecordAction | None = None,
     ) -> Any:
         text = malformed_json if isinstance(malformed_json, str) else dumps_lenient(malformed_json)
-        if (
-            len(text) > MAX_REPAIR_CHARS
-        ):  # neither json-repair nor a model prompt can take it in reasonable time
-            raise SupervisorError(
-                f"{len(text):,} characters are too long to repair (the limit is {MAX_REPAIR_CHARS:,})",
-                attempts=0,
-                last_error="output too long to repair",
-            )
+        ensure_repairable(text)  # neither json-repair nor a model prompt can take more in reasonable time
 
         def check(value: Any) -> Any:
             _ensure_json(value)

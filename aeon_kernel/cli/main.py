@@ -13,6 +13,7 @@ latin-1 console): every command writes through :mod:`aeon_kernel.cli.output`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -140,7 +141,7 @@ def _drive(
         _fail_setup(exc)
     finally:
         engine.close()
-    if not no_log and chosen.state is not None:
+    if not no_log:  # with_default_store gave the run a store
         click.echo(recording.note(chosen, result["run_id"], Path(log) if log else None), err=True)
     sys.exit(EXIT_CODES.get(result["status"], 1))
 
@@ -198,23 +199,17 @@ def resume(run_id: str, take_over: bool, **options: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list.")
 def runs(config: str | None, as_json: bool) -> None:
     """List the stored runs, newest first: run_id, request, status, cycles, started."""
-    from aeon_kernel.cli.recording import with_default_store
-    from aeon_kernel.config import load_config
-
     try:
-        chosen = with_default_store(load_config(config))  # [state], else where `aeon run` records by default
-        with _engine(chosen) as engine:
-            store = engine.state_store
-            assert store is not None
-            summaries = [summary.to_dict() for summary in store.list_runs()]
+        with _recorded_runs(config) as engine:
+            summaries = [summary.to_dict() for summary in engine.state_store.list_runs()]
+            where = engine.config.state.options.get("path", engine.config.state.use)
     except AeonError as exc:
         _fail_setup(exc)
     if as_json:
         echo_json(summaries)
         return
     if not summaries:
-        assert chosen.state is not None
-        click.echo(f"no runs recorded yet in {chosen.state.options.get('path', chosen.state.use)}", err=True)
+        click.echo(f"no runs recorded yet in {where}", err=True)
     for run in summaries:
         request = scrub_secrets(run["request"])  # before the cut
         request = request if len(request) <= 50 else request[:49] + "…"
@@ -249,13 +244,19 @@ def stats(run_id: str, config: str | None, log_path: str | None, as_json: bool) 
 
 
 def _stored_entries(config: str | None, run_id: str) -> list[dict[str, Any]]:
+    with _recorded_runs(config) as engine:
+        return [entry.model_dump(mode="json") for entry in engine.state_store.load(run_id).entries]
+
+
+@contextlib.contextmanager
+def _recorded_runs(config: str | None) -> Iterator[Any]:
+    """The engine over the store `aeon run` records into: [state] in aeon.toml, else the user data directory's."""
     from aeon_kernel.cli.recording import with_default_store
     from aeon_kernel.config import load_config
 
     with _engine(with_default_store(load_config(config))) as engine:
-        store = engine.state_store
-        assert store is not None
-        return [entry.model_dump(mode="json") for entry in store.load(run_id).entries]
+        assert engine.state_store is not None  # with_default_store always names one
+        yield engine
 
 
 @cli.command()

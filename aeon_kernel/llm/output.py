@@ -83,13 +83,7 @@ def parse_json(
     try:
         value = loads_strict(text)
     except ValueError:
-        if len(text) > MAX_REPAIR_CHARS:
-            raise SupervisorError(
-                f"the model wrote {len(text):,} characters that are not JSON; text longer than "
-                f"{MAX_REPAIR_CHARS:,} characters is not repaired (is max_tokens far too high?)",
-                attempts=0,
-                last_error="output too long to repair",
-            ) from None
+        ensure_repairable(text)
         repaired = supervisor.repair_json(text, expected_schema, record=record)
     else:
         if validator is None or expected_schema is None:
@@ -104,6 +98,17 @@ def parse_json(
     if added:
         raise SupervisorError(f"the repair names tools the model's output did not: {added}")
     return repaired
+
+
+def ensure_repairable(text: str) -> None:
+    """Refuse (SupervisorError, no attempt made) model text too long to repair: :data:`MAX_REPAIR_CHARS`."""
+    if len(text) > MAX_REPAIR_CHARS:
+        raise SupervisorError(
+            f"{len(text):,} characters that are not JSON (or not the JSON expected) are too long to repair: "
+            f"text longer than {MAX_REPAIR_CHARS:,} characters is not repaired (is max_tokens far too high?)",
+            attempts=0,
+            last_error="output too long to repair",
+        )
 
 
 def dumps_lenient(value: Any) -> str:

@@ -92,9 +92,8 @@ class LinearPlanScheduler(Scheduler):
                 result.repaired_step.model_copy(update={"status": StepStatus.RUNNING, "errors": ()})
             )
         if result.success:
-            if (
-                result.error
-            ):  # succeeded another way than asked (a fallback, a grounded answer): kept, not failed
+            # succeeded another way than asked (a fallback, a grounded answer): kept, not failed
+            if result.error:
                 note = {"type": "StepNote", "message": safe_text(result.error), "step_id": work.step_id}
                 run.fail_cycle(note)
             _transition(run, work.step_id, StepStatus.COMPLETE, result=result.result)
