@@ -225,19 +225,25 @@ class Engine:
 
     @property
     def tools(self) -> ToolRegistry:
-        """Every registered tool, or only those ``[tools] enabled`` lists."""
+        """Every registered tool, or only those ``[tools] enabled`` lists; a tool that declares permissions only
+        when ``[tools.<name>] grant`` grants some (issue 17: the default is deny)."""
         if self._tools is None:
             from aeon_kernel.tools import ToolRegistry
 
-            registry = self.registries["tools"]
-            names = self.config.tools_enabled if self.config.tools_enabled is not None else registry.names()
+            names = self._tool_names()
             for name in sorted(set(self.config.tool_options) - set(names)):
                 self._unused_tool_options(name)
             tools = ToolRegistry()
             for name in names:
-                tools.register(self._tool(name))
+                tool = self._tool(name)
+                if tool is not None:
+                    tools.register(tool)
             self._tools = tools
         return self._tools
+
+    def _tool_names(self) -> list[str]:
+        enabled = self.config.tools_enabled
+        return list(enabled) if enabled is not None else self.registries["tools"].names()
 
     def _unused_tool_options(self, name: str) -> None:
         """A ``[tools.<name>]`` table for a tool that is not built (misspelt, or not enabled) is a ConfigError: its
@@ -250,14 +256,37 @@ class Engine:
         )
         raise ConfigError(f"[tools.{name}] sets options for the tool {name!r}, which {why}")
 
-    def _tool(self, name: str) -> Tool:
-        """The tool registered as ``name``, built with its ``[tools.<name>]`` options."""
+    def _tool(self, name: str) -> Tool | None:
+        """The tool registered as ``name``, built with its ``[tools.<name>]`` options and ``grant``; None for a
+        tool that declares permissions when nothing asks for it and nothing grants it any (it stays off)."""
         registry = self.registries["tools"]
-        tool: Tool = registry.create(name, **resolve_secrets(self.config.tool_options.get(name, {}), name))
+        options = dict(self.config.tool_options.get(name, {}))
+        grant = _grant(name, options.pop("grant", None))
+        if grant:
+            options["granted"] = grant
+        tool: Tool = registry.create(name, **resolve_secrets(options, name))
         if tool.name != name:
             raise ToolRegistrationError(
                 f"the factory registered as tool {name!r} by {registry.get(name).provider} returned "
                 f"{tool.name!r}; it must return a Tool named {name!r}"
+            )
+        if grant is not None and not tool.permissions:
+            raise ConfigError(
+                f"[tools.{name}] grants {sorted(grant)}, but the tool {name!r} declares no permissions"
+            )
+        if tool.granted != (grant or frozenset()):
+            raise ToolRegistrationError(
+                f"the factory registered as tool {name!r} by {registry.get(name).provider} did not keep the "
+                f"permissions granted to it ({sorted(grant or ())}); it must pass granted= on to the Tool"
+            )
+        if tool.permissions and not tool.granted:
+            asked = name in (self.config.tools_enabled or ()) or name in self.config.tool_options
+            if not asked:
+                return None  # off by default: nothing was granted
+            listing = "; ".join(f"{p!r}: {what}" for p, what in sorted(tool.permissions.items()))
+            raise ConfigError(
+                f"the tool {name!r} can do nothing until it is granted some of its permissions ({listing}): "
+                f"add grant = [...] to [tools.{name}] in aeon.toml"
             )
         return tool
 
@@ -380,8 +409,7 @@ class Engine:
             ("validators", config.choice("validator").use, lambda: self.validator),
             ("memory_backends", config.choice("memory").use, lambda: self.memory),
         ]
-        registry = self.registries["tools"]
-        names = config.tools_enabled if config.tools_enabled is not None else registry.names()
+        names = self._tool_names()
         wanted += [("tools", name, partial(self._tool, name)) for name in names]
         unused = sorted(set(config.tool_options) - set(names))
         wanted += [("tools", name, partial(self._unused_tool_options, name)) for name in unused]
@@ -478,3 +506,12 @@ class Engine:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _grant(name: str, grant: Any) -> frozenset[str] | None:
+    """``[tools.<name>] grant`` as a set of permission names (None when absent)."""
+    if grant is None:
+        return None
+    if not isinstance(grant, list) or not all(isinstance(p, str) and p for p in grant):
+        raise ConfigError(f"[tools.{name}] grant must be a list of permission names, got {grant!r}")
+    return frozenset(grant)

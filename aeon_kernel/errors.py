@@ -101,6 +101,31 @@ class ToolError(AeonError):
     """A tool failed while running. Marks the step failed; the run continues (FR-054)."""
 
 
+class PermissionDeniedError(ToolError):
+    """A tool call needs a permission its tool was not granted (``[tools.<name>] grant``). The call never ran."""
+
+    def __init__(self, tool: str, missing: Sequence[str]) -> None:
+        self.tool, self.missing = tool, sorted(missing)
+        super().__init__(
+            f"{tool} was not granted {', '.join(map(repr, self.missing))}: the call was refused. To allow it, add "
+            f"{self.missing[0]!r} to grant in [tools.{tool}] of aeon.toml"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "tool": self.tool, "permissions": self.missing}
+
+
+class PolicyDeniedError(ToolError):
+    """A policy refused a tool call or a stage before it ran (spec 004 §10.5); ``rule`` says which rule."""
+
+    def __init__(self, message: str, *, policy: str, rule: str) -> None:
+        self.policy, self.rule = policy, rule
+        super().__init__(message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "policy": self.policy, "rule": self.rule}
+
+
 class ToolRegistrationError(ToolError, ValueError):
     """A tool could not be registered: duplicate name or invalid schema."""
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final, NamedTuple
 
-from aeon_kernel.errors import AeonError, DeadlineError, ValidationError
+from aeon_kernel.errors import AeonError, DeadlineError, PermissionDeniedError, ValidationError
 from aeon_kernel.idempotency import idempotency_scope
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.memory_values import is_utf8
@@ -173,7 +173,8 @@ class ToolContext(NamedTuple):
 
 
 def invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> ToolCall:
-    """Run a tool inside its idempotency scope; any exception is a tool failure (FR-054).
+    """Run a tool inside its idempotency scope; any exception is a tool failure (FR-054). A call that needs a
+    permission the tool was not granted is refused before the tool runs (:class:`PermissionDeniedError`).
 
     The result is held to JSON data and to ``output_schema`` afterwards, by :func:`checked`, whoever produced
     the record (a plugin wrapping this call sees the result as the tool returned it).
@@ -182,6 +183,10 @@ def invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> 
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     try:
+        if tool.permissions:
+            missing = tool.required_permissions(arguments) - tool.granted
+            if missing:
+                raise PermissionDeniedError(tool.name, sorted(missing))
         with idempotency_scope(context.run_id, context.step_id):
             result = tool.invoke(**arguments) if tool.timeout is None else _within(tool, arguments)
         if not isinstance(result, dict):

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from aeon_kernel.errors import ToolRegistrationError, ValidationError
 from aeon_kernel.schemas import check_schema, schema_errors
@@ -40,6 +40,12 @@ class Tool(BaseModel, ABC):
     #: seconds a call may take; past it the call is a failed one (``DeadlineError``) and the run goes on. Python
     #: cannot stop a thread: the call itself runs on, in the background, until it returns (issue 13, item 14)
     timeout: float | None = Field(default=None, gt=0)
+    #: what the tool can do that a user must grant, by name, each with what it allows ("read": "read files
+    #: under the root"). A tool that declares any is built only when ``[tools.<name>] grant`` lists some of
+    #: them, and a call is refused unless every permission it uses was granted: the default is deny (issue 17)
+    permissions: dict[str, str] = {}
+    #: the permissions this instance was granted (the engine passes ``[tools.<name>] grant``)
+    granted: frozenset[str] = frozenset()
 
     # Validators rather than Field constraints: a subclass that redeclares ``name: str = "echo"`` keeps them.
     @field_validator("name")
@@ -64,6 +70,27 @@ class Tool(BaseModel, ABC):
         except ValidationError as exc:
             raise ValueError(str(exc)) from None
         return schema
+
+    @model_validator(mode="after")
+    def _granted_declared(self) -> Tool:
+        unknown = sorted(self.granted - set(self.permissions))
+        if unknown:
+            offered = ", ".join(sorted(self.permissions)) or "none"
+            raise ValueError(
+                f"{self.name} has no permission {', '.join(map(repr, unknown))} (it has: {offered})"
+            )
+        return self
+
+    def required_permissions(self, arguments: dict[str, Any]) -> frozenset[str]:
+        """The permissions a call with ``arguments`` (already valid) uses; the kernel refuses the call unless each
+        was granted. By default every permission the tool declares; a tool whose operations need different
+        ones (reading, writing) says which."""
+        return frozenset(self.permissions)
+
+    def resources(self, arguments: dict[str, Any]) -> dict[str, list[str]]:
+        """What a call with ``arguments`` touches, for policies to match: ``{"path": [...], "host": [...]}`` and
+        the like. Paths are relative to the tool's root, with ``/`` between parts. By default nothing."""
+        return {}
 
     @abstractmethod
     def invoke(self, **kwargs: Any) -> dict[str, Any]:
