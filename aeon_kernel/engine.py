@@ -270,10 +270,6 @@ class Engine:
                 f"the factory registered as tool {name!r} by {registry.get(name).provider} returned "
                 f"{tool.name!r}; it must return a Tool named {name!r}"
             )
-        if grant is not None and not tool.permissions:
-            raise ConfigError(
-                f"[tools.{name}] grants {sorted(grant)}, but the tool {name!r} declares no permissions"
-            )
         if tool.granted != (grant or frozenset()):
             raise ToolRegistrationError(
                 f"the factory registered as tool {name!r} by {registry.get(name).provider} did not keep the "

@@ -106,9 +106,10 @@ class PermissionDeniedError(ToolError):
 
     def __init__(self, tool: str, missing: Sequence[str]) -> None:
         self.tool, self.missing = tool, sorted(missing)
+        needs = " and ".join(map(repr, self.missing))
         super().__init__(
-            f"{tool} was not granted {', '.join(map(repr, self.missing))}: the call was refused. To allow it, add "
-            f"{self.missing[0]!r} to grant in [tools.{tool}] of aeon.toml"
+            f"the call needs {needs}, which {'was' if len(self.missing) == 1 else 'were'} not granted, so it was "
+            f"refused; to allow it, add {needs} to grant in [tools.{tool}] of aeon.toml"
         )
 
     def to_dict(self) -> dict[str, Any]:

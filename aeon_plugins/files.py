@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import stat
 import unicodedata
@@ -33,6 +34,8 @@ MAX_PART_BYTES: Final = 255
 #: roots that hold the kernel's and devices' view of the machine, never a workspace
 _SYSTEM_ROOTS: Final = tuple(Path(p) for p in ("/proc", "/sys", "/dev"))
 _OPEN_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: a Windows drive ("C:"), which a model may write for an absolute path
+_DRIVE: Final = re.compile(r"[A-Za-z]:")
 _REFUSED_CHARACTERS: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
@@ -266,7 +269,7 @@ def relative_parts(path: str) -> list[str]:
         raise ToolError("the path holds a control character, a format character or a lone surrogate")
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
         raise ToolError(f"the path is longer than {MAX_PATH_BYTES} bytes")
-    if path.startswith(("/", "~")) or (len(path) > 1 and path[1] == ":"):
+    if path.startswith(("/", "~")) or _DRIVE.match(path):
         raise ToolError(f"{path!r} is absolute; paths are relative to the workspace")
     if "\\" in path:
         raise ToolError("the path holds a backslash; separate its parts with '/'")
