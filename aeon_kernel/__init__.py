@@ -155,6 +155,11 @@ if TYPE_CHECKING:
     from aeon_kernel.plan.planner import (
         ModelPlanner,
     )
+    from aeon_kernel.policy import (
+        Policy,
+        PolicyAction,
+        PolicyDecision,
+    )
     from aeon_kernel.reasoning.contracts import (
         AdaptiveDepth,
         RecursivePlanner,
@@ -324,6 +329,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "repair_json_text",
     ),
     "aeon_kernel.plan.planner": ("ModelPlanner",),
+    "aeon_kernel.policy": ("Policy", "PolicyAction", "PolicyDecision"),
     "aeon_kernel.llm.client": ("ModelClient",),
     "aeon_kernel.llm.output": (
         "MAX_REPAIR_CHARS",
@@ -440,6 +446,9 @@ __all__ = [
     "PlanStep",
     "Planner",
     "PluginError",
+    "Policy",
+    "PolicyAction",
+    "PolicyDecision",
     "PolicyDeniedError",
     "ProfileSpec",
     "RecordAction",

@@ -92,6 +92,8 @@ class AeonConfig:
         default_factory=lambda: {role: Choice(kind.default or "") for role, kind in ROLES.items()}
     )
     telemetry: tuple[Choice, ...] = ()
+    #: the policies ``[policy] use`` names (``["rules"]`` once the section exists), each with its options
+    policies: tuple[Choice, ...] = ()
     tools_enabled: tuple[str, ...] | None = None
     tool_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     ttl: int = 50
@@ -106,6 +108,10 @@ class AeonConfig:
 
     def choice(self, role: str) -> Choice:
         return self.choices[role]
+
+    def chosen(self, section: str) -> tuple[Choice, ...]:
+        """The components a ``many`` section (``[telemetry]``, ``[policy]``) names."""
+        return {"telemetry": self.telemetry, "policy": self.policies}[section]
 
     def multipass(self, **options: Any) -> AeonConfig:
         """A copy that reasons in several passes (spec 003): the ``multipass`` scheduler with ``options`` (the
@@ -140,6 +146,7 @@ class AeonConfig:
         data = {
             "choices": {r: [c.use, c.options] for r, c in self.choices.items()},
             "telemetry": [[c.use, c.options] for c in self.telemetry],
+            "policy": [[c.use, c.options] for c in self.policies],
             "tools": [self.tools_enabled, self.tool_options],
             "run": [self.ttl, self.max_tokens, self.temperature],
             "state": [self.state.use, self.state.options] if self.state else None,
@@ -218,6 +225,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     sinks = [sinks] if isinstance(sinks, str) else sinks
     if not isinstance(sinks, list) or not all(isinstance(s, str) for s in sinks):
         raise ConfigError(f"{where}: [telemetry] use must be a list of sink names")
+    policies = _many(data, "policy", ["rules"], where)
     tools = _table(data, "tools", where)
     enabled = tools.pop("enabled", None)
     if enabled is not None and (
@@ -244,6 +252,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     config = AeonConfig(
         choices=choices,
         telemetry=tuple(Choice(name, _sub_table(telemetry, name, "telemetry", where)) for name in sinks),
+        policies=policies,
         tools_enabled=tuple(enabled) if enabled is not None else None,
         tool_options={name: _sub_table(tools, name, "tools", where) for name in list(tools)},
         ttl=ttl,
@@ -284,6 +293,26 @@ def _check_values(value: Any, where: str, key: str = "", depth: int = 0) -> None
     elif isinstance(value, list):
         for number, item in enumerate(value):
             _check_values(item, where, f"{key}[{number}]", depth + 1)
+
+
+def _many(data: dict[str, Any], section: str, default: list[str], where: str) -> tuple[Choice, ...]:
+    """``[section] use = [NAMES]`` (``default`` when the section exists without it), each with the options of
+    its ``[section.NAME]`` table; any other key is a mistake."""
+    if section not in data:
+        return ()
+    table = _table(data, section, where)
+    names = table.pop("use", default)
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"{where}: [{section}] use must be a list of names")
+    chosen = tuple(Choice(name, _sub_table(table, name, section, where)) for name in names)
+    unknown = set(table) - set(names)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {sorted(unknown)} in [{section}]: options go in the table of the "
+            f"{section} they are for, e.g. [{section}.{names[0] if names else 'NAME'}]"
+        )
+    return chosen
 
 
 def _table(data: dict[str, Any], name: str, where: str) -> dict[str, Any]:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from aeon_kernel.llm.client import ModelClient
     from aeon_kernel.models import Plan
     from aeon_kernel.orchestrator import Orchestrator
+    from aeon_kernel.policy import Policy
     from aeon_kernel.runtime.run import Run
     from aeon_kernel.runtime.scheduler import Scheduler
     from aeon_kernel.runtime.store import StateStore
@@ -91,6 +92,7 @@ class Engine:
         self._new_scheduler: Callable[[], Scheduler] | None = None
         self._components: dict[str, Any] = {}
         self._sinks: list[TelemetrySink] = []
+        self._policies: list[tuple[str, Policy]] | None = None
         self._configured_sinks_attached = False
         self._state_store: StateStore | None = None
         self._manifest_parts: tuple[int, list[dict[str, Any]], str] | None = None
@@ -296,6 +298,22 @@ class Engine:
             )
         return self._state_store
 
+    @property
+    def policies(self) -> list[tuple[str, Policy]]:
+        """The policies ``[policy] use`` names, as ``(name, policy)``, built once; from then on every tool call on
+        this engine is judged by them first (:class:`~aeon_kernel.policy.PolicyGate`)."""
+        if self._policies is None:
+            from aeon_kernel.policy import PolicyGate
+
+            registry = self.registries["policies"]
+            self._policies = [
+                (choice.use, registry.create(choice.use, **choice.resolved_options()))
+                for choice in self.config.policies
+            ]
+            if self._policies:
+                self.pm.register(PolicyGate(self._policies), name="aeon.policy")
+        return self._policies
+
     def add_sink(self, name: str, **options: Any) -> TelemetrySink:
         """Build a registered telemetry sink and register it on this engine's plugin manager."""
         sink: TelemetrySink = self.registries["telemetry_sinks"].create(name, **options)
@@ -324,6 +342,7 @@ class Engine:
             self._configured_sinks_attached = True
             for choice in self.config.telemetry:
                 self.add_sink(choice.use, **choice.resolved_options())
+        self.policies  # noqa: B018 - built before any run, so that every tool call is judged
         return Orchestrator(
             self.llm,
             self.memory,
@@ -420,6 +439,7 @@ class Engine:
         wanted.append(("schedulers", scheduler, self.scheduler))
         if config.state is not None:
             wanted.append(("state_stores", config.state.use, lambda: self.state_store))
+        wanted += [("policies", choice.use, lambda: self.policies) for choice in config.policies]
         if not self._configured_sinks_attached:  # as orchestrator() would attach them
             self._configured_sinks_attached = True
             for choice in config.telemetry:
@@ -478,7 +498,7 @@ class Engine:
             if kind.selection == "one" and (kind.section != "llm" or self.replay is None):
                 registry.get(config.choice(kind.section).use)
             elif kind.selection == "many":
-                for choice in config.telemetry:
+                for choice in config.chosen(kind.section):
                     registry.get(choice.use)
             elif kind.selection == "optional" and config.state is not None:
                 registry.get(config.state.use)

@@ -39,8 +39,9 @@ __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 #: Bumped when a hook's signature or meaning changes; plugins may declare the version they target.
 #: 1.2 added ``aeon_register_planners``, ``aeon_register_schedulers`` and ``aeon_invoke_tool``; 1.3 the spec 003
 #: kinds (``aeon_register_depth_heuristics``, ``aeon_register_semantic_validators``) and ``aeon_pass_event``; 1.4
-#: the spec 004 kinds (``aeon_register_nodes``, ``aeon_register_retrieval_policies``).
-HOOKSPEC_VERSION: Final = "1.4"
+#: the spec 004 kinds (``aeon_register_nodes``, ``aeon_register_retrieval_policies``); 1.5
+#: ``aeon_register_policies`` and ``ToolContext.node``.
+HOOKSPEC_VERSION: Final = "1.5"
 
 
 # --- discovery -------------------------------------------------------------------------------------------------
@@ -217,6 +218,19 @@ def aeon_register_retrieval_policies(register: Register) -> None:
         :class:`~aeon_kernel.flow.manifest.ProfileSpec`. The kernel registers ``recency`` and ``prefix``.
 
     Called once when an engine builds its registries.
+    """
+
+
+@hookspec
+def aeon_register_policies(register: Register) -> None:
+    """Register policies (spec 004 §10.5): what judges every tool call and flow stage before it runs.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns an
+        :class:`~aeon_kernel.policy.Policy`. ``[policy] use = [NAMES]`` chooses them and ``[policy.<name>]``
+        holds each one's options. Aeon registers ``rules`` (declarative allow and deny rules).
+
+    Called once when an engine builds its registries. Every chosen policy is asked about every action; one
+    denial refuses it.
     """
 
 

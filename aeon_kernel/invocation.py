@@ -28,7 +28,7 @@ from aeon_kernel.idempotency import idempotency_scope
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.memory_values import is_utf8
 from aeon_kernel.models import ToolCall, utc_now
-from aeon_kernel.tools import Tool
+from aeon_kernel.tools import TIMEOUT_GRACE, Tool
 
 #: Tool results nested deeper than this are refused: serialisers fail a few hundred levels down (pydantic's at
 #: about 250), and the state keeps a result several levels deep in the records it writes.
@@ -161,10 +161,12 @@ def describe(exc: BaseException) -> str:
 
 
 class ToolContext(NamedTuple):
-    """Who is calling a tool: the run and the step. Passed to every ``aeon_invoke_tool`` implementation."""
+    """Who is calling a tool: the run, the step (``task/node`` in a flow) and, in a flow, the node. Passed to
+    every ``aeon_invoke_tool`` implementation."""
 
     run_id: str
     step_id: str
+    node: str | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -220,7 +222,8 @@ def _within(tool: Tool, arguments: dict[str, Any]) -> Any:
 
     worker = threading.Thread(target=call, name=f"aeon-tool-{tool.name}", daemon=True)
     worker.start()
-    worker.join(tool.timeout)
+    assert tool.timeout is not None  # only called for a tool with one
+    worker.join(tool.timeout + (TIMEOUT_GRACE if tool.enforces_timeout else 0.0))
     if not outcome:
         raise DeadlineError(
             f"{tool.name} did not answer within its timeout of {tool.timeout} s (it goes on in the background; "

@@ -54,6 +54,7 @@ KINDS: Final[tuple[Kind, ...]] = (
         "semantic_validators", "semantic validator", "semantic_validator", "one", "model", used_by="multipass"
     ),
     Kind("telemetry_sinks", "telemetry sink", "telemetry", "many"),
+    Kind("policies", "policy", "policy", "many"),
     Kind("nodes", "flow node implementation", "nodes", "named"),
     Kind("retrieval_policies", "context retrieval policy", "retrieval_policies", "named"),
     Kind("state_stores", "state store", "state", "optional", "sqlite"),

@@ -46,6 +46,7 @@ CONTRACTS: Final[dict[str, str]] = {
     "depth_heuristics": "aeon_kernel.reasoning.contracts:AdaptiveDepth",
     "semantic_validators": "aeon_kernel.reasoning.contracts:SemanticValidator",
     "telemetry_sinks": "aeon_kernel.contracts:TelemetrySink",
+    "policies": "aeon_kernel.policy:Policy",
     "state_stores": "aeon_kernel.runtime.store:StateStore",
 }
 _REDACTED: Final = "**********"

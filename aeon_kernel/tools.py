@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -17,6 +17,8 @@ from aeon_kernel.errors import ToolRegistrationError, ValidationError
 from aeon_kernel.schemas import check_schema, schema_errors
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+#: seconds the kernel waits past ``timeout`` for a tool that ``enforces_timeout``
+TIMEOUT_GRACE: Final = 2.0
 
 
 class Tool(BaseModel, ABC):
@@ -40,6 +42,10 @@ class Tool(BaseModel, ABC):
     #: seconds a call may take; past it the call is a failed one (``DeadlineError``) and the run goes on. Python
     #: cannot stop a thread: the call itself runs on, in the background, until it returns (issue 13, item 14)
     timeout: float | None = Field(default=None, gt=0)
+    #: True for a tool that stops its own work at ``timeout`` (a command it kills, a request it abandons): the
+    #: kernel then waits :data:`TIMEOUT_GRACE` seconds longer before it gives up on the call, so the tool's own
+    #: message, which says which limit was hit, is the one recorded
+    enforces_timeout: ClassVar[bool] = False
     #: what the tool can do that a user must grant, by name, each with what it allows ("read": "read files
     #: under the root"). A tool that declares any is built only when ``[tools.<name>] grant`` lists some of
     #: them, and a call is refused unless every permission it uses was granted: the default is deny (issue 17)

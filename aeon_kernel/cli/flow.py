@@ -194,12 +194,11 @@ def _load(directory: str, config: str | None) -> Any:
         config = str(Path(directory) / "aeon.toml")
     with Engine(config) as engine:
         registries = engine.registries
-        enabled = engine.config.tools_enabled
         loaded = load_flow(
             directory,
             Known(
                 nodes=registries["nodes"].names(),
-                tools=registries["tools"].names() if enabled is None else enabled,
+                tools=engine.tools.list_all(),  # what runs get: a tool that needs a grant is there once granted
                 policies=registries["retrieval_policies"].names(),
                 memory_backends=registries["memory_backends"].names(),
             ),

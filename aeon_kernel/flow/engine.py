@@ -20,7 +20,7 @@ from aeon_kernel.flow.checks import Known
 from aeon_kernel.flow.context import Layers, RetrievalPolicy
 from aeon_kernel.flow.graph import Flow
 from aeon_kernel.flow.loader import FlowError, load_flow
-from aeon_kernel.flow.manifest import LAYERS
+from aeon_kernel.flow.manifest import LAYERS, NodeSpec
 from aeon_kernel.flow.nodes import NodeFunction
 from aeon_kernel.flow.router import FlowScheduler, FlowSetup
 from aeon_kernel.flow.yamlfile import Problem
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from aeon_kernel.llm.client import ModelClient
     from aeon_kernel.orchestrator import Orchestrator
     from aeon_kernel.plugins import Registries
+    from aeon_kernel.policy import Policy
     from aeon_kernel.runtime.run import Run, RunResult
     from aeon_kernel.runtime.scheduler import Scheduler
     from aeon_kernel.runtime.store import StateStore
@@ -53,6 +54,9 @@ class Host(Protocol):
 
     @property
     def state_store(self) -> StateStore | None: ...
+
+    @property
+    def policies(self) -> list[tuple[str, Policy]]: ...
 
     def without_model(self, reason: str) -> None: ...
 
@@ -118,7 +122,7 @@ class FlowEngine:
     ) -> None:
         self.engine = engine
         self.flow = flow
-        self.setup = FlowSetup(flow, functions, layers, policies)
+        self.setup = FlowSetup(flow, functions, layers, policies, tuple(engine.policies))
         self._owned = owned
         #: the latest run's result, once it has ended
         self.result: TaskResult | None = None
@@ -162,6 +166,11 @@ class FlowEngine:
             for i, node in enumerate(flow.spec.nodes)
             for name in node.tools
             if tools.get(name) is None
+        ]
+        problems += [
+            Problem("flow.yaml", problem, flow.node_lines.get(node.id), f"nodes[{i}].permissions", node.id)
+            for i, node in enumerate(flow.spec.nodes)
+            for problem in _permission_problems(node, tools)
         ]
         if problems:
             raise FlowError(str(directory), problems)
@@ -345,3 +354,19 @@ def node_functions(registries: Registries, flow: Flow) -> dict[str, NodeFunction
     if problems:
         raise FlowError(str(flow.directory), problems)
     return functions
+
+
+def _permission_problems(node: NodeSpec, tools: ToolRegistry) -> list[str]:
+    """What is wrong with a node's ``permissions``: a tool it does not list, or more than the tool was granted."""
+    problems = []
+    for name, wanted in node.permissions.items():
+        tool = tools.get(name)
+        if name not in node.tools:
+            problems.append(f"gives permissions for tool {name!r}, which the node does not list in tools")
+        elif tool is not None and set(wanted) - tool.granted:
+            extra = sorted(set(wanted) - tool.granted)
+            problems.append(
+                f"gives tool {name!r} {extra}, which [tools.{name}] grant does not (it grants "
+                f"{sorted(tool.granted) or 'nothing'}); a node may narrow a grant, never widen it"
+            )
+    return problems

@@ -54,6 +54,9 @@ class NodeSpec(_Spec):
     context: Literal["none", "global"] | ProfileRef = "none"
     #: the tools this node may call; any other call is tool misuse and fails the node (spec 004 §5)
     tools: tuple[str, ...] = ()
+    #: per tool, the permissions this node's calls may use: fewer than ``[tools.<name>] grant`` gives, never more
+    #: (a tool not named here keeps its whole grant)
+    permissions: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     #: on failure, go on with the task marked ``partial`` (and the output it had before this node)
     continue_on_failure: bool = False
     #: the default: a failed node ends its task with ``failure``

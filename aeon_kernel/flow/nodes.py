@@ -79,7 +79,10 @@ class NodeContext:
             raise ToolMisuseError(
                 f"node {self.node.id!r} called {name!r} with arguments its schema refuses: {problems}"
             )
-        call = self.invoke(tool=tool, arguments=arguments, context=ToolContext(self.run_id, self.stage_id))
+        if name in self.node.permissions:  # the node narrows the tool's grant
+            tool = tool.model_copy(update={"granted": tool.granted & set(self.node.permissions[name])})
+        context = ToolContext(self.run_id, self.stage_id, self.node.id)
+        call = self.invoke(tool=tool, arguments=arguments, context=context)
         record = checked(tool, arguments, self.stage_id, call)
         self.tool_calls.append(
             redacted(tool, record)

@@ -18,7 +18,7 @@ import contextvars
 import copy
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +30,7 @@ from aeon_kernel.flow.nodes import NodeContext, NodeFunction, ToolMisuseError, a
 from aeon_kernel.flow.tasks import TaskBook, route_of
 from aeon_kernel.llm.client import begin_capture, captured, end_capture
 from aeon_kernel.models import OrchestrationState, ToolCall, utc_now
+from aeon_kernel.policy import Policy, PolicyAction, denial
 from aeon_kernel.runtime.context import RunContext
 from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
 from aeon_kernel.schemas import schema_errors
@@ -55,12 +56,14 @@ class StageOutcome:
 
 @dataclass(frozen=True)
 class FlowSetup:
-    """What every run of one flow shares: the flow, its node code, its memory layers, the retrieval policies."""
+    """What every run of one flow shares: the flow, its node code, its memory layers, the retrieval policies, and
+    the policies (``[policy]``) that judge each stage before it runs."""
 
     flow: Flow
     functions: Mapping[str, NodeFunction]
     layers: Layers
     policies: Mapping[str, RetrievalPolicy]
+    judges: Sequence[tuple[str, Policy]] = ()
 
 
 class FlowScheduler(Scheduler):
@@ -192,6 +195,17 @@ class FlowScheduler(Scheduler):
                 raise _StageFailed(
                     f"input does not match schema {node.input_schema!r}: {'; '.join(problems)}"
                 )
+            if setup.judges:
+                action = PolicyAction(
+                    kind="stage",
+                    run_id=run.run_id,
+                    stage=f"{task_id}/{node.id}",
+                    node=node.id,
+                    tools=node.tools,
+                )
+                refused = denial(setup.judges, action)
+                if refused is not None:
+                    raise _StageFailed(f"PolicyDeniedError: {refused}")
             lineage = book.lineage(task_id)
             try:
                 stage.context = assemble(

@@ -361,6 +361,12 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #     """Context retrieval policies (flows): ``factory()`` returns ``policy(items, profile)``."""
 #     register("my_policy", lambda: lambda items, profile: items[: profile.limit])
 #
+#
+# @hookimpl
+# def aeon_register_policies(register: Register) -> None:
+#     """Policies: ``factory(**options)`` returns a ``Policy`` judging every tool call and flow stage."""
+#     register("my_policy", MyPolicy)  # aeon.toml: [policy] use = ["rules", "my_policy"]
+#
 # Decision hooks: the first non-None result wins, and the kernel's own implementation runs last. Return None
 # to leave the call to it; ``tryfirst=True`` runs before other plugins, ``wrapper=True`` wraps the whole call.
 #

@@ -1,0 +1,131 @@
+"""Policies (spec 004 §10.5, issue 17): what may run, decided before it runs.
+
+Permissions say what a tool *can* be asked to do at all; policies judge each request as it comes, from what it
+touches: the tool, its arguments, the paths and hosts it names (``Tool.resources``), the flow node asking. Every
+policy ``[policy] use`` names is asked before every tool call and every flow stage; one denial is enough. A denial
+is a failed tool call (or a failed stage) carrying the policy and the rule that denied it, recorded like any other
+failure — it never changes where a run or a flow goes next.
+
+A policy is a component (``aeon_register_policies``), so an organisation can plug in its own evaluator; the
+declarative rules of ``aeon.toml`` are the built-in ``rules`` policy.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from aeon_kernel.errors import PolicyDeniedError
+from aeon_kernel.invocation import ToolContext, describe, failed_call_error
+from aeon_kernel.markers import hookimpl
+from aeon_kernel.models import ToolCall, utc_now
+from aeon_kernel.tools import Tool
+
+
+class PolicyAction(BaseModel):
+    """One thing about to happen, as a policy sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: ``tool_call`` (a tool about to be invoked) or ``stage`` (a flow node about to run)
+    kind: Literal["tool_call", "stage"]
+    run_id: str
+    #: the plan step, or ``task/node`` for a flow stage
+    stage: str
+    #: the flow node, when the action is part of a flow
+    node: str | None = None
+    #: the tool about to be called (``tool_call`` only)
+    tool: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    #: what the call touches, from ``Tool.resources``: ``{"path": [...], "host": [...]}``
+    resources: dict[str, list[str]] = Field(default_factory=dict)
+    #: the tools a stage may call (``stage`` only)
+    tools: tuple[str, ...] = ()
+
+
+class PolicyDecision(BaseModel):
+    """A policy's verdict on an action: allowed or not, and by which rule."""
+
+    model_config = ConfigDict(frozen=True)
+
+    allowed: bool
+    #: the rule that decided, as the user named it (``deny[0]``, ``no-secrets``, ``default``)
+    rule: str
+    reason: str = ""
+
+
+class Policy(ABC):
+    """Judges actions before they run. Return None to have no opinion (the action goes on unless another
+    policy denies it); raising is a denial too, since a policy that cannot decide must not let things through."""
+
+    @abstractmethod
+    def evaluate(self, action: PolicyAction) -> PolicyDecision | None: ...
+
+
+def denial(policies: Sequence[tuple[str, Policy]], action: PolicyAction) -> PolicyDeniedError | None:
+    """The first denial of ``action`` by ``policies`` (``(name, policy)`` pairs), or None when all allow it."""
+    for name, policy in policies:
+        try:
+            decision = policy.evaluate(action)
+        except Exception as exc:
+            return PolicyDeniedError(
+                f"the policy {name!r} failed while judging this call ({type(exc).__name__}: {describe(exc)}), "
+                "so it was refused",
+                policy=name,
+                rule="error",
+            )
+        if decision is not None and not decision.allowed:
+            what = f"{action.tool} call" if action.kind == "tool_call" else f"stage {action.stage}"
+            because = f": {decision.reason}" if decision.reason else ""
+            return PolicyDeniedError(
+                f"the {what} was denied by rule {decision.rule!r} of the policy {name!r}{because}",
+                policy=name,
+                rule=decision.rule,
+            )
+    return None
+
+
+class PolicyGate:
+    """The ``aeon_invoke_tool`` implementation that asks the policies first (``tryfirst``): a denied call is
+    answered with its refusal and never reaches the tool; an allowed one goes on to the next implementation."""
+
+    def __init__(self, policies: Sequence[tuple[str, Policy]]) -> None:
+        self.policies = tuple(policies)
+
+    @hookimpl(tryfirst=True)
+    def aeon_invoke_tool(
+        self, tool: Tool, arguments: dict[str, Any], context: ToolContext
+    ) -> ToolCall | None:
+        try:
+            resources = tool.resources(arguments)
+            action = PolicyAction(
+                kind="tool_call",
+                run_id=context.run_id,
+                stage=context.step_id,
+                node=context.node,
+                tool=tool.name,
+                arguments=arguments,
+                resources=resources,
+            )
+        except Exception as exc:
+            refused: PolicyDeniedError | None = PolicyDeniedError(
+                f"what the call touches could not be worked out ({type(exc).__name__}: {describe(exc)}), "
+                "so it was refused",
+                policy="kernel",
+                rule="resources",
+            )
+        else:
+            refused = denial(self.policies, action)
+        if refused is None:
+            return None
+        return ToolCall(
+            tool_name=tool.name,
+            arguments=arguments,
+            step_id=context.step_id,
+            error=failed_call_error(tool.name, refused),
+            duration_ms=0.0,
+            timestamp=utc_now(),
+        )

@@ -1,0 +1,442 @@
+"""The ``shell`` tool: run one of an allowlist of programs with arguments, in a root directory, within limits
+(issue 17).
+
+Off until granted: ``[tools.shell] grant = ["run"]``, ``programs = ["git", "python3"]`` and ``root = "workspace"``.
+
+Never through a shell: the program is executed directly with the arguments as given, so ``;``, ``|``, ``>``,
+``$(...)`` and backticks are plain text. Each program is looked up once, when the tool is built, in
+:data:`SEARCH_PATH` (or given as an absolute path) and run by that absolute path; the model chooses among the names
+as the user wrote them and nothing else. The allowlist is only as narrow as its programs: ``env``, ``python3``,
+``sh``, ``find -exec`` or ``xargs`` run anything.
+
+The root is the working directory, not a jail: a program may open any path its user can. Set ``user`` to run the
+programs as an unprivileged account (``user = "nobody"``, which must then be able to use the root). The
+environment is built from nothing: ``PATH`` (:data:`SEARCH_PATH`), ``LANG=C.UTF-8``, and ``HOME`` and ``TMPDIR``
+set to the root (so what a program keeps for itself or writes as a temporary file stays in the workspace), plus
+``[tools.shell] env``, which may override them; a credential there is a reference (``{ "$env" = "TOKEN" }``),
+registered as a secret, so the scrubbers hide it and the tool's repr shows ``**********``.
+
+Limits, set with ``setrlimit`` in the child before it runs (``preexec_fn``; the function only calls
+``setrlimit`` with values computed beforehand, so it takes no lock another thread could hold): ``cpu_seconds`` of
+CPU per process (``SIGXCPU``, then ``SIGKILL`` a second later), ``memory_mb`` of address space (an allocation
+beyond it fails: Python's ``MemoryError``, C's ``NULL``; runtimes that reserve much more address space than they
+use, such as Go, Java or Node, need a larger value), ``max_file_bytes`` per file written (``SIGXFSZ``), no core
+files, and ``max_processes`` (``RLIMIT_NPROC``). ``RLIMIT_NPROC`` counts every process of the user, not of this
+call, and is not enforced at all for root: running as root without ``user``, a fork bomb is bounded only by the
+timeout and the group kill below.
+
+The program runs in a new session (its own process group). Its output is read as it comes, each stream up to
+``max_output_bytes``: past that the program is stopped and the result says ``truncated``. At ``timeout`` seconds,
+or as soon as the program itself exits, the whole group is killed (``SIGKILL``), so nothing it started runs on;
+the group is killed before the program is reaped, so its number cannot have been reused. A process that leaves the
+group (``setsid``, ``setpgid``: daemons, job-control shells) escapes this: only cgroups or a container catch it.
+
+A non-zero exit is a result (``exit_code``; negative: killed by that signal); hitting the timeout, the CPU limit or
+the file-size limit, or failing to start, is a ToolError that says which limit and how to raise it. ``timeout`` is
+the :class:`~aeon_kernel.Tool` field the kernel also holds a call to; the tool ``enforces_timeout``, so the kernel
+waits a little longer and the tool's own message is the one recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import re
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+from pydantic import Field, PrivateAttr, SecretStr, model_validator
+
+from aeon_kernel import ConfigError, Register, Tool, ToolError, hookimpl, is_utf8, register_secret
+
+#: where program names are looked up, and the ``PATH`` the programs get
+SEARCH_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+MAX_ARGUMENTS: Final = 64
+MAX_ARGUMENT_CHARS: Final = 4096
+#: after the program exits (and its group is killed), how long to wait for the end of its output: only a process
+#: that escaped the group can hold the pipes open longer
+DRAIN_SECONDS: Final = 1.0
+#: how often to look whether the program exited, where a pidfd cannot tell
+_POLL_SECONDS: Final = 0.02
+_READ_BYTES: Final = 65536
+#: roots that hold the kernel's and devices' view of the machine, never a workspace
+_SYSTEM_ROOTS: Final = tuple(Path(p) for p in ("/proc", "/sys", "/dev"))
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_EXIT: Final = "exit"
+
+
+def input_schema(programs: list[str]) -> dict[str, Any]:
+    """The arguments, with only the allowlisted ``programs`` (a model cannot ask for another)."""
+    return {
+        "type": "object",
+        "properties": {
+            "program": {"type": "string", "enum": programs},
+            "args": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": MAX_ARGUMENT_CHARS},
+                "maxItems": MAX_ARGUMENTS,
+            },
+        },
+        "required": ["program"],
+        "additionalProperties": False,
+    }
+
+
+OUTPUT_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "program": {"type": "string"},
+        "exit_code": {"type": "integer"},
+        "stdout": {"type": "string"},
+        "stderr": {"type": "string"},
+        "truncated": {"type": "boolean"},
+    },
+    "required": ["program", "exit_code", "stdout", "stderr", "truncated"],
+    "additionalProperties": False,
+}
+
+
+class ShellTool(Tool):
+    #: at ``timeout`` the tool kills the command itself and says so; the kernel waits a little longer
+    enforces_timeout: ClassVar[bool] = True
+    name: str = "shell"
+    description: str = (
+        "Run one of the allowed programs with arguments in the workspace (never through a shell: no pipes, "
+        "redirections or variables). Returns exit_code, stdout and stderr; truncated is true when the output "
+        "was too long and the program was stopped."
+    )
+    input_schema: dict[str, Any] = input_schema([])
+    output_schema: dict[str, Any] = OUTPUT_SCHEMA
+    example: dict[str, Any] | None = None
+    permissions: dict[str, str] = {"run": "run the allowlisted programs in the root"}
+    #: program names (looked up in SEARCH_PATH) or absolute paths; required once granted
+    programs: list[str] = []
+    #: the programs' working directory; required once granted
+    root: Path | None = None
+    #: wall seconds a call may take (the Tool field the kernel holds calls to, enforced here by a group kill)
+    timeout: float = Field(default=10, gt=0)
+    cpu_seconds: int = Field(default=10, gt=0)
+    memory_mb: int = Field(default=1024, gt=0)
+    max_output_bytes: int = Field(default=1_000_000, gt=0)
+    max_file_bytes: int = Field(default=100_000_000, gt=0)
+    max_processes: int = Field(default=64, gt=0)
+    #: variables added to the programs' (otherwise empty) environment; secrets arrive as SecretStr
+    env: dict[str, str | SecretStr] = {}
+    #: the account to run the programs as (root only); the programs' own user when unset
+    user: str | None = None
+
+    _paths: dict[str, str] = PrivateAttr(default_factory=dict)
+    _account: tuple[int, int] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _schema_for_programs(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "input_schema" not in data:
+            programs = data.get("programs")
+            if isinstance(programs, list) and programs and all(isinstance(p, str) for p in programs):
+                names = list(dict.fromkeys(programs))
+                data = {**data, "input_schema": input_schema(names)}
+                data.setdefault("example", {"program": names[0], "args": ["--version"]})
+        return data
+
+    @model_validator(mode="after")
+    def _usable_options(self) -> ShellTool:
+        for value in self.env.values():
+            if isinstance(value, SecretStr):
+                register_secret(value.get_secret_value())
+        if not self.granted:
+            return self
+        if not self.programs:
+            raise ConfigError('the shell tool needs programs to run: set programs = ["..."] in [tools.shell]')
+        if self.root is None:
+            raise ConfigError('the shell tool needs a root: set root = "a/directory" in [tools.shell]')
+        root = self.root.expanduser()
+        if not root.is_dir():
+            raise ConfigError(f"[tools.shell] root {str(root)!r} is not an existing directory")
+        resolved = root.resolve()
+        if resolved == Path(resolved.anchor) or any(
+            resolved == system or system in resolved.parents for system in _SYSTEM_ROOTS
+        ):
+            raise ConfigError(f"[tools.shell] root {str(resolved)!r} is a system directory, not a workspace")
+        object.__setattr__(self, "root", resolved)
+        self._paths = {name: _program_path(name) for name in self.programs}
+        for name, value in self.env.items():
+            shown = "its value" if isinstance(value, SecretStr) else repr(value)
+            if not _ENV_NAME.fullmatch(name):
+                raise ConfigError(
+                    f"[tools.shell] env: {name!r} is not a variable name (letters, digits, '_')"
+                )
+            if "\x00" in (value.get_secret_value() if isinstance(value, SecretStr) else value):
+                raise ConfigError(f"[tools.shell] env: {shown} of {name} holds a NUL byte")
+        self._account = _account(self.user)
+        return self
+
+    def resources(self, arguments: dict[str, Any]) -> dict[str, list[str]]:
+        """The program, and each argument that could be a path under the root (not an option, not absolute, no
+        ``..``), with ``/`` between its parts: a guess, and a generous one (``echo hello`` lists ``hello``)."""
+        paths = []
+        for argument in arguments.get("args", []):
+            if not isinstance(argument, str) or not argument or argument.startswith(("-", "/", "~")):
+                continue
+            parts = [part for part in argument.split("/") if part not in ("", ".")]
+            if ".." not in parts and "\x00" not in argument:
+                paths.append("/".join(parts) or ".")
+        return {"program": [arguments["program"]], "path": paths}
+
+    def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        unknown = sorted(set(kwargs) - {"program", "args"})
+        if unknown:
+            raise ToolError(f"unknown arguments {', '.join(map(repr, unknown))}: give only program and args")
+        name, args = kwargs.get("program"), kwargs.get("args", [])
+        if not isinstance(name, str) or name not in self._paths:
+            allowed = ", ".join(self._paths) or "none"
+            raise ToolError(f"{name!r} is not one of the programs this tool may run ({allowed})")
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ToolError("args must be a list of strings")
+        if len(args) > MAX_ARGUMENTS or any(len(a) > MAX_ARGUMENT_CHARS for a in args):
+            raise ToolError(
+                f"at most {MAX_ARGUMENTS} arguments of at most {MAX_ARGUMENT_CHARS} characters each"
+            )
+        if any("\x00" in a for a in args):
+            raise ToolError("an argument holds a NUL byte, which no program can be given; remove it")
+        if not all(is_utf8(a) for a in args):
+            raise ToolError("an argument holds a lone surrogate, which has no UTF-8 form; remove it")
+        exit_code, stdout, stderr, truncated = self._run(name, args)
+        return {
+            "program": name,
+            "exit_code": exit_code,
+            "stdout": stdout.decode("utf-8", "replace"),
+            "stderr": stderr.decode("utf-8", "replace"),
+            "truncated": truncated,
+        }
+
+    # --- running -----------------------------------------------------------------------------------------------
+
+    def _run(self, name: str, args: list[str]) -> tuple[int, bytes, bytes, bool]:
+        """Run the program and read its output; the group is killed and the program reaped whatever happens."""
+        assert self.root is not None  # set once anything is granted, and nothing runs ungranted
+        account: dict[str, Any] = {}
+        if self._account is not None:  # the user's own group, and none of this process's other groups
+            account = {"user": self._account[0], "group": self._account[1], "extra_groups": []}
+        started = time.monotonic()
+        try:
+            process = subprocess.Popen(  # noqa: S603 - an allowlisted program, by absolute path, with no shell
+                [self._paths[name], *args],
+                cwd=self.root,
+                env=self._environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=_limiter(self._limits()),  # setrlimit only: see the module docstring
+                **account,
+            )
+        except OSError as exc:
+            raise ToolError(
+                f"{name} could not be started ({self._paths[name]}): {exc.strerror or exc}; check that it still "
+                "exists and is executable, and that its arguments are not too long"
+            ) from None
+        except subprocess.SubprocessError:
+            raise ToolError(f"{name} could not be started: its limits could not be set") from None
+        assert process.stdout is not None and process.stderr is not None
+        out, err = bytearray(), bytearray()
+        stopped = timed_out = truncated = False
+        try:
+            exited, timed_out, truncated = self._read(process, out, err, started + self.timeout)
+            stopped = not exited
+        finally:
+            _kill_group(process.pid)  # before the program is reaped: its number, the group's, is still taken
+            code, cpu = _reap(process)
+            process.stdout.close()
+            process.stderr.close()
+        if timed_out:
+            raise ToolError(
+                f"{name} did not finish within timeout = {self.timeout:g} s and was stopped, with every process "
+                f"it started; if it needs longer, raise it (e.g. timeout = {max(30, 3 * self.timeout):g} in "
+                "[tools.shell])"
+            )
+        if code == -signal.SIGXCPU or (code == -signal.SIGKILL and not stopped and cpu >= self.cpu_seconds):
+            raise ToolError(
+                f"{name} used its cpu_seconds = {self.cpu_seconds} s of CPU time and was stopped; if it needs "
+                f"more, raise it (e.g. cpu_seconds = {3 * self.cpu_seconds} in [tools.shell])"
+            )
+        if code == -signal.SIGXFSZ:
+            raise ToolError(
+                f"{name} tried to write a file larger than max_file_bytes = {self.max_file_bytes:,} and was "
+                "stopped; if it must, raise max_file_bytes in [tools.shell]"
+            )
+        if code is None:
+            raise ToolError(
+                f"{name}'s exit status was taken by another part of this process (is SIGCHLD ignored?)"
+            )
+        return code, bytes(out), bytes(err), truncated
+
+    def _read(
+        self, process: subprocess.Popen[bytes], out: bytearray, err: bytearray, deadline: float
+    ) -> tuple[bool, bool, bool]:
+        """Read both streams until they end and the program has exited, a stream passes ``max_output_bytes`` or
+        ``deadline`` comes. Kills the group as soon as the program exits. Answers (exited, timed out, truncated).
+        """
+        assert process.stdout is not None and process.stderr is not None
+        pidfd = _pidfd(process.pid)
+        exited = False
+        try:
+            with selectors.DefaultSelector() as selector:
+                for stream, buffer in ((process.stdout, out), (process.stderr, err)):
+                    os.set_blocking(stream.fileno(), False)
+                    selector.register(stream.fileno(), selectors.EVENT_READ, buffer)
+                if pidfd is not None:
+                    selector.register(pidfd, selectors.EVENT_READ, _EXIT)
+                while True:
+                    now = time.monotonic()
+                    if not exited and (pidfd is None and _has_exited(process.pid)):
+                        exited, deadline = True, min(deadline, now + DRAIN_SECONDS)
+                        _kill_group(process.pid)
+                    if exited and len(selector.get_map()) == 0:
+                        return True, False, False
+                    if now >= deadline:
+                        return exited, not exited, False
+                    wait = deadline - now if pidfd is not None else min(deadline - now, _POLL_SECONDS)
+                    for key, _ in selector.select(wait):
+                        if key.data is _EXIT:
+                            selector.unregister(key.fd)
+                            exited, deadline = True, min(deadline, time.monotonic() + DRAIN_SECONDS)
+                            _kill_group(process.pid)
+                            continue
+                        try:
+                            chunk = os.read(key.fd, _READ_BYTES)
+                        except BlockingIOError:
+                            continue
+                        if not chunk:
+                            selector.unregister(key.fd)
+                            continue
+                        buffer = key.data
+                        room = self.max_output_bytes - len(buffer)
+                        buffer += chunk[:room]
+                        if len(chunk) > room:
+                            return exited, False, True
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+    def _environment(self) -> dict[str, str]:
+        """Nothing from this process's environment: the documented variables and ``env``."""
+        root = str(self.root)
+        return {
+            "PATH": SEARCH_PATH,
+            "LANG": "C.UTF-8",
+            "HOME": root,
+            "TMPDIR": root,
+            **{k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in self.env.items()},
+        }
+
+    def _limits(self) -> list[tuple[int, tuple[int, int]]]:
+        """The (soft, hard) limits to set, never above the hard limits this process has (which only root may
+        raise)."""
+        wanted = [
+            (resource.RLIMIT_CPU, self.cpu_seconds, self.cpu_seconds + 1),
+            (resource.RLIMIT_AS, self.memory_mb * 2**20, self.memory_mb * 2**20),
+            (resource.RLIMIT_FSIZE, self.max_file_bytes, self.max_file_bytes),
+            (resource.RLIMIT_CORE, 0, 0),
+            (resource.RLIMIT_NPROC, self.max_processes, self.max_processes),
+        ]
+        limits = []
+        for kind, soft, hard in wanted:
+            ceiling = resource.getrlimit(kind)[1]
+            if ceiling != resource.RLIM_INFINITY:
+                hard = min(hard, ceiling)
+            limits.append((kind, (min(soft, hard), hard)))
+        return limits
+
+
+def _program_path(name: str) -> str:
+    """The absolute path ``name`` is run by; a ConfigError when there is no such executable."""
+    if os.path.isabs(name):
+        path: str | None = name
+    elif "/" in name or name in ("", ".", ".."):
+        raise ConfigError(
+            f"[tools.shell] programs: {name!r} is neither a program's name nor an absolute path; write its name "
+            f"(looked up in {SEARCH_PATH}) or its absolute path"
+        )
+    else:
+        path = shutil.which(name, path=SEARCH_PATH)
+    if path is None or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        raise ConfigError(
+            f"[tools.shell] programs: {name!r} is not an executable file"
+            + ("" if os.path.isabs(name) else f" in {SEARCH_PATH}; give its absolute path if it is elsewhere")
+        )
+    return path
+
+
+def _account(user: str | None) -> tuple[int, int] | None:
+    """The uid and gid to run the programs as (None: as this process)."""
+    if user is None:
+        return None
+    try:
+        entry = pwd.getpwnam(user) if not user.isdigit() else pwd.getpwuid(int(user))
+    except KeyError:
+        raise ConfigError(f"[tools.shell] user {user!r} is not an account on this machine") from None
+    if entry.pw_uid == os.geteuid():
+        return None
+    if os.geteuid() != 0:
+        raise ConfigError(
+            f"[tools.shell] user = {user!r}: only root can run programs as another user; remove user"
+        )
+    return entry.pw_uid, entry.pw_gid
+
+
+def _limiter(limits: list[tuple[int, tuple[int, int]]]) -> Callable[[], None]:
+    """What the child runs before the program: ``setrlimit`` with values computed in the parent, nothing else."""
+
+    def apply() -> None:
+        for kind, limit in limits:
+            resource.setrlimit(kind, limit)
+
+    return apply
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` exits (Linux 5.3+), or None: then it is polled."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether the child ``pid`` has exited, without reaping it."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _reap(process: subprocess.Popen[bytes]) -> tuple[int | None, float]:
+    """Wait for the program (killed, or exited): its exit code (None when lost) and the CPU seconds it used. The
+    code is also recorded on ``process``, so that ``subprocess`` never waits for the number again."""
+    try:
+        _, status, usage = os.wait4(process.pid, 0)
+    except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored, say): its status is lost
+        process.returncode = 0
+        return None, 0.0
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, usage.ru_utime + usage.ru_stime
+
+
+@hookimpl
+def aeon_register_tools(register: Register) -> None:
+    register("shell", ShellTool)
