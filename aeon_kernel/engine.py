@@ -237,8 +237,7 @@ class Engine:
                 self._unused_tool_options(name)
             tools = ToolRegistry()
             for name in names:
-                tool = self._tool(name)
-                if tool is not None:
+                for tool in self._tool(name):
                     tools.register(tool)
             self._tools = tools
         return self._tools
@@ -258,35 +257,46 @@ class Engine:
         )
         raise ConfigError(f"[tools.{name}] sets options for the tool {name!r}, which {why}")
 
-    def _tool(self, name: str) -> Tool | None:
-        """The tool registered as ``name``, built with its ``[tools.<name>]`` options and ``grant``; None for a
-        tool that declares permissions when nothing asks for it and nothing grants it any (it stays off)."""
+    def _tool(self, name: str) -> list[Tool]:
+        """The tools registered as ``name`` — one, or a toolset's members (``name.*``, an MCP server's tools) —
+        built with the ``[tools.<name>]`` options and ``grant``. A tool that declares permissions is not built at
+        all (``[]``) while nothing grants it any; asked for without a grant, it is a ConfigError."""
         registry = self.registries["tools"]
         options = dict(self.config.tool_options.get(name, {}))
         grant = _grant(name, options.pop("grant", None))
+        declared = _declared_permissions(registry.get(name).factory)
+        if declared and not grant:
+            return self._ungranted(name, declared)
         if grant:
             options["granted"] = grant
-        tool: Tool = registry.create(name, **resolve_secrets(options, name))
-        if tool.name != name:
-            raise ToolRegistrationError(
-                f"the factory registered as tool {name!r} by {registry.get(name).provider} returned "
-                f"{tool.name!r}; it must return a Tool named {name!r}"
-            )
-        if tool.granted != (grant or frozenset()):
-            raise ToolRegistrationError(
-                f"the factory registered as tool {name!r} by {registry.get(name).provider} did not keep the "
-                f"permissions granted to it ({sorted(grant or ())}); it must pass granted= on to the Tool"
-            )
-        if tool.permissions and not tool.granted:
-            asked = name in (self.config.tools_enabled or ()) or name in self.config.tool_options
-            if not asked:
-                return None  # off by default: nothing was granted
-            listing = "; ".join(f"{p!r}: {what}" for p, what in sorted(tool.permissions.items()))
-            raise ConfigError(
-                f"the tool {name!r} can do nothing until it is granted some of its permissions ({listing}): "
-                f"add grant = [...] to [tools.{name}] in aeon.toml"
-            )
-        return tool
+        built = registry.create(name, **resolve_secrets(options, name))
+        tools: list[Tool] = list(built) if isinstance(built, (list, tuple)) else [built]
+        for tool in tools:
+            if tool.name != name and not (
+                isinstance(built, (list, tuple)) and tool.name.startswith(f"{name}.")
+            ):
+                raise ToolRegistrationError(
+                    f"the factory registered as tool {name!r} by {registry.get(name).provider} returned "
+                    f"{tool.name!r}; it must return a Tool named {name!r} (or a list of tools named {name}.*)"
+                )
+            if tool.granted != (grant or frozenset()):
+                raise ToolRegistrationError(
+                    f"the factory registered as tool {name!r} by {registry.get(name).provider} did not keep the "
+                    f"permissions granted to it ({sorted(grant or ())}); it must pass granted= on to the Tool"
+                )
+            if tool.permissions and not tool.granted:
+                return self._ungranted(name, tool.permissions)
+        return tools
+
+    def _ungranted(self, name: str, permissions: dict[str, str]) -> list[Tool]:
+        """A tool that needs a grant and has none: left off, or a ConfigError when aeon.toml asks for it."""
+        if name not in (self.config.tools_enabled or ()) and name not in self.config.tool_options:
+            return []  # off by default: nothing was granted
+        listing = "; ".join(f"{p!r}: {what}" for p, what in sorted(permissions.items()))
+        raise ConfigError(
+            f"the tool {name!r} can do nothing until it is granted some of its permissions ({listing}): "
+            f"add grant = [...] to [tools.{name}] in aeon.toml"
+        )
 
     @property
     def state_store(self) -> StateStore | None:
@@ -510,6 +520,10 @@ class Engine:
     def close(self) -> None:
         for sink in self._sinks:
             sink.close()
+        for tool in self._tools or ():
+            close = getattr(tool, "close", None)
+            if callable(close):  # a tool holding a connection or a process (an MCP server's session)
+                close()
         if self._memory is not None:
             self._memory.close()
         if self._state_store is not None:
@@ -531,3 +545,15 @@ def _grant(name: str, grant: Any) -> frozenset[str] | None:
     if not isinstance(grant, list) or not all(isinstance(p, str) and p for p in grant):
         raise ConfigError(f"[tools.{name}] grant must be a list of permission names, got {grant!r}")
     return frozenset(grant)
+
+
+def _declared_permissions(factory: Any) -> dict[str, str] | None:
+    """The permissions a tool factory declares without being called: a Tool class's ``permissions`` default, or a
+    ``permissions`` attribute on any other factory (None when it does not say)."""
+    from aeon_kernel.tools import Tool
+
+    if isinstance(factory, type) and issubclass(factory, Tool):
+        declared = factory.model_fields["permissions"].default
+    else:
+        declared = getattr(factory, "permissions", None)
+    return declared if isinstance(declared, dict) else None

@@ -159,6 +159,11 @@ class _Builder(Generic[T]):
         except (Exception, SystemExit) as exc:  # SystemExit too: a plugin's sys.exit() must not end Aeon
             raise self._error(f"{type(exc).__name__}: {exc}") from exc
         contract = self._contract or self._load_contract()
+        if self.kind == "tools" and isinstance(component, (list, tuple)) and contract is not None:
+            strays = [member for member in component if not isinstance(member, contract)]
+            if strays:  # a toolset: every member a Tool
+                raise self._error(f"its factory returned a list holding {_kind_of(strays[0])}, not a Tool")
+            return component  # type: ignore[return-value]
         if contract is not None and not isinstance(component, contract):
             raise self._error(
                 f"its factory returned {_kind_of(component)}, which is not an instance of "

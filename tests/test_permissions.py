@@ -138,3 +138,33 @@ def test_a_factory_that_drops_the_grant_is_refused() -> None:
     careless = Engine(parse_config({"tools": {"vault": {"grant": ["read"]}}}), plugins=[Careless()])
     with careless, pytest.raises(ToolRegistrationError, match="did not keep the permissions granted to it"):
         _ = careless.tools
+
+
+def test_a_toolset_is_built_only_when_granted_and_its_members_are_named_after_it() -> None:
+    """A factory may return several tools (an MCP server's, say), named ``<name>.*``. One that declares its
+    permissions is not even called while nothing grants them: an ungranted server is never started."""
+    built: list[frozenset[str]] = []
+
+    def kit(granted: frozenset[str] = frozenset(), prefix: str = "kit") -> list[Tool]:
+        built.append(granted)
+        return [VaultTool(name=f"{prefix}.{n}", granted=granted) for n in ("a", "b")]
+
+    kit.permissions = VaultTool.model_fields["permissions"].default  # type: ignore[attr-defined]
+
+    class Kit:
+        @hookimpl
+        def aeon_register_tools(self, register: Register) -> None:
+            register("kit", kit)
+
+    with Engine(parse_config({}), plugins=[Kit()]) as e:
+        assert "kit.a" not in names(e) and built == []
+    with Engine(parse_config({"tools": {"kit": {"prefix": "kit"}}}), plugins=[Kit()]) as e:
+        with pytest.raises(ConfigError, match=r"add grant = \[...\] to \[tools.kit\]"):
+            _ = e.tools
+        assert built == []
+    with Engine(parse_config({"tools": {"kit": {"grant": ["read"]}}}), plugins=[Kit()]) as e:
+        assert [n for n in names(e) if n.startswith("kit")] == ["kit.a", "kit.b"]
+        assert built == [frozenset({"read"})]
+    stray = Engine(parse_config({"tools": {"kit": {"grant": ["read"], "prefix": "other"}}}), plugins=[Kit()])
+    with stray, pytest.raises(ToolRegistrationError, match=r"a list of tools named kit\.\*"):
+        _ = stray.tools
