@@ -36,15 +36,19 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from aeon_kernel.errors import ConfigError
 from aeon_kernel.kinds import BY_SECTION, ROLES
 from aeon_kernel.memory_values import is_utf8
 from aeon_kernel.schemas import canonical_json
 from aeon_kernel.secrets import MAX_SECRET, clean_secret
+
+if TYPE_CHECKING:
+    from aeon_kernel.contracts import SecretProvider
 
 CONFIG_ENV: Final = "AEON_CONFIG"
 DEFAULT_FILE: Final = "aeon.toml"
@@ -78,9 +82,11 @@ class Choice:
     use: str
     options: dict[str, Any] = field(default_factory=dict)
 
-    def resolved_options(self) -> dict[str, Any]:
+    def resolved_options(self, providers: Providers | None = None) -> dict[str, Any]:
         """Options with secret references replaced by their values (as SecretStr)."""
-        return {key: resolve_secrets(value, f"{self.use}.{key}") for key, value in self.options.items()}
+        return {
+            key: resolve_secrets(value, f"{self.use}.{key}", providers) for key, value in self.options.items()
+        }
 
 
 @dataclass(frozen=True)
@@ -333,8 +339,14 @@ def _sub_table(parent: dict[str, Any], name: str, section: str, where: str) -> d
 SECRET_FILE_LIMIT: Final = MAX_SECRET
 
 
-def resolve_secrets(value: Any, where: str = "option") -> Any:
-    """Replace ``{"$env": NAME}`` and ``{"$file": path}`` references, at any depth, with SecretStr values.
+#: A secret provider by name (``vault`` for ``{ "$vault" = ... }``), or None when no plugin registers one.
+Providers = Callable[[str], "SecretProvider | None"]
+
+
+def resolve_secrets(value: Any, where: str = "option", providers: Providers | None = None) -> Any:
+    """Replace ``{"$env": NAME}``, ``{"$file": path}`` and ``{"$<provider>": reference}`` references, at any
+    depth, with SecretStr values (``providers`` finds a plugin's provider by name; without it only ``$env`` and
+    ``$file`` resolve).
 
     A secret is one line of text: surrounding whitespace (the newline ``echo`` or an editor leaves) is stripped,
     and a control character inside it (a line break, NUL, escape) is a ConfigError, never sent on. Each value is
@@ -353,10 +365,38 @@ def resolve_secrets(value: Any, where: str = "option") -> Any:
             if not isinstance(path, str) or not path:
                 raise ConfigError(f"{where}: $file must be a path, got {path!r}")
             return _secret(_read_secret_file(path, where), where, f"the secret file {path!r}")
-        return {key: resolve_secrets(item, f"{where}.{key}") for key, item in value.items()}
+        if len(value) == 1 and next(iter(value)).startswith("$"):
+            return _provided(next(iter(value)), next(iter(value.values())), where, providers)
+        return {key: resolve_secrets(item, f"{where}.{key}", providers) for key, item in value.items()}
     if isinstance(value, list):
-        return [resolve_secrets(item, where) for item in value]
+        return [resolve_secrets(item, where, providers) for item in value]
     return value
+
+
+def _provided(key: str, reference: Any, where: str, providers: Providers | None) -> Any:
+    """``{ "$<name>" = reference }``: the secret the provider registered as ``name`` gives for ``reference``."""
+    name = key[1:]
+    provider = providers(name) if providers is not None and name else None
+    if provider is None:
+        raise ConfigError(
+            f"{where}: {key} names no secret provider; use $env or $file, or install the plugin that provides "
+            f"{name!r} (aeon plugins lists the secret providers)"
+        )
+    if not isinstance(reference, str) or not reference:
+        raise ConfigError(
+            f"{where}: {key} must be a reference (a non-empty string), got {type(reference).__name__}"
+        )
+    try:
+        raw = provider.get(reference)
+    except ConfigError:
+        raise
+    except Exception as exc:  # its message may hold what it fetched: name the failure, not the text
+        raise ConfigError(
+            f"{where}: the secret provider {name!r} failed for {reference!r}: {type(exc).__name__}"
+        ) from None
+    if not isinstance(raw, str):
+        raise ConfigError(f"{where}: the secret provider {name!r} gave {type(raw).__name__}, not text")
+    return _secret(raw, where, f"the secret {reference!r} of provider {name!r}")
 
 
 def _secret(raw: str, where: str, source: str) -> Any:

@@ -191,6 +191,15 @@ def plan_progress(plan_state: dict[str, Any]) -> tuple[bool, float, list[str]]:
     return finished, statuses.count("complete") / len(steps) if steps else 0.0, reasons
 
 
+class SecretProvider(ABC):
+    """Where secrets come from (spec 004 §10.11): ``{ "$<name>" = "reference" }`` in aeon.toml asks the provider
+    registered as ``name`` (``aeon_register_secret_providers``); ``$env`` and ``$file`` are the kernel's own."""
+
+    @abstractmethod
+    def get(self, reference: str) -> str:
+        """The secret ``reference`` names, as text. Raise ConfigError when there is none (never quoting a value)."""
+
+
 class TelemetrySink:
     """A telemetry sink: an object registered on the engine's plugin manager that implements event hooks.
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         LLMAdapter,
         Memory,
         Planner,
+        SecretProvider,
         Supervisor,
         TelemetrySink,
         Validator,
@@ -93,6 +94,7 @@ class Engine:
         self._components: dict[str, Any] = {}
         self._sinks: list[TelemetrySink] = []
         self._policies: list[tuple[str, Policy]] | None = None
+        self._secret_providers: dict[str, SecretProvider] = {}
         self._configured_sinks_attached = False
         self._state_store: StateStore | None = None
         self._manifest_parts: tuple[int, list[dict[str, Any]], str] | None = None
@@ -134,7 +136,7 @@ class Engine:
         """How to build the component ``[role]`` chooses: ``deps``, its options, ``defaults`` they override, and the
         ``offered`` dependencies its factory names."""
         choice: Choice = self.config.choice(role)
-        options = {**(defaults or {}), **choice.resolved_options()}
+        options = {**(defaults or {}), **choice.resolved_options(self._secret_provider)}
         return self.registries[ROLES[role].name].bound(choice.use, offered, **deps, **options)
 
     def _create(
@@ -269,7 +271,7 @@ class Engine:
             return self._ungranted(name, declared)
         if grant:
             options["granted"] = grant
-        built = registry.create(name, **resolve_secrets(options, name))
+        built = registry.create(name, **resolve_secrets(options, name, self._secret_provider))
         tools: list[Tool] = list(built) if isinstance(built, (list, tuple)) else [built]
         for tool in tools:
             if tool.name != name and not (
@@ -304,9 +306,18 @@ class Engine:
         if self._state_store is None and self.config.state is not None:
             choice = self.config.state
             self._state_store = self.registries["state_stores"].create(
-                choice.use, **choice.resolved_options()
+                choice.use, **choice.resolved_options(self._secret_provider)
             )
         return self._state_store
+
+    def _secret_provider(self, name: str) -> SecretProvider | None:
+        """The secret provider a plugin registered as ``name`` (built once), or None when none did."""
+        if name not in self._secret_providers:
+            registry = self.registries["secret_providers"]
+            if name not in registry:
+                return None
+            self._secret_providers[name] = registry.create(name)
+        return self._secret_providers[name]
 
     @property
     def policies(self) -> list[tuple[str, Policy]]:
@@ -317,7 +328,7 @@ class Engine:
 
             registry = self.registries["policies"]
             self._policies = [
-                (choice.use, registry.create(choice.use, **choice.resolved_options()))
+                (choice.use, registry.create(choice.use, **choice.resolved_options(self._secret_provider)))
                 for choice in self.config.policies
             ]
             if self._policies:
@@ -351,7 +362,7 @@ class Engine:
         if not self._configured_sinks_attached:
             self._configured_sinks_attached = True
             for choice in self.config.telemetry:
-                self.add_sink(choice.use, **choice.resolved_options())
+                self.add_sink(choice.use, **choice.resolved_options(self._secret_provider))
         self.policies  # noqa: B018 - built before any run, so that every tool call is judged
         return Orchestrator(
             self.llm,
@@ -453,7 +464,9 @@ class Engine:
         if not self._configured_sinks_attached:  # as orchestrator() would attach them
             self._configured_sinks_attached = True
             for choice in config.telemetry:
-                attach = partial(lambda c: self.add_sink(c.use, **c.resolved_options()), choice)
+                attach = partial(
+                    lambda c: self.add_sink(c.use, **c.resolved_options(self._secret_provider)), choice
+                )
                 wanted.append(("telemetry_sinks", choice.use, attach))
         return wanted
 

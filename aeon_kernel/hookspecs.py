@@ -40,7 +40,7 @@ __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 #: 1.2 added ``aeon_register_planners``, ``aeon_register_schedulers`` and ``aeon_invoke_tool``; 1.3 the spec 003
 #: kinds (``aeon_register_depth_heuristics``, ``aeon_register_semantic_validators``) and ``aeon_pass_event``; 1.4
 #: the spec 004 kinds (``aeon_register_nodes``, ``aeon_register_retrieval_policies``); 1.5
-#: ``aeon_register_policies`` and ``ToolContext.node``.
+#: ``aeon_register_policies``, ``aeon_register_secret_providers`` and ``ToolContext.node``.
 HOOKSPEC_VERSION: Final = "1.5"
 
 
@@ -231,6 +231,19 @@ def aeon_register_policies(register: Register) -> None:
 
     Called once when an engine builds its registries. Every chosen policy is asked about every action; one
     denial refuses it.
+    """
+
+
+@hookspec
+def aeon_register_secret_providers(register: Register) -> None:
+    """Register secret providers (spec 004 §10.11): where the secrets of ``aeon.toml`` come from.
+
+    :param register: ``register(name, factory)``; ``factory()`` returns a
+        :class:`~aeon_kernel.contracts.SecretProvider`. An option written ``{ "$<name>" = "reference" }``
+        receives ``provider.get("reference")`` as a ``pydantic.SecretStr``, registered with the scrubbers.
+        ``env`` and ``file`` are the kernel's own and cannot be replaced.
+
+    Called once when an engine builds its registries; a provider is built when an option first names it.
     """
 
 

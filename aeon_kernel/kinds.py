@@ -15,7 +15,8 @@ from typing import Final, Literal
 #: ``optional`` — like ``one``, but off unless the section is present;
 #: ``many`` — ``[section] use = [NAMES]``, each with its own ``[section.NAME]`` options table;
 #: ``subset`` — every registered component, or those ``[section] enabled`` lists;
-#: ``named`` — not chosen in ``aeon.toml``: flow manifests name them (node implementations, retrieval policies).
+#: ``named`` — not chosen by a section of ``aeon.toml``: flow manifests name them (node implementations, retrieval
+#: policies), or option values do (secret providers, as ``{ "$<name>" = "reference" }``).
 Selection = Literal["one", "optional", "many", "subset", "named"]
 
 
@@ -57,6 +58,7 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("policies", "policy", "policy", "many"),
     Kind("nodes", "flow node implementation", "nodes", "named"),
     Kind("retrieval_policies", "context retrieval policy", "retrieval_policies", "named"),
+    Kind("secret_providers", "secret provider", "secret_providers", "named"),
     Kind("state_stores", "state store", "state", "optional", "sqlite"),
 )
 

@@ -47,6 +47,7 @@ CONTRACTS: Final[dict[str, str]] = {
     "semantic_validators": "aeon_kernel.reasoning.contracts:SemanticValidator",
     "telemetry_sinks": "aeon_kernel.contracts:TelemetrySink",
     "policies": "aeon_kernel.policy:Policy",
+    "secret_providers": "aeon_kernel.contracts:SecretProvider",
     "state_stores": "aeon_kernel.runtime.store:StateStore",
 }
 _REDACTED: Final = "**********"

@@ -233,7 +233,8 @@ class FakeDNS:
 @pytest.fixture
 def dns(monkeypatch: pytest.MonkeyPatch) -> FakeDNS:
     fake = FakeDNS()
-    monkeypatch.setattr("aeon_plugins.http.socket.getaddrinfo", fake)  # the same module as socket's
+    # where resolve() looks it up: aeon_plugins.http.connection's socket, the same module as socket's
+    monkeypatch.setattr("aeon_plugins.http.connection.socket.getaddrinfo", fake)
     return fake
 
 

@@ -367,6 +367,12 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #     """Policies: ``factory(**options)`` returns a ``Policy`` judging every tool call and flow stage."""
 #     register("my_policy", MyPolicy)  # aeon.toml: [policy] use = ["rules", "my_policy"]
 #
+#
+# @hookimpl
+# def aeon_register_secret_providers(register: Register) -> None:
+#     """Secret providers: ``factory()`` returns a ``SecretProvider``, asked for { "$my_vault" = "ref" }."""
+#     register("my_vault", MyVault)
+#
 # Decision hooks: the first non-None result wins, and the kernel's own implementation runs last. Return None
 # to leave the call to it; ``tryfirst=True`` runs before other plugins, ``wrapper=True`` wraps the whole call.
 #
