@@ -146,3 +146,70 @@ def test_a_provided_secret_is_cleaned_and_registered() -> None:
     from aeon_kernel import scrub_secrets
 
     assert scrub_secrets(f"<{SHELL_TOKEN}>") == "<***>"
+
+
+def test_canary_credentials_survive_a_crash_and_a_resume_unseen(
+    tmp_path: Path, echo_server: tuple[str, list[str]]
+) -> None:
+    """``aeon run`` killed (SIGKILL) in the middle of a step, then ``aeon resume``: the credentials of the http
+    and shell tools ($env here: a real process, no plugin) reach the tools in both processes and no output of
+    either — stdout, stderr, the log, the store — holds them."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    host, seen = echo_server
+    responses = [
+        plan(
+            tool_step("1", "http", {"method": "GET", "url": f"http://{host}/me"}),
+            tool_step("2", "shell", {"program": "sleep", "args": ["2"]}),
+            tool_step("3", "shell", {"program": "printenv", "args": ["API_TOKEN"]}),
+            goal="check the token",
+        )
+    ]
+    (tmp_path / "responses.json").write_text(json.dumps(responses))
+    (tmp_path / "work").mkdir()
+    (tmp_path / "aeon.toml").write_text(
+        '[llm]\nuse = "scripted"\nresponses = "responses.json"\n'
+        f'[tools.http]\ngrant = ["get"]\nhosts = ["{host}"]\n'
+        'headers = { Authorization = { "$env" = "CANARY_HTTP" } }\n'
+        '[tools.shell]\ngrant = ["run"]\nprograms = ["printenv", "sleep"]\nroot = "work"\n'
+        'env = { API_TOKEN = { "$env" = "CANARY_SHELL" } }\n'
+        '[state]\nuse = "sqlite"\npath = "state.db"\n'
+    )
+    env = {**os.environ, "CANARY_HTTP": f"Bearer {HTTP_TOKEN}", "CANARY_SHELL": SHELL_TOKEN}
+    aeon = [sys.executable, "-m", "aeon_kernel"]
+    common = ["--json", "--log", "run.jsonl", "--config", "aeon.toml"]
+    first = subprocess.Popen(
+        [*aeon, "run", *common, "check the token"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not seen:  # step 1 has called the server: step 2 (two seconds of sleep) comes next
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+    time.sleep(0.7)
+    first.send_signal(signal.SIGKILL)
+    killed_out, killed_err = first.communicate(timeout=30)
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        (run_id,) = db.execute("SELECT run_id FROM runs").fetchone()
+    second = subprocess.run(
+        [*aeon, "resume", run_id, *common], cwd=tmp_path, env=env, capture_output=True, timeout=120
+    )
+    assert second.returncode == 0, second.stderr.decode()
+    result = json.loads(second.stdout)
+    assert [s["status"] for s in result["plan"]["steps"]] == ["complete", "complete", "complete"]
+    assert result["plan"]["steps"][2]["result"]["stdout"].strip() == "***"  # the child had it; the record not
+    assert seen == [f"Bearer {HTTP_TOKEN}"]  # step 1 ran once, before the crash
+    written = everything_written(tmp_path)
+    del written["responses.json"], written["aeon.toml"]
+    outputs = {"run stdout": killed_out, "run stderr": killed_err, "resume stdout": second.stdout, **written}
+    outputs["resume stderr"] = second.stderr
+    for token in (HTTP_TOKEN, SHELL_TOKEN):
+        assert_no_leak(outputs, token)
