@@ -86,6 +86,8 @@ class Engine:
         self._llm: ModelClient | None = None
         self._memory: Memory | None = None
         self._tools: ToolRegistry | None = None
+        #: the tools built so far, by registered name: built once, whether for a run or for a check
+        self._built_tools: dict[str, list[Tool]] = {}
         self._validator: Validator | None = None
         self._supervisor: Supervisor | None = None
         self._convergence: ConvergenceEngine | None = None
@@ -261,8 +263,14 @@ class Engine:
 
     def _tool(self, name: str) -> list[Tool]:
         """The tools registered as ``name`` — one, or a toolset's members (``name.*``, an MCP server's tools) —
-        built with the ``[tools.<name>]`` options and ``grant``. A tool that declares permissions is not built at
-        all (``[]``) while nothing grants it any; asked for without a grant, it is a ConfigError."""
+        built with the ``[tools.<name>]`` options and ``grant``, once (an MCP server is started once). A tool that
+        declares permissions is not built at all (``[]``) while nothing grants it any; asked for without a grant,
+        it is a ConfigError."""
+        if name not in self._built_tools:
+            self._built_tools[name] = self._build_tool(name)
+        return self._built_tools[name]
+
+    def _build_tool(self, name: str) -> list[Tool]:
         registry = self.registries["tools"]
         options = dict(self.config.tool_options.get(name, {}))
         grant = _grant(name, options.pop("grant", None))
@@ -533,7 +541,7 @@ class Engine:
     def close(self) -> None:
         for sink in self._sinks:
             sink.close()
-        for tool in self._tools or ():
+        for tool in (tool for built in self._built_tools.values() for tool in built):
             close = getattr(tool, "close", None)
             if callable(close):  # a tool holding a connection or a process (an MCP server's session)
                 close()
