@@ -246,6 +246,31 @@ class Engine:
             self._tools = tools
         return self._tools
 
+    def tool_overview(self) -> list[dict[str, Any]]:
+        """Every registered tool: whether runs get it (and why not), the permissions it declares and those granted,
+        and the tools it stands for (a toolset's members) — ``aeon tools --all``."""
+        self.tools  # noqa: B018 - builds what runs get, so _built_tools holds it
+        enabled = self._tool_names()
+        overview = []
+        for name in self.registries["tools"].names():
+            members = self._built_tools.get(name, [])
+            declared = _declared_permissions(self.registries["tools"].get(name).factory)
+            if declared is None:
+                declared = members[0].permissions if members else {}
+            entry: dict[str, Any] = {
+                "name": name,
+                "on": bool(members),
+                "permissions": declared,
+                "granted": sorted(members[0].granted) if members else [],
+                "tools": [tool.name for tool in members],
+            }
+            if name not in enabled:
+                entry["why_off"] = "not in [tools] enabled"
+            elif not members and declared:
+                entry["why_off"] = f"nothing granted: add grant = [...] to [tools.{name}]"
+            overview.append(entry)
+        return overview
+
     def _tool_names(self) -> list[str]:
         enabled = self.config.tools_enabled
         return list(enabled) if enabled is not None else self.registries["tools"].names()

@@ -288,11 +288,14 @@ def plugins(config: str | None, check: bool) -> None:
 
 @cli.command()
 @click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
-def tools(config: str | None) -> None:
-    """Print the registered tools with their input and output schemas, as JSON."""
+@click.option(
+    "--all", "every", is_flag=True, help="List every registered tool: on or off, its permissions and grant."
+)
+def tools(config: str | None, every: bool) -> None:
+    """Print the tools runs get (what the model is offered) with their input and output schemas, as JSON."""
     try:
         with _engine(config) as engine:
-            exported = engine.tools.export_tools_for_llm()
+            exported = engine.tool_overview() if every else engine.tools.export_tools_for_llm()
     except AeonError as exc:
         _fail_setup(exc)
     echo_json(exported, indent=2)

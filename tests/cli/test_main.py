@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from click.testing import CliRunner
@@ -124,6 +125,28 @@ def test_tools_lists_schemas(project: Path) -> None:
     tools = {t["name"]: t for t in json.loads(aeon("tools", cwd=project).stdout)}
     assert tools["calculator"]["input_schema"]["required"] == ["expression"]
     assert "output_schema" in tools["echo"]
+
+
+def test_tools_all_says_which_tools_are_off_and_why(project: Path) -> None:
+    (project / "work").mkdir()
+    files = '[tools.files]\ngrant = ["read"]\nroot = "work"\n'
+    (project / "aeon.toml").write_text(f'[tools]\nenabled = ["calculator", "files"]\n{files}')
+    listed = {t["name"]: t for t in json.loads(aeon("tools", "--all", cwd=project).stdout)}
+    assert (
+        listed["files"]["on"]
+        and listed["files"]["granted"] == ["read"]
+        and listed["files"]["tools"] == ["files"]
+    )
+    assert set(listed["files"]["permissions"]) == {"read", "write", "list"}
+    assert listed["echo"]["on"] is False and listed["echo"]["why_off"] == "not in [tools] enabled"
+    assert [t["name"] for t in json.loads(aeon("tools", cwd=project).stdout)] == ["calculator", "files"]
+    (project / "aeon.toml").write_text(files)
+    listed = {t["name"]: t for t in json.loads(aeon("tools", "--all", cwd=project).stdout)}
+    assert listed["shell"]["on"] is False and listed["shell"]["permissions"] == {"run": ANY}
+    assert listed["shell"]["why_off"] == "nothing granted: add grant = [...] to [tools.shell]"
+    (project / "aeon.toml").write_text('[tools]\nenabled = ["shell"]\n')
+    failed = aeon("tools", "--all", cwd=project)
+    assert failed.returncode == 2 and "add grant = [...] to [tools.shell]" in failed.stderr
 
 
 def test_secrets_never_reach_the_log(project: Path) -> None:
