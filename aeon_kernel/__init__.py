@@ -187,6 +187,10 @@ if TYPE_CHECKING:
     from aeon_kernel.registry import (
         Register,
     )
+    from aeon_kernel.runtime.artifacts import (
+        Artifact,
+        ArtifactStore,
+    )
     from aeon_kernel.runtime.context import (
         Components,
         RunContext,
@@ -313,6 +317,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "Verdict",
         "Work",
     ),
+    "aeon_kernel.runtime.artifacts": ("Artifact", "ArtifactStore"),
     "aeon_kernel.runtime.context": (
         "Components",
         "RunContext",
@@ -405,6 +410,8 @@ __all__ = [
     "AdaptiveDepth",
     "AeonConfig",
     "AeonError",
+    "Artifact",
+    "ArtifactStore",
     "ArtifactType",
     "ClarityState",
     "ComponentBuildError",

@@ -108,12 +108,19 @@ class AeonConfig:
     allow: tuple[str, ...] | None = None
     block: tuple[str, ...] = ()
     state: Choice | None = None  # durable runs: off unless [state] names a store
+    artifacts: Choice | None = (
+        None  # every output kept (spec 004 §10.1): off unless [artifacts] names a store
+    )
     source: Path | None = None
     #: the sections the file set itself (a default may follow another setting only where the user left it open)
     explicit: frozenset[str] = frozenset()
 
     def choice(self, role: str) -> Choice:
         return self.choices[role]
+
+    def optional(self, section: str) -> Choice | None:
+        """The component an ``optional`` section (``[state]``, ``[artifacts]``) names, or None without it."""
+        return {"state": self.state, "artifacts": self.artifacts}[section]
 
     def chosen(self, section: str) -> tuple[Choice, ...]:
         """The components a ``many`` section (``[telemetry]``, ``[policy]``) names."""
@@ -156,6 +163,7 @@ class AeonConfig:
             "tools": [self.tools_enabled, self.tool_options],
             "run": [self.ttl, self.max_tokens, self.temperature],
             "state": [self.state.use, self.state.options] if self.state else None,
+            "artifacts": [self.artifacts.use, self.artifacts.options] if self.artifacts else None,
         }
         return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:16]
 
@@ -248,13 +256,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
     for name, value in (("allow", allow), ("block", block)):
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
             raise ConfigError(f"{where}: [plugins] {name} must be a list of plugin names")
-    state = None
-    if "state" in data:
-        table = _table(data, "state", where)
-        use = table.pop("use", BY_SECTION["state"].default)
-        if not isinstance(use, str) or not use:
-            raise ConfigError(f"{where}: [state] use must be a state store name, got {use!r}")
-        state = Choice(use, table)
+    state, artifacts = (_optional(data, section, where) for section in ("state", "artifacts"))
     config = AeonConfig(
         choices=choices,
         telemetry=tuple(Choice(name, _sub_table(telemetry, name, "telemetry", where)) for name in sinks),
@@ -267,6 +269,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         allow=tuple(allow) if allow is not None else None,
         block=tuple(block),
         state=state,
+        artifacts=artifacts,
         source=source,
         explicit=frozenset(data),
     )
@@ -299,6 +302,18 @@ def _check_values(value: Any, where: str, key: str = "", depth: int = 0) -> None
     elif isinstance(value, list):
         for number, item in enumerate(value):
             _check_values(item, where, f"{key}[{number}]", depth + 1)
+
+
+def _optional(data: dict[str, Any], section: str, where: str) -> Choice | None:
+    """An ``optional`` kind's choice: None without its section, else ``use`` (or the kind's default)."""
+    if section not in data:
+        return None
+    table = _table(data, section, where)
+    kind = BY_SECTION[section]
+    use = table.pop("use", kind.default)
+    if not isinstance(use, str) or not use:
+        raise ConfigError(f"{where}: [{section}] use must be the name of a {kind.label}, got {use!r}")
+    return Choice(use, table)
 
 
 def _many(data: dict[str, Any], section: str, default: list[str], where: str) -> tuple[Choice, ...]:

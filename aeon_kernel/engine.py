@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from aeon_kernel.models import Plan
     from aeon_kernel.orchestrator import Orchestrator
     from aeon_kernel.policy import Policy
+    from aeon_kernel.runtime.artifacts import ArtifactStore
     from aeon_kernel.runtime.run import Run
     from aeon_kernel.runtime.scheduler import Scheduler
     from aeon_kernel.runtime.store import StateStore
@@ -99,6 +100,7 @@ class Engine:
         self._secret_providers: dict[str, SecretProvider] = {}
         self._configured_sinks_attached = False
         self._state_store: StateStore | None = None
+        self._artifact_store: ArtifactStore | None = None
         self._manifest_parts: tuple[int, list[dict[str, Any]], str] | None = None
 
     @classmethod
@@ -343,6 +345,20 @@ class Engine:
             )
         return self._state_store
 
+    @property
+    def artifact_store(self) -> ArtifactStore | None:
+        """The store ``[artifacts]`` names, or None. Once built, every cycle's outputs and every run's answer on
+        this engine go into it (:class:`~aeon_kernel.runtime.artifacts.ArtifactCollector`)."""
+        if self._artifact_store is None and self.config.artifacts is not None:
+            from aeon_kernel.runtime.artifacts import ArtifactCollector
+
+            choice = self.config.artifacts
+            self._artifact_store = self.registries["artifact_stores"].create(
+                choice.use, **choice.resolved_options(self._secret_provider)
+            )
+            self.pm.register(ArtifactCollector(self._artifact_store), name="aeon.artifacts")
+        return self._artifact_store
+
     def _secret_provider(self, name: str) -> SecretProvider | None:
         """The secret provider a plugin registered as ``name`` (built once), or None when none did."""
         if name not in self._secret_providers:
@@ -397,6 +413,7 @@ class Engine:
             for choice in self.config.telemetry:
                 self.add_sink(choice.use, **choice.resolved_options(self._secret_provider))
         self.policies  # noqa: B018 - built before any run, so that every tool call is judged
+        self.artifact_store  # noqa: B018 - and every output kept, when [artifacts] says where
         return Orchestrator(
             self.llm,
             self.memory,
@@ -493,6 +510,8 @@ class Engine:
         wanted.append(("schedulers", scheduler, self.scheduler))
         if config.state is not None:
             wanted.append(("state_stores", config.state.use, lambda: self.state_store))
+        if config.artifacts is not None:
+            wanted.append(("artifact_stores", config.artifacts.use, lambda: self.artifact_store))
         wanted += [("policies", choice.use, lambda: self.policies) for choice in config.policies]
         if not self._configured_sinks_attached:  # as orchestrator() would attach them
             self._configured_sinks_attached = True
@@ -556,8 +575,8 @@ class Engine:
             elif kind.selection == "many":
                 for choice in config.chosen(kind.section):
                     registry.get(choice.use)
-            elif kind.selection == "optional" and config.state is not None:
-                registry.get(config.state.use)
+            elif kind.selection == "optional" and (chosen := config.optional(kind.section)) is not None:
+                registry.get(chosen.use)
             elif kind.selection == "subset":
                 for name in config.tools_enabled or ():
                     if name not in registry:
@@ -574,6 +593,8 @@ class Engine:
             self._memory.close()
         if self._state_store is not None:
             self._state_store.close()
+        if self._artifact_store is not None:
+            self._artifact_store.close()
         if self._llm is not None:
             self._llm.close()
 

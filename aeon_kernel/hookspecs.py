@@ -40,7 +40,8 @@ __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 #: 1.2 added ``aeon_register_planners``, ``aeon_register_schedulers`` and ``aeon_invoke_tool``; 1.3 the spec 003
 #: kinds (``aeon_register_depth_heuristics``, ``aeon_register_semantic_validators``) and ``aeon_pass_event``; 1.4
 #: the spec 004 kinds (``aeon_register_nodes``, ``aeon_register_retrieval_policies``); 1.5
-#: ``aeon_register_policies``, ``aeon_register_secret_providers`` and ``ToolContext.node``.
+#: ``aeon_register_policies``, ``aeon_register_secret_providers``, ``aeon_register_artifact_stores`` and
+#: ``ToolContext.node``.
 HOOKSPEC_VERSION: Final = "1.5"
 
 
@@ -140,6 +141,18 @@ def aeon_register_state_stores(register: Register) -> None:
         :class:`~aeon_kernel.runtime.store.StateStore`, with ``options`` from the ``[state]`` table.
 
     Called once when an engine builds its registries. Runs are persisted only when ``[state] use`` names a store.
+    """
+
+
+@hookspec
+def aeon_register_artifact_stores(register: Register) -> None:
+    """Register artifact stores (spec 004 §10.1): where every run's outputs are kept, indexed for lookup.
+
+    :param register: ``register(name, factory)``; ``factory(**options)`` returns an
+        :class:`~aeon_kernel.runtime.artifacts.ArtifactStore`. ``[artifacts] use = NAME`` chooses one (off without
+        ``[artifacts]`` in code; the CLI keeps one in the user data directory); ``aeon-core`` registers ``sqlite``.
+
+    Called once when an engine builds its registries.
     """
 
 

@@ -60,6 +60,7 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("retrieval_policies", "context retrieval policy", "retrieval_policies", "named"),
     Kind("secret_providers", "secret provider", "secret_providers", "named"),
     Kind("state_stores", "state store", "state", "optional", "sqlite"),
+    Kind("artifact_stores", "artifact store", "artifacts", "optional", "sqlite"),
 )
 
 BY_NAME: Final[dict[str, Kind]] = {kind.name: kind for kind in KINDS}

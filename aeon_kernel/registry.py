@@ -49,6 +49,7 @@ CONTRACTS: Final[dict[str, str]] = {
     "policies": "aeon_kernel.policy:Policy",
     "secret_providers": "aeon_kernel.contracts:SecretProvider",
     "state_stores": "aeon_kernel.runtime.store:StateStore",
+    "artifact_stores": "aeon_kernel.runtime.artifacts:ArtifactStore",
 }
 _REDACTED: Final = "**********"
 

@@ -28,6 +28,8 @@ from aeon_kernel.secrets import scrub_secrets
 from aeon_kernel.version import __version__
 
 EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3}
+#: ``aeon_kernel.runtime.artifacts.ArtifactKind``, written out: the CLI does not import the data model to start
+ARTIFACT_KINDS: Final = ("plan", "tool_result", "step_output", "stage_output", "answer", "telemetry", "evaluation")
 EXIT_SETUP_ERROR: Final = 2
 
 
@@ -246,6 +248,54 @@ def stats(run_id: str, config: str | None, log_path: str | None, as_json: bool) 
 def _stored_entries(config: str | None, run_id: str) -> list[dict[str, Any]]:
     with _recorded_runs(config) as engine:
         return [entry.model_dump(mode="json") for entry in engine.state_store.load(run_id).entries]
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
+@click.option("--node", help="Only what this plan step or flow node produced.")
+@click.option(
+    "--schema", "schema_name", help="Only outputs validated against this schema (Plan, tool:calculator, ...)."
+)
+@click.option(
+    "--kind",
+    type=click.Choice(
+        ["plan", "tool_result", "step_output", "stage_output", "answer", "telemetry", "evaluation"]
+    ),
+    help="Only artifacts of this kind.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the artifacts as JSON, values whole.")
+def artifacts(
+    run_id: str,
+    config: str | None,
+    node: str | None,
+    schema_name: str | None,
+    kind: str | None,
+    as_json: bool,
+) -> None:
+    """The outputs of the run RUN_ID from the artifact store ([artifacts], else the user data directory's):
+    validated plans and outputs, tool results, cycle records, the answer."""
+    try:
+        with _recorded_runs(config) as engine:
+            assert engine.artifact_store is not None  # with_default_store always names one
+            found = engine.artifact_store.find(run_id, node=node, schema_name=schema_name, kind=kind)
+    except AeonError as exc:
+        _fail_setup(exc)
+    if as_json:
+        echo_json([artifact.model_dump(mode="json") for artifact in found])
+        return
+    if not found:
+        click.echo(
+            f"no artifacts for run {run_id} (with these filters); aeon runs lists the recorded runs", err=True
+        )
+        sys.exit(1)
+    for artifact in found:
+        value = json.dumps(artifact.value, ensure_ascii=False)
+        value = value if len(value) <= 60 else value[:59] + "…"
+        where = artifact.node or "-"
+        click.echo(
+            f"{artifact.cycle:>4}  {artifact.kind:<12}  {where:<10}  {artifact.schema_name or '-':<16}  {value}"
+        )
 
 
 @contextlib.contextmanager

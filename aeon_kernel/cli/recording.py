@@ -2,8 +2,9 @@
 reads runs) work on the run a user just made, without a flag set in advance.
 
 Where a configuration names no ``[state]`` store, the CLI uses a SQLite store in the user's data directory
-(``platformdirs``: ``~/.local/share/aeon`` on Linux; ``$AEON_DATA_DIR`` overrides it); where it names no JSONL sink
-and ``--log`` is not given, the run's lines are appended to ``runs.jsonl`` there. ``--no-log`` opts out. The
+(``platformdirs``: ``~/.local/share/aeon`` on Linux; ``$AEON_DATA_DIR`` overrides it), and keeps the run's
+artifacts (``aeon artifacts``) beside the SQLite state store where it names no ``[artifacts]``; where it names no
+JSONL sink and ``--log`` is not given, the run's lines are appended to ``runs.jsonl`` there. ``--no-log`` opts out. The
 embedding API stays explicit: ``Engine`` records only what its configuration says.
 """
 
@@ -44,10 +45,15 @@ def _ready() -> Path:
 
 
 def with_default_store(config: AeonConfig) -> AeonConfig:
-    """``config``, with the data directory's state store when it names none."""
-    if config.state is not None:
-        return config
-    return dataclasses.replace(config, state=Choice("sqlite", {"path": str(_ready() / STATE_FILE)}))
+    """``config``, with the data directory's state store where it names none, and an artifact store beside its
+    SQLite state store (``runs.db`` -> ``runs-artifacts.db``) where it names none."""
+    if config.state is None:
+        config = dataclasses.replace(config, state=Choice("sqlite", {"path": str(_ready() / STATE_FILE)}))
+    state_path = config.state.options.get("path") if config.state and config.state.use == "sqlite" else None
+    if config.artifacts is None and isinstance(state_path, str):
+        beside = Path(state_path).with_name(f"{Path(state_path).stem}-artifacts.db")
+        config = dataclasses.replace(config, artifacts=Choice("sqlite", {"path": str(beside)}))
+    return config
 
 
 def default_log(config: AeonConfig) -> Path | None:

@@ -281,6 +281,9 @@ class FlowScheduler(Scheduler):
             "started": stage.started,
             "duration_ms": stage.duration_ms,
         }
+        schema = self.flow.nodes[stage.node_id].output_schema
+        if schema and stage.succeeded:
+            record["schema"] = schema  # the output was validated against it
         if stage.context:
             record["context"] = stage.context
         if stage.tool_calls:

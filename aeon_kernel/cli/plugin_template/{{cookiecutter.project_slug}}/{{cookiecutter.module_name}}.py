@@ -373,6 +373,12 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #     """Secret providers: ``factory()`` returns a ``SecretProvider``, asked for { "$my_vault" = "ref" }."""
 #     register("my_vault", MyVault)
 #
+#
+# @hookimpl
+# def aeon_register_artifact_stores(register: Register) -> None:
+#     """Artifact stores: ``factory(**options)`` returns an ``ArtifactStore``; [artifacts] use = NAME."""
+#     register("my_store", MyArtifactStore)
+#
 # Decision hooks: the first non-None result wins, and the kernel's own implementation runs last. Return None
 # to leave the call to it; ``tryfirst=True`` runs before other plugins, ``wrapper=True`` wraps the whole call.
 #

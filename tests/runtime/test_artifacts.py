@@ -1,0 +1,182 @@
+"""Artifacts (spec 004 §10.1, issue 15): every validated output, tool result and cycle record of a run, in a store
+indexed by run, node or step, schema and kind; read back by ``aeon artifacts``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+
+from aeon_kernel import Artifact, ArtifactStore, Engine, Register, RunStoreError, hookimpl, register_secret
+from aeon_kernel.cli.main import ARTIFACT_KINDS
+from aeon_kernel.config import parse_config
+from aeon_kernel.runtime.artifacts import ArtifactKind
+from aeon_plugins.sqlite_artifacts import SQLiteArtifactStore
+from tests.flow.test_engine import EXIT, START, Demo, chain, write_flow
+from tests.support.builders import answer, llm_step, plan, tool_step
+
+CANARY = "art-cAnAry-sEcret-7Qw2Lp9Zx4"
+
+
+def scripted(tmp_path: Path, *replies: Any) -> dict[str, Any]:
+    path = tmp_path / "responses.json"
+    path.write_text(json.dumps([r if isinstance(r, str) else json.dumps(r) for r in replies]))
+    return {"use": "scripted", "responses": str(path)}
+
+
+def run(
+    tmp_path: Path, *replies: Any, request: str = "add 5 and 10, then divide by zero"
+) -> tuple[str, Path]:
+    db = tmp_path / "artifacts.db"
+    config = parse_config({"llm": scripted(tmp_path, *replies), "artifacts": {"path": str(db)}})
+    with Engine(config) as engine:
+        result = engine.run(request)
+    return result["run_id"], db
+
+
+def test_a_run_keeps_its_plan_tool_results_step_outputs_records_and_answer(tmp_path: Path) -> None:
+    the_plan = plan(
+        tool_step("1", "calculator", {"expression": "5 + 10"}),
+        tool_step("2", "calculator", {"expression": "1 / 0"}),
+        llm_step("3", "say the sum"),
+    )
+    run_id, db = run(tmp_path, the_plan, answer("The sum is 15"))
+    store = SQLiteArtifactStore(db)
+    found = store.find(run_id)
+    assert [(a.kind, a.node, a.schema_name) for a in found if a.kind != "telemetry"] == [
+        ("plan", None, "Plan"),
+        ("tool_result", "1", "tool:calculator"),
+        ("step_output", "1", None),
+        ("step_output", "3", None),
+        ("answer", None, None),
+    ]
+    assert found[0].value["steps"][0]["arguments"] == {"expression": "5 + 10"}
+    assert store.find(run_id, node="1", kind="tool_result")[0].value == {"expression": "5 + 10", "value": 15}
+    assert store.find(run_id, node="2", kind="tool_result") == []  # the division failed: no result to keep
+    records = store.find(run_id, schema_name="LogEntry")
+    assert [a.cycle for a in records] == [1, 2, 3, 4] and records[2].value["errors"]  # the failed cycle too
+    assert store.find(run_id, kind="answer")[0].value == "The sum is 15"
+    assert store.find("no-such-run") == []
+    store.close()
+
+
+def test_a_flow_keeps_each_stage_output_with_its_schema_and_task(tmp_path: Path) -> None:
+    schemas = {"text": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}}
+    loud = {"id": "loud", "role": "linear", "impl": "demo.shout", "output_schema": "text"}
+    directory = write_flow(tmp_path / "flow", chain(START, loud, EXIT), schemas=schemas)
+    config = parse_config({"memory": {"use": "in_memory"}, "artifacts": {"path": str(tmp_path / "a.db")}})
+    with Engine.from_config_dir(directory, config, plugins=[Demo()]) as flows:
+        result = flows.run({"text": "hi"})
+        store = flows.engine.artifact_store
+        assert store is not None
+        stages = store.find(result.run.run_id, kind="stage_output")
+    assert [(a.node, a.task, a.schema_name, a.value) for a in stages] == [
+        ("in", "t1", None, {"text": "hi"}),
+        ("loud", "t1", "text", {"text": "HI!"}),
+        ("out", "t1", None, {"text": "HI!"}),
+    ]
+
+
+def test_no_secret_is_stored(tmp_path: Path) -> None:
+    register_secret(CANARY)
+    the_plan = plan(tool_step("1", "echo", {"message": f"the key is {CANARY}"}), goal=f"echo {CANARY}")
+    run_id, db = run(tmp_path, the_plan, request=f"echo {CANARY}")
+    stored = db.read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("artifacts.db-*"))
+    assert CANARY.encode() not in stored and CANARY[:12].encode() not in stored
+    store = SQLiteArtifactStore(db)
+    assert store.find(run_id, kind="tool_result")[0].value == {"message": "the key is ***"}
+    store.close()
+
+
+def test_a_file_that_is_not_an_artifact_store_is_a_clear_error(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE artifacts (name TEXT)")
+    with pytest.raises(RunStoreError, match="holds an 'artifacts' table that is not Aeon's"):
+        SQLiteArtifactStore(foreign)
+    (tmp_path / "garbage.db").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(RunStoreError, match=r"cannot use .* as an artifact store"):
+        SQLiteArtifactStore(tmp_path / "garbage.db")
+
+
+class Kept(ArtifactStore):
+    """A store a plugin provides: keeps what it is given, in memory."""
+
+    instances: list[Kept] = []
+
+    def __init__(self, label: str = "") -> None:
+        self.label, self.kept = label, []
+        self.closed = False
+        Kept.instances.append(self)
+
+    def put(self, artifacts: Any) -> None:
+        self.kept.extend(artifacts)
+
+    def find(
+        self, run_id: str, *, node: Any = None, schema_name: Any = None, kind: Any = None
+    ) -> list[Artifact]:
+        return [a for a in self.kept if a.run_id == run_id]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_hook_aeon_register_artifact_stores(tmp_path: Path) -> None:
+    class Plugin:
+        @hookimpl
+        def aeon_register_artifact_stores(self, register: Register) -> None:
+            register("kept", Kept)
+
+    the_plan = plan(tool_step("1", "calculator", {"expression": "2 * 21"}))
+    config = parse_config({"llm": scripted(tmp_path, the_plan), "artifacts": {"use": "kept", "label": "x"}})
+    with Engine(config, plugins=[Plugin()]) as engine:
+        result = engine.run("double 21")
+    (store,) = Kept.instances
+    assert store.label == "x" and store.closed  # built with its options, closed with the engine
+    assert {a.kind for a in store.kept} == {"plan", "tool_result", "step_output", "telemetry", "answer"}
+    assert all(a.run_id == result["run_id"] for a in store.kept)
+
+
+def test_the_cli_keeps_artifacts_by_default_and_shows_them(tmp_path: Path) -> None:
+    (tmp_path / "responses.json").write_text(
+        json.dumps([json.dumps(plan(tool_step("1", "calculator", {"expression": "6 * 7"})))])
+    )
+    (tmp_path / "aeon.toml").write_text('[llm]\nuse = "scripted"\nresponses = "responses.json"\n')
+
+    def aeon(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "aeon_kernel", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    done = aeon("run", "--json", "multiply 6 by 7")
+    run_id = json.loads(done.stdout)["run_id"]
+    listed = aeon("artifacts", run_id)
+    assert listed.returncode == 0, listed.stderr
+    assert (
+        "tool_result" in listed.stdout
+        and "tool:calculator" in listed.stdout
+        and '"value": 42' in listed.stdout
+    )
+    only = json.loads(aeon("artifacts", run_id, "--schema", "tool:calculator", "--json").stdout)
+    assert [a["value"] for a in only] == [{"expression": "6 * 7", "value": 42}]
+    assert json.loads(aeon("artifacts", run_id, "--node", "1", "--kind", "step_output", "--json").stdout)[0][
+        "value"
+    ] == {
+        "expression": "6 * 7",
+        "value": 42,
+    }
+    missing = aeon("artifacts", "nope")
+    assert missing.returncode == 1 and "no artifacts for run nope" in missing.stderr
+
+
+def test_the_cli_lists_every_kind() -> None:
+    assert get_args(ArtifactKind) == ARTIFACT_KINDS
