@@ -29,7 +29,15 @@ from aeon_kernel.version import __version__
 
 EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3}
 #: ``aeon_kernel.runtime.artifacts.ArtifactKind``, written out: the CLI does not import the data model to start
-ARTIFACT_KINDS: Final = ("plan", "tool_result", "step_output", "stage_output", "answer", "telemetry", "evaluation")
+ARTIFACT_KINDS: Final = (
+    "plan",
+    "tool_result",
+    "step_output",
+    "stage_output",
+    "answer",
+    "telemetry",
+    "evaluation",
+)
 EXIT_SETUP_ERROR: Final = 2
 
 
