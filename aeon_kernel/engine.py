@@ -449,6 +449,7 @@ class Engine:
             "hookspec_version": HOOKSPEC_VERSION,
             "plugins": [dict(plugin) for plugin in plugins],  # a copy: a hook may keep or change its manifest
             "config_fingerprint": fingerprint,
+            "llm": self.config.choice("llm").use,  # the adapter chosen (a replay answers for it)
             "model": self.llm.model_id,
             "cassette": {"record": str(self.record)}
             if self.record

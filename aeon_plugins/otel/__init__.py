@@ -91,6 +91,8 @@ class _OpenRun:
     last_end: int
     #: the model the run asks (its manifest's ``model``): ``gen_ai.request.model``
     model: str | None
+    #: ``gen_ai.provider.name``: the sink's ``provider_name``, else the manifest's ``llm`` (the adapter chosen)
+    provider: str
 
 
 class OtelSink(TelemetrySink):
@@ -103,8 +105,8 @@ class OtelSink(TelemetrySink):
         that does not answer.
     :param capture_content: add the request, the completions, the answer, supervisor repairs and tool arguments
         and results (scrubbed, cut at ``max_content_length`` characters).
-    :param provider_name: ``gen_ai.provider.name`` (``"openai"``, ...): the sink cannot see which adapter
-        ``[llm]`` chose.
+    :param provider_name: ``gen_ai.provider.name`` (``"openai"``, ...); by default the adapter ``[llm]`` chose,
+        as the run's manifest names it (``llama_cpp``, ``openai``, ``scripted``).
     :param tracer_provider: an embedder's provider, in code (not with ``exporter``): ``close()`` only flushes it.
     """
 
@@ -117,7 +119,7 @@ class OtelSink(TelemetrySink):
         service_name: str = "aeon",
         capture_content: bool = False,
         max_content_length: int = 8192,
-        provider_name: str = "unknown",
+        provider_name: str | None = None,
         agent_name: str = "aeon",
         tracer_provider: TracerProvider | None = None,
     ) -> None:
@@ -181,9 +183,11 @@ class OtelSink(TelemetrySink):
         operation = "invoke_workflow" if flow else "invoke_agent"
         name = str(flow.get("name") or "flow") if flow else self.agent_name
         model = manifest.get("model") if isinstance(manifest.get("model"), str) else None
+        chosen = manifest.get("llm") if isinstance(manifest.get("llm"), str) else None
+        provider = self.provider_name or chosen or "unknown"
         values: dict[str, Any] = {
             OPERATION: operation,
-            PROVIDER: self.provider_name,
+            PROVIDER: provider,
             WORKFLOW_NAME if flow else AGENT_NAME: name,
             CONVERSATION: run_id,
             REQUEST_MODEL: model,
@@ -205,7 +209,7 @@ class OtelSink(TelemetrySink):
             text = messages("user", request, self.max_content_length)
             span.add_event("aeon.request", attributes({INPUT_MESSAGES: text}), timestamp=now)
         with self._lock:
-            self._runs[run_id] = _OpenRun(span, now, model)
+            self._runs[run_id] = _OpenRun(span, now, model, provider)
 
     @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
@@ -256,7 +260,7 @@ class OtelSink(TelemetrySink):
             # the cycle's model calls are the last ``llm_calls`` of the state's history (the run appends them)
             count = int(entry.usage.get("llm_calls", 0) or 0)
             calls = state.llm_outputs[len(state.llm_outputs) - count :] if count > 0 else ()
-            self._model_spans(cycle, calls, entry.run_id, run.model, start, end, sorted(busy))
+            self._model_spans(cycle, calls, entry.run_id, run.model, run.provider, start, end, sorted(busy))
         finally:
             cycle.end(end)
 
@@ -376,6 +380,7 @@ class OtelSink(TelemetrySink):
         calls: Sequence[Mapping[str, Any]],
         run_id: str,
         requested: str | None,
+        provider: str,
         low: int,
         high: int,
         busy: list[tuple[int, int]],
@@ -394,7 +399,7 @@ class OtelSink(TelemetrySink):
             finish = call.get("finish_reason") if isinstance(call.get("finish_reason"), str) else None
             values = {
                 OPERATION: "chat",
-                PROVIDER: self.provider_name,
+                PROVIDER: provider,
                 REQUEST_MODEL: requested or model,
                 RESPONSE_MODEL: model,
                 # recorded only by a kernel whose calls carry them: the sink gets no [run] settings

@@ -28,6 +28,8 @@ def check(**options: Any) -> None:
     """Raise a ConfigError naming the first option that cannot work."""
     for name in ("service_name", "provider_name", "agent_name"):
         value = options[name]
+        if name == "provider_name" and value is None:
+            continue  # the run's adapter
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"otel sink: {name} must be a non-empty string")
     if not isinstance(options["capture_content"], bool):

@@ -128,6 +128,18 @@ def test_the_attribute_names_are_those_of_the_installed_semantic_conventions() -
 # --- a run -------------------------------------------------------------------------------------------------------
 
 
+def test_the_provider_is_the_adapter_the_run_chose_unless_configured(tmp_path: Path) -> None:
+    with engine_for(tmp_path, MIXED_REPLIES) as engine:
+        engine.run("add 5 and 10")
+        spans = finished(engine)
+    providers = {
+        span.attributes.get("gen_ai.provider.name")
+        for span in spans
+        if span.name.startswith(("chat", "invoke"))
+    }
+    assert providers == {"scripted"}
+
+
 def test_a_run_is_one_trace_of_cycles_with_model_and_tool_calls(tmp_path: Path) -> None:
     with engine_for(tmp_path, MIXED_REPLIES, provider_name="openai") as engine:
         result = engine.run("add 5 and 10")
