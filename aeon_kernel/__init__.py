@@ -230,6 +230,7 @@ if TYPE_CHECKING:
         FunctionTool,
         Tool,
         ToolRegistry,
+        workspace_root,
     )
 
 #: module -> the public names it defines
@@ -253,6 +254,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "FunctionTool",
         "Tool",
         "ToolRegistry",
+        "workspace_root",
     ),
     "aeon_kernel.invocation": ("ToolContext",),
     "aeon_kernel.engine": ("Engine",),
@@ -543,6 +545,7 @@ __all__ = [
     "tools_not_in",
     "utc_now",
     "validate_against",
+    "workspace_root",
 ]
 
 

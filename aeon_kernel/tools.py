@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from aeon_kernel.errors import ToolRegistrationError, ValidationError
+from aeon_kernel.errors import ConfigError, ToolRegistrationError, ValidationError
 from aeon_kernel.schemas import check_schema, schema_errors
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -173,3 +174,23 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+
+#: directories that hold the kernel's and the devices' view of the machine: never a tool's workspace
+_SYSTEM_DIRECTORIES: Final = tuple(Path(p) for p in ("/proc", "/sys", "/dev"))
+
+
+def workspace_root(root: Path | None, tool: str) -> Path:
+    """``root`` resolved, once checked as a directory a tool may work in: set, existing, and neither the
+    filesystem's root nor under ``/proc``, ``/sys`` or ``/dev``. A ConfigError names ``[tools.<tool>] root``."""
+    if root is None:
+        raise ConfigError(f'the {tool} tool needs a root: set root = "a/directory" in [tools.{tool}]')
+    expanded = root.expanduser()
+    if not expanded.is_dir():
+        raise ConfigError(f"[tools.{tool}] root {str(expanded)!r} is not an existing directory")
+    resolved = expanded.resolve()
+    if resolved == Path(resolved.anchor) or any(
+        resolved == system or system in resolved.parents for system in _SYSTEM_DIRECTORIES
+    ):
+        raise ConfigError(f"[tools.{tool}] root {str(resolved)!r} is a system directory, not a workspace")
+    return resolved

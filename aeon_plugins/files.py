@@ -26,13 +26,11 @@ from typing import Any, Final
 
 from pydantic import Field, model_validator
 
-from aeon_kernel import ConfigError, Register, Tool, ToolError, hookimpl
+from aeon_kernel import Register, Tool, ToolError, hookimpl, workspace_root
 
 OPERATIONS: Final = ("list", "read", "write")
 MAX_PATH_BYTES: Final = 1024
 MAX_PART_BYTES: Final = 255
-#: roots that hold the kernel's and devices' view of the machine, never a workspace
-_SYSTEM_ROOTS: Final = tuple(Path(p) for p in ("/proc", "/sys", "/dev"))
 _OPEN_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: a Windows drive ("C:"), which a model may write for an absolute path
 _DRIVE: Final = re.compile(r"[A-Za-z]:")
@@ -112,17 +110,7 @@ class FilesTool(Tool):
     def _usable_root(self) -> FilesTool:
         if not self.granted:
             return self
-        if self.root is None:
-            raise ConfigError('the files tool needs a root: set root = "a/directory" in [tools.files]')
-        root = self.root.expanduser()
-        if not root.is_dir():
-            raise ConfigError(f"[tools.files] root {str(root)!r} is not an existing directory")
-        resolved = root.resolve()
-        if resolved == Path(resolved.anchor) or any(
-            resolved == system or system in resolved.parents for system in _SYSTEM_ROOTS
-        ):
-            raise ConfigError(f"[tools.files] root {str(resolved)!r} is a system directory, not a workspace")
-        object.__setattr__(self, "root", resolved)
+        object.__setattr__(self, "root", workspace_root(self.root, "files"))
         return self
 
     def required_permissions(self, arguments: dict[str, Any]) -> frozenset[str]:

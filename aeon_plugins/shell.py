@@ -55,7 +55,16 @@ from typing import Any, ClassVar, Final
 
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 
-from aeon_kernel import ConfigError, Register, Tool, ToolError, hookimpl, is_utf8, register_secret
+from aeon_kernel import (
+    ConfigError,
+    Register,
+    Tool,
+    ToolError,
+    hookimpl,
+    is_utf8,
+    register_secret,
+    workspace_root,
+)
 
 #: where program names are looked up, and the ``PATH`` the programs get
 SEARCH_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
@@ -67,8 +76,6 @@ DRAIN_SECONDS: Final = 1.0
 #: how often to look whether the program exited, where a pidfd cannot tell
 _POLL_SECONDS: Final = 0.02
 _READ_BYTES: Final = 65536
-#: roots that hold the kernel's and devices' view of the machine, never a workspace
-_SYSTEM_ROOTS: Final = tuple(Path(p) for p in ("/proc", "/sys", "/dev"))
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EXIT: Final = "exit"
 
@@ -156,17 +163,7 @@ class ShellTool(Tool):
             return self
         if not self.programs:
             raise ConfigError('the shell tool needs programs to run: set programs = ["..."] in [tools.shell]')
-        if self.root is None:
-            raise ConfigError('the shell tool needs a root: set root = "a/directory" in [tools.shell]')
-        root = self.root.expanduser()
-        if not root.is_dir():
-            raise ConfigError(f"[tools.shell] root {str(root)!r} is not an existing directory")
-        resolved = root.resolve()
-        if resolved == Path(resolved.anchor) or any(
-            resolved == system or system in resolved.parents for system in _SYSTEM_ROOTS
-        ):
-            raise ConfigError(f"[tools.shell] root {str(resolved)!r} is a system directory, not a workspace")
-        object.__setattr__(self, "root", resolved)
+        object.__setattr__(self, "root", workspace_root(self.root, "shell"))
         self._paths = {name: _program_path(name) for name in self.programs}
         for name, value in self.env.items():
             shown = "its value" if isinstance(value, SecretStr) else repr(value)
