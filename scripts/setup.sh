@@ -20,6 +20,13 @@ if [[ "$extras" == *dev* ]] && ! command -v redis-server >/dev/null; then
     [[ "$(id -u)" == 0 ]] || sudo="sudo"
     $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server
 fi
+if [[ "$extras" == *dev* ]] && ! command -v chromium >/dev/null; then
+    # The inspector's browser tests (tests/cli/test_inspect.py) drive Debian's chromium through Playwright, which
+    # never downloads a browser of its own here.
+    sudo=""
+    [[ "$(id -u)" == 0 ]] || sudo="sudo"
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium
+fi
 
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}"
 

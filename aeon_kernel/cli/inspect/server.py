@@ -1,0 +1,97 @@
+"""The inspector's HTTP server: the standard library's, on the loopback interface only, GET and HEAD only.
+
+Bound to 127.0.0.1 (a free port unless one is asked for), so nothing beyond this machine can reach it; a request
+whose ``Host`` is not this address (DNS rebinding: a page elsewhere naming its own host that resolves here) is
+refused. Any other method is refused too: no request can change a run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Final
+from urllib.parse import urlsplit
+
+from aeon_kernel.cli.inspect.app import Inspector, Response
+from aeon_kernel.cli.inspect.sources import Catalog
+
+HOST: Final = "127.0.0.1"
+
+
+class InspectorServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, inspector: Inspector, port: int = 0) -> None:
+        super().__init__((HOST, port), Handler)
+        self.inspector = inspector
+        self.allowed_hosts = {f"{HOST}:{self.port}", f"localhost:{self.port}"}
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}/"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: InspectorServer
+    server_version = "aeon-inspect"
+    sys_version = ""
+
+    def do_GET(self) -> None:
+        self._answer(head=False)
+
+    def do_HEAD(self) -> None:
+        self._answer(head=True)
+
+    def _refuse(self) -> None:
+        self._send(
+            Response(405, "text/plain; charset=utf-8", b"the inspector is read-only: GET only\n"), False
+        )
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = _refuse
+
+    def _answer(self, *, head: bool) -> None:
+        if self.headers.get("Host", "") not in self.server.allowed_hosts:
+            self._send(Response(403, "text/plain; charset=utf-8", b"unknown Host\n"), head)
+            return
+        parts = urlsplit(self.path)
+        self._send(self.server.inspector.handle(parts.path, parts.query), head)
+
+    def _send(self, response: Response, head: bool) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        if response.status == 405:
+            self.send_header("Allow", "GET, HEAD")
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if not head:
+            self.wfile.write(response.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: a page opens dozens of cycles; errors reach the ``aeon.inspect`` logger instead."""
+
+
+def start(catalog: Catalog, port: int = 0) -> InspectorServer:
+    """A server for ``catalog`` on 127.0.0.1, bound (``port`` 0: a free one) but not yet serving."""
+    return InspectorServer(Inspector(catalog), port)
+
+
+@contextmanager
+def serving(catalog: Catalog, port: int = 0) -> Iterator[InspectorServer]:
+    """The server, serving in a background thread until the block ends (tests, embedding)."""
+    server = start(catalog, port)
+    thread = threading.Thread(target=server.serve_forever, name="aeon-inspect", daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
