@@ -36,12 +36,17 @@ from aeon_kernel import (
     RunStoreError,
     RunSummary,
     StateStore,
-    StepStatus,
     StoredRun,
+    check_claim,
+    failure_text,
     hookimpl,
     is_utf8,
-    scrub_secrets,
-    scrub_secrets_json,
+    plan_snapshots,
+    storable_json,
+    storable_model_json,
+    storable_result,
+    storable_text,
+    stored_state,
     utc_now,
 )
 
@@ -118,21 +123,6 @@ _UPDATE_COUNTERS: Final = (
 _UPDATE_HELD_COUNTERS: Final = _UPDATE_COUNTERS + " AND owner_token = ?"
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a running (not zombie) process on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
 class SqliteStateStore(StateStore):
     def __init__(
         self, path: str | Path = DEFAULT_PATH, timeout: float = 30.0, synchronous: str = "NORMAL"
@@ -141,7 +131,7 @@ class SqliteStateStore(StateStore):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = Path(path)
         #: the path as messages show it (one from bytes that are not UTF-8 is escaped)
-        self._shown_path = _text(str(self.path))
+        self._shown_path = storable_text(str(self.path))
         self._lock = threading.Lock()
         #: the runs this store's claims hold, and their tokens
         self._claims: dict[str, str] = {}
@@ -195,18 +185,18 @@ class SqliteStateStore(StateStore):
                 _INSERT_RUN,
                 (
                     state.run_id,
-                    _text(state.request),
-                    _text(state.plan.goal) if state.plan else None,
+                    storable_text(state.request),
+                    storable_text(state.plan.goal) if state.plan else None,
                     state.status,
                     state.ttl_remaining,
                     state.cycle,
                     _opt_text(state.current_step_id),
-                    _dumps(manifest),
+                    storable_json(manifest),
                     now,
                     now,
                     os.getpid(),
                     self._host,
-                    _dumps(state.scheduler_state) if state.scheduler_state else None,
+                    storable_json(state.scheduler_state) if state.scheduler_state else None,
                     token,
                 ),
             )
@@ -229,23 +219,17 @@ class SqliteStateStore(StateStore):
             # Keeping it would make every cycle row as large as the plan (quadratic growth over a long run).
             db.execute(
                 "INSERT INTO cycles VALUES (?, ?, ?, ?)",
-                (state.run_id, entry.step_number, _model_json(entry, {"plan_state"}), _dumps(llm_outputs)),
+                (
+                    state.run_id,
+                    entry.step_number,
+                    storable_model_json(entry, {"plan_state"}),
+                    storable_json(llm_outputs),
+                ),
             )
 
     def finish_run(self, state: OrchestrationState, result: dict[str, Any]) -> None:
         """Record the end of the run; when its result cannot be stored whole, a summary of it (never left running)."""
-        summary = {k: v for k, v in result.items() if k != "final_state"}
-        try:
-            text = _dumps(summary)
-        except RunStoreError as exc:
-            text = _dumps(
-                {
-                    "run_id": state.run_id,
-                    "status": state.status,
-                    "message": _text(str(summary.get("message", ""))),
-                    "unstored": str(exc),
-                }
-            )
+        text = storable_result(state, result)
         try:
             with self._writing(f"cannot record the end of run {state.run_id!r}") as db:
                 self._write_counters(db, state)
@@ -279,28 +263,11 @@ class SqliteStateStore(StateStore):
             ):
                 raise RunStoreError(
                     f"run {run_id!r} in {self._shown_path} is corrupt: its status and owner are not what Aeon writes "
-                    f"({_text(repr(row))[:200]}); it cannot be resumed (start it again)"
+                    f"({storable_text(repr(row))[:200]}); it cannot be resumed (start it again)"
                 )
-            if status != "running":
-                raise RunStoreError(f"run {run_id!r} already finished ({status}); nothing to resume")
-            if pid is not None and host != self._host:  # an owner elsewhere: not checkable from here
-                if not take_over:
-                    raise RunStoreError(
-                        f"run {run_id!r} is held by process {pid} on {host}, which cannot be checked from "
-                        f"{self._host}. If that process is gone (a recreated container), take the run over: "
-                        f"aeon resume {run_id} --take-over"
-                    )
-            elif pid is not None:
-                if pid == os.getpid():
-                    if held in _LIVE_CLAIMS:
-                        raise RunStoreError(
-                            f"run {run_id!r} is being run by another run of this process (another thread or "
-                            "Engine); wait for it to end, or stop it"
-                        )
-                elif _alive(pid):
-                    raise RunStoreError(
-                        f"run {run_id!r} is being run by process {pid}; wait for it or stop it"
-                    )
+            check_claim(
+                run_id, status, pid, host, held, here=self._host, live=_LIVE_CLAIMS, take_over=take_over
+            )
             db.execute(
                 "UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ? WHERE run_id = ?",
                 (os.getpid(), self._host, token, run_id),
@@ -355,29 +322,24 @@ class SqliteStateStore(StateStore):
                 if steps
                 else None
             )
-            entries = _with_plan_snapshots(
+            entries = plan_snapshots(
                 tuple(LogEntry.model_validate({**json.loads(e), "plan_state": None}) for e, _ in cycles), plan
             )
-            outputs = tuple(o for _, raw in cycles for o in json.loads(raw))
-            state = OrchestrationState(
-                run_id=run_id,
-                request=request,
-                plan=plan,
+            state = stored_state(
+                run_id,
+                request,
+                plan,
+                entries,
+                (o for _, raw in cycles for o in json.loads(raw)),
                 current_step_id=current,
-                tool_history=tuple(c for e in entries for c in e.tool_calls),
-                llm_outputs=outputs,
-                supervisor_actions=tuple(a for e in entries for a in e.supervisor_actions),
-                errors=tuple(err for e in entries for err in e.errors),
                 ttl_remaining=ttl,
                 cycle=cycle,
                 status=status,
-                scheduler_state=json.loads(scheduler_state) if scheduler_state else {},
+                scheduler_state=scheduler_state,
             )
-            if len(entries) != cycle:
-                raise ValueError(f"{len(entries)} cycle records for {cycle} cycles")
             return StoredRun(state=state, manifest=json.loads(manifest), entries=entries)
         except Exception as exc:  # whatever the rows hold, they do not make a run: corrupt
-            reason = _reason(exc)
+            reason = failure_text(exc)
             raise RunStoreError(
                 f"run {run_id!r} in {self._shown_path} is corrupt: {reason[:500]}; "
                 "it cannot be resumed (start it again)"
@@ -430,7 +392,7 @@ class SqliteStateStore(StateStore):
             raise self._damaged(exc, what) from None
         except Exception as exc:  # text or numbers SQLite cannot take, a value no encoder can write
             raise RunStoreError(
-                f"{what} in {self._shown_path}: {type(exc).__name__}: {_reason(exc)[:500]}"
+                f"{what} in {self._shown_path}: {type(exc).__name__}: {failure_text(exc)[:500]}"
             ) from None
 
     @contextmanager
@@ -444,7 +406,7 @@ class SqliteStateStore(StateStore):
             raise self._damaged(exc, what) from None
 
     def _damaged(self, exc: sqlite3.Error, what: str = "cannot use it") -> RunStoreError:
-        reason = _reason(exc)
+        reason = failure_text(exc)
         where = f"the state store {str(self.path)!r}"
         if "decode" in reason:  # sqlite3 reading text that is not UTF-8
             return RunStoreError(
@@ -508,7 +470,7 @@ class SqliteStateStore(StateStore):
         changed = db.execute(
             _UPDATE_COUNTERS if token is None else _UPDATE_HELD_COUNTERS,
             (
-                _text(state.plan.goal) if state.plan else None,
+                storable_text(state.plan.goal) if state.plan else None,
                 state.status,
                 state.ttl_remaining,
                 state.cycle,
@@ -527,56 +489,24 @@ class SqliteStateStore(StateStore):
         ):  # what a scheduler must remember across a crash (the linear one needs nothing)
             db.execute(
                 "UPDATE runs SET scheduler_state = ? WHERE run_id = ?",
-                (_dumps(state.scheduler_state), state.run_id),
+                (storable_json(state.scheduler_state), state.run_id),
             )
 
     @staticmethod
     def _write_steps(db: sqlite3.Connection, run_id: str, plan: Plan, indexes: Any) -> None:
         db.executemany(
             "INSERT OR REPLACE INTO steps VALUES (?, ?, ?)",
-            [(run_id, i, _model_json(plan.steps[i])) for i in indexes],
+            [(run_id, i, storable_model_json(plan.steps[i])) for i in indexes],
         )
 
 
-def _text(text: str) -> str:
-    """``text`` as SQLite can store it: a lone surrogate (from bytes that were not UTF-8) is kept as its escape,
-    and no secret (:func:`aeon_kernel.scrub_secrets`)."""
-    text = scrub_secrets(text)
-    return text if is_utf8(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _reason(exc: BaseException) -> str:
-    """What went wrong, as text SQLite and a terminal can hold (even from an exception whose str() fails)."""
-    try:
-        return _text(str(exc))
-    except Exception:
-        return f"{type(exc).__name__} (its message cannot be shown)"
-
-
 def _opt_text(text: str | None) -> str | None:
-    return None if text is None else _text(text)
+    return None if text is None else storable_text(text)
 
 
 def _key(run_id: Any) -> Any:
     """A run id to look up: one with no UTF-8 form cannot be stored, so it matches nothing (it is not an error)."""
     return run_id if not isinstance(run_id, str) or is_utf8(run_id) else ""
-
-
-def _dumps(value: Any) -> str:
-    """JSON text for a column; ASCII-escaped, so even a lone surrogate is kept exactly."""
-    try:
-        return scrub_secrets_json(json.dumps(value, default=str))
-    except Exception as exc:  # too deep, too large a number, or an object whose str() fails
-        raise RunStoreError(f"a value is not JSON: {type(exc).__name__}: {_reason(exc)[:300]}") from None
-
-
-def _model_json(model: Any, exclude: set[str] | None = None) -> str:
-    """A model's JSON; one holding a lone surrogate (which pydantic cannot write as UTF-8) is written escaped."""
-    try:
-        text: str = model.model_dump_json(exclude=exclude)
-    except ValueError:
-        return _dumps(model.model_dump(mode="json", exclude=exclude))
-    return scrub_secrets_json(text)
 
 
 def _expect(kind: type | tuple[type, ...], **columns: Any) -> None:
@@ -591,35 +521,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return "" if value is None else str(value)
-
-
-def _with_plan_snapshots(entries: tuple[LogEntry, ...], plan: Plan | None) -> tuple[LogEntry, ...]:
-    """Rebuild each cycle's ``plan_state`` (the plan at cycle start) from the final plan.
-
-    Steps run strictly in order and a step changes only in its own cycle, so the plan at the start of a cycle is
-    the final plan with every step not yet finished put back to pending. (A step repaired in its cycle shows its
-    repaired definition in earlier snapshots; nothing else differs.)
-    """
-    if plan is None:
-        return entries
-    finished: set[str] = set()
-    rebuilt = []
-    for entry in entries:
-        snapshot = None
-        if entry.phase == "step":
-            steps = [
-                s
-                if s.step_id in finished
-                else s.model_copy(
-                    update={"status": StepStatus.PENDING, "result": None, "failure": None, "errors": ()}
-                )
-                for s in plan.steps
-            ]
-            snapshot = plan.model_copy(update={"steps": tuple(steps)})
-        rebuilt.append(entry.model_copy(update={"plan_state": snapshot}))
-        if entry.step_id is not None and entry.step_status in ("complete", "failed"):
-            finished.add(entry.step_id)
-    return tuple(rebuilt)
 
 
 class _Transaction:

@@ -54,12 +54,16 @@ from aeon_kernel import (
     StateStore,
     hookimpl,
     is_utf8,
+    storable_json,
+    storable_model_json,
+    storable_result,
+    storable_text,
     utc_now,
 )
 
 from .claims import _LIVE_CLAIMS, _OWNER, _Claims
 from .connection import _redact
-from .encoding import _dumps, _flat, _model_json, _step_pairs, _text
+from .encoding import _flat, _step_pairs
 from .reading import FORMAT as FORMAT
 from .scripts import _Refused
 
@@ -125,11 +129,11 @@ class RedisStateStore(_Claims, StateStore):
         now, token = utc_now(), os.urandom(16).hex()
         fields: dict[str, str] = {
             "format": FORMAT,
-            "request": _text(state.request),
+            "request": storable_text(state.request),
             "status": state.status,
             "ttl_remaining": str(state.ttl_remaining),
             "cycle": str(state.cycle),
-            "manifest": _dumps(manifest),
+            "manifest": storable_json(manifest),
             "started": now,
             "updated": now,
             "owner_token": token,
@@ -137,11 +141,11 @@ class RedisStateStore(_Claims, StateStore):
             "owner_host": self._host,
         }
         if state.plan is not None:
-            fields["goal"] = _text(state.plan.goal)
+            fields["goal"] = storable_text(state.plan.goal)
         if state.current_step_id is not None:
-            fields["current_step_id"] = _text(state.current_step_id)
+            fields["current_step_id"] = storable_text(state.current_step_id)
         if state.scheduler_state:
-            fields["scheduler_state"] = _dumps(state.scheduler_state)
+            fields["scheduler_state"] = storable_json(state.scheduler_state)
         steps = _step_pairs(state.plan, range(len(state.plan.steps))) if state.plan is not None else []
         keys = self._keys(run_id)
         args = [run_id, str(len(fields)), *_flat(fields), *steps]
@@ -169,7 +173,8 @@ class RedisStateStore(_Claims, StateStore):
             else:  # a new or refined plan: steps may have come, gone or moved
                 replace, steps = True, _step_pairs(state.plan, range(len(state.plan.steps)))
         # The plan snapshot is left out: the steps hash holds the plan, and load() rebuilds each snapshot.
-        record = f'{{"entry": {_model_json(entry, {"plan_state"})}, "llm_outputs": {_dumps(llm_outputs)}}}'
+        cycle_entry, outputs = storable_model_json(entry, {"plan_state"}), storable_json(llm_outputs)
+        record = f'{{"entry": {cycle_entry}, "llm_outputs": {outputs}}}'
         self._write(
             state,
             f"cannot store cycle {entry.step_number} of run {state.run_id!r}",
@@ -181,18 +186,7 @@ class RedisStateStore(_Claims, StateStore):
     def finish_run(self, state: OrchestrationState, result: dict[str, Any]) -> None:
         """Record the end of the run; when its result cannot be stored whole, a summary of it (never left running).
         With ``ttl_days``, the run's keys expire that long after it ends."""
-        summary = {k: v for k, v in result.items() if k != "final_state"}
-        try:
-            text = _dumps(summary)
-        except RunStoreError as exc:
-            text = _dumps(
-                {
-                    "run_id": state.run_id,
-                    "status": state.status,
-                    "message": _text(str(summary.get("message", ""))),
-                    "unstored": str(exc),
-                }
-            )
+        text = storable_result(state, result)
         try:
             self._write(
                 state,
@@ -246,11 +240,11 @@ class RedisStateStore(_Claims, StateStore):
             if value is None:
                 gone.append(name)
             else:
-                fields[name] = _text(value)
+                fields[name] = storable_text(value)
         if (
             state.scheduler_state
         ):  # what a scheduler must remember across a crash (the linear one needs nothing)
-            fields["scheduler_state"] = _dumps(state.scheduler_state)
+            fields["scheduler_state"] = storable_json(state.scheduler_state)
         before, text = ("", "") if record is None else (str(record[0]), record[1])
         args = [
             token,

@@ -12,12 +12,11 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Final
 
-from aeon_kernel import RunStoreError, is_utf8
+from aeon_kernel import RunStoreError, check_claim, failure_text, is_utf8
 
-from .encoding import _decoded, _reason
+from .encoding import _decoded
 from .reading import _Reading
 from .scripts import _Refused
 
@@ -26,21 +25,6 @@ _OWNER: Final = ("owner_pid", "owner_host", "owner_token")
 #: The tokens of the claims live in this process (threads and Engines share it): a run whose recorded owner is
 #: this process and whose token is here is being driven right now; any other token with this pid is stale.
 _LIVE_CLAIMS: set[str] = set()
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a running (not zombie) process on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 class _Claims(_Reading):
@@ -80,29 +64,12 @@ class _Claims(_Reading):
             except (UnicodeDecodeError, ValueError, AttributeError) as exc:
                 raise RunStoreError(
                     f"run {run_id!r} in {self._display} is corrupt: the status and owner in {key} are not what "
-                    f"Aeon writes ({_reason(exc)[:200]}); it cannot be resumed (start it again, and delete its "
+                    f"Aeon writes ({failure_text(exc)[:200]}); it cannot be resumed (start it again, and delete its "
                     f"keys: {', '.join(self._keys(run_id))})"
                 ) from None
-            if status != "running":
-                raise RunStoreError(f"run {run_id!r} already finished ({status}); nothing to resume")
-            if pid is not None and host != self._host:  # an owner elsewhere: not checkable from here
-                if not take_over:
-                    raise RunStoreError(
-                        f"run {run_id!r} is held by process {pid} on {host}, which cannot be checked from "
-                        f"{self._host}. If that process is gone (a recreated container, another machine that "
-                        f"stopped), take the run over: aeon resume {run_id} --take-over"
-                    )
-            elif pid is not None:
-                if pid == os.getpid():
-                    if held in _LIVE_CLAIMS:
-                        raise RunStoreError(
-                            f"run {run_id!r} is being run by another run of this process (another thread or "
-                            "Engine); wait for it to end, or stop it"
-                        )
-                elif _alive(pid):
-                    raise RunStoreError(
-                        f"run {run_id!r} is being run by process {pid}; wait for it or stop it"
-                    )
+            check_claim(
+                run_id, status, pid, host, held, here=self._host, live=_LIVE_CLAIMS, take_over=take_over
+            )
             args = [held or "", token, str(os.getpid()), self._host]
             try:
                 self._script(what, "claim", [key], args, landed=lambda: self._holds(key, token))

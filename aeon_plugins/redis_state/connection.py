@@ -10,9 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
-from aeon_kernel import ConfigError, RunStoreError
+from aeon_kernel import ConfigError, RunStoreError, failure_text
 
-from .encoding import _reason
 from .scripts import _Refused, register
 
 if TYPE_CHECKING:
@@ -104,7 +103,7 @@ class _Connection:
         )
 
     def _scrub(self, exc: BaseException) -> str:
-        message = _reason(exc).rstrip(". ") or type(exc).__name__
+        message = failure_text(exc).rstrip(". ") or type(exc).__name__
         for secret in self._secrets:
             message = message.replace(secret, "***")
         return message

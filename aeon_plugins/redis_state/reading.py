@@ -13,18 +13,20 @@ from typing import Any, Final, cast
 
 from aeon_kernel import (
     LogEntry,
-    OrchestrationState,
     Plan,
     PlanStep,
     RunStoreError,
     RunSummary,
-    StepStatus,
     StoredRun,
+    failure_text,
     is_utf8,
+    plan_snapshots,
+    storable_text,
+    stored_state,
 )
 
 from .connection import _Connection
-from .encoding import _decoded, _reason, _text
+from .encoding import _decoded
 from .scripts import _Refused
 
 #: What a run hash's ``format`` field holds: a hash without it is not Aeon's.
@@ -80,26 +82,21 @@ class _Reading(_Connection):
                 else None
             )
             records = [_record(raw) for raw in cycles]
-            entries = _with_plan_snapshots(
+            entries = plan_snapshots(
                 tuple(LogEntry.model_validate({**entry, "plan_state": None}) for entry, _ in records), plan
             )
-            outputs = tuple(output for _, stored in records for output in stored)
-            state = OrchestrationState(
-                run_id=run_id,
-                request=request,
-                plan=plan,
+            state = stored_state(
+                run_id,
+                request,
+                plan,
+                entries,
+                (output for _, stored in records for output in stored),
                 current_step_id=current,
-                tool_history=tuple(c for e in entries for c in e.tool_calls),
-                llm_outputs=outputs,
-                supervisor_actions=tuple(a for e in entries for a in e.supervisor_actions),
-                errors=tuple(err for e in entries for err in e.errors),
                 ttl_remaining=ttl,
                 cycle=cycle,
                 status=status,
-                scheduler_state=json.loads(scheduler_state) if scheduler_state else {},
+                scheduler_state=scheduler_state,
             )
-            if len(entries) != cycle:
-                raise ValueError(f"{len(entries)} cycle records for {cycle} cycles")
             read_manifest = json.loads(manifest)
             if not isinstance(read_manifest, dict):
                 raise ValueError(f"its manifest is a {type(read_manifest).__name__}, not an object")
@@ -107,7 +104,7 @@ class _Reading(_Connection):
         except Exception as exc:  # whatever the keys hold, they do not make a run: corrupt
             raise RunStoreError(
                 f"run {run_id!r} in {self._display} is corrupt ({', '.join(self._keys(run_id))}): "
-                f"{_reason(exc)[:500]}; it cannot be resumed (start it again, and delete those keys)"
+                f"{failure_text(exc)[:500]}; it cannot be resumed (start it again, and delete those keys)"
             ) from None
 
     def list_runs(self) -> list[RunSummary]:
@@ -250,35 +247,11 @@ def _record(raw: bytes) -> tuple[dict[str, Any], list[Any]]:
         and isinstance(record["entry"], dict)
         and isinstance(record["llm_outputs"], list)
     ):
-        raise ValueError(f"a cycle record is not an entry and its model outputs: {_text(str(raw[:80]))}")
+        raise ValueError(
+            f"a cycle record is not an entry and its model outputs: {storable_text(str(raw[:80]))}"
+        )
     return record["entry"], record["llm_outputs"]
 
 
 def _shown(value: bytes | None) -> str:
     return "" if value is None else value.decode("utf-8", "replace")
-
-
-def _with_plan_snapshots(entries: tuple[LogEntry, ...], plan: Plan | None) -> tuple[LogEntry, ...]:
-    """Rebuild each cycle's ``plan_state`` (the plan at cycle start) from the final plan, as the ``sqlite`` store
-    does: steps run strictly in order and a step changes only in its own cycle, so the plan at the start of a cycle
-    is the final plan with every step not yet finished put back to pending."""
-    if plan is None:
-        return entries
-    finished: set[str] = set()
-    rebuilt = []
-    for entry in entries:
-        snapshot = None
-        if entry.phase == "step":
-            steps = [
-                s
-                if s.step_id in finished
-                else s.model_copy(
-                    update={"status": StepStatus.PENDING, "result": None, "failure": None, "errors": ()}
-                )
-                for s in plan.steps
-            ]
-            snapshot = plan.model_copy(update={"steps": tuple(steps)})
-        rebuilt.append(entry.model_copy(update={"plan_state": snapshot}))
-        if entry.step_id is not None and entry.step_status in ("complete", "failed"):
-            finished.add(entry.step_id)
-    return tuple(rebuilt)
