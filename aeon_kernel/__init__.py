@@ -205,6 +205,12 @@ if TYPE_CHECKING:
         storable_text,
         stored_state,
     )
+    from aeon_kernel.runtime.executor import (
+        BackpressureError,
+        Executor,
+        ExecutorSettings,
+        LocalExecutor,
+    )
     from aeon_kernel.runtime.run import (
         Run,
         RunResult,
@@ -222,6 +228,12 @@ if TYPE_CHECKING:
         RunSummary,
         StateStore,
         StoredRun,
+    )
+    from aeon_kernel.runtime.tasks import (
+        TaskCancelledError,
+        TaskHandle,
+        Tasks,
+        TaskStatus,
     )
     from aeon_kernel.schemas import (
         canonical_json,
@@ -334,7 +346,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "Components",
         "RunContext",
     ),
+    "aeon_kernel.runtime.executor": ("BackpressureError", "Executor", "ExecutorSettings", "LocalExecutor"),
     "aeon_kernel.runtime.state": ("RunState",),
+    "aeon_kernel.runtime.tasks": ("TaskCancelledError", "TaskHandle", "TaskStatus", "Tasks"),
     "aeon_kernel.runtime.store": (
         "RunSummary",
         "StateStore",
@@ -435,6 +449,7 @@ __all__ = [
     "Artifact",
     "ArtifactStore",
     "ArtifactType",
+    "BackpressureError",
     "ClarityState",
     "ComponentBuildError",
     "Components",
@@ -447,6 +462,8 @@ __all__ = [
     "Engine",
     "ExecutionHistory",
     "ExecutionPass",
+    "Executor",
+    "ExecutorSettings",
     "Flow",
     "FlowEngine",
     "FlowError",
@@ -457,6 +474,7 @@ __all__ = [
     "LLMError",
     "LLMResponse",
     "LLMTransientError",
+    "LocalExecutor",
     "LogEntry",
     "Memory",
     "MemoryEntry",
@@ -510,8 +528,12 @@ __all__ = [
     "SupervisorAction",
     "SupervisorActionType",
     "SupervisorError",
+    "TaskCancelledError",
+    "TaskHandle",
     "TaskProfile",
     "TaskResult",
+    "TaskStatus",
+    "Tasks",
     "TelemetrySink",
     "Tool",
     "ToolCall",

@@ -9,7 +9,8 @@ create many orchestrators and runs, several of them active at once (``engine.sta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,12 +47,16 @@ if TYPE_CHECKING:
     from aeon_kernel.orchestrator import Orchestrator
     from aeon_kernel.policy import Policy
     from aeon_kernel.runtime.artifacts import ArtifactStore
+    from aeon_kernel.runtime.executor import LocalExecutor, OnFull
     from aeon_kernel.runtime.run import Run
     from aeon_kernel.runtime.scheduler import Scheduler
     from aeon_kernel.runtime.store import StateStore
+    from aeon_kernel.runtime.tasks import TaskHandle
     from aeon_kernel.tools import Tool, ToolRegistry
 
 
+#: held while an engine makes its shared executor (``submit``)
+_SHARED_EXECUTOR = threading.Lock()
 #: the kinds :meth:`Engine.check_components` builds by their own properties, before the others
 _BUILT_FIRST = frozenset({"llm_adapters", "validators", "memory_backends", "supervisors", "schedulers"})
 
@@ -102,6 +107,7 @@ class Engine:
         self._state_store: StateStore | None = None
         self._artifact_store: ArtifactStore | None = None
         self._manifest_parts: tuple[int, list[dict[str, Any]], str] | None = None
+        self._executor: LocalExecutor | None = None  # what submit() uses, made on first use
 
     @classmethod
     def from_config_dir(
@@ -483,6 +489,67 @@ class Engine:
         assert orchestrator.result is not None
         return orchestrator.result
 
+    # --- many runs at once (spec 004 §10.8; aeon_kernel/runtime/executor.py) ----------------------------------
+
+    def executor(
+        self, concurrency: int = 4, *, max_queued: int | None = None, on_full: OnFull = "block"
+    ) -> LocalExecutor:
+        """A new pool of ``concurrency`` worker threads running requests on this engine, with a queue of at most
+        ``max_queued`` waiting (default: twice ``concurrency``). Shut it down, or use it with ``with``."""
+        from aeon_kernel.runtime.executor import LocalExecutor
+
+        return LocalExecutor(self, concurrency, max_queued=max_queued, on_full=on_full)
+
+    def submit(
+        self,
+        request: str,
+        *,
+        ttl: int | None = None,
+        deadline: float | None = None,
+        block: bool | None = None,
+    ) -> TaskHandle:
+        """Run ``request`` in the background on this engine's shared executor (4 workers, 8 queued; it waits
+        for room, or with ``block=False`` raises BackpressureError); the handle gives its status and result."""
+        return self._shared_executor().submit(request, ttl=ttl, deadline=deadline, block=block)
+
+    async def asubmit(
+        self, request: str, *, ttl: int | None = None, deadline: float | None = None
+    ) -> dict[str, Any]:
+        """``submit``, awaited: the run's result dict."""
+        return await self._shared_executor().asubmit(request, ttl=ttl, deadline=deadline)
+
+    def _shared_executor(self) -> LocalExecutor:
+        with _SHARED_EXECUTOR:  # two first submits at once make one executor, not two
+            if self._executor is None:
+                self._executor = self.executor()
+            return self._executor
+
+    def map(
+        self,
+        requests: Iterable[str],
+        *,
+        concurrency: int = 4,
+        ttl: int | None = None,
+        deadline: float | None = None,
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Run every request, ``concurrency`` at once, yielding ``(index, result)`` as each ends."""
+        from aeon_kernel.runtime.executor import map_tasks
+
+        return map_tasks(self, requests, concurrency=concurrency, ttl=ttl, deadline=deadline)
+
+    def amap(
+        self,
+        requests: Iterable[str],
+        *,
+        concurrency: int = 4,
+        ttl: int | None = None,
+        deadline: float | None = None,
+    ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+        """``map`` for asyncio: ``async for index, result in engine.amap(requests)``."""
+        from aeon_kernel.runtime.executor import amap_tasks
+
+        return amap_tasks(self, requests, concurrency=concurrency, ttl=ttl, deadline=deadline)
+
     def describe_plugins(self) -> dict[str, Any]:
         return describe_plugins(self.pm, self.registries)
 
@@ -584,6 +651,8 @@ class Engine:
                         raise UnknownComponentError(kind.name, name, registry.providers())
 
     def close(self) -> None:
+        if self._executor is not None:  # queued tasks never start; running ones stop at a cycle boundary
+            self._executor.shutdown(cancel=True)
         for sink in self._sinks:
             sink.close()
         for tool in (tool for built in self._built_tools.values() for tool in built):

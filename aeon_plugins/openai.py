@@ -87,6 +87,8 @@ class OpenAIAdapter(LLMAdapter):
     """Chat completions over HTTP, with constrained decoding in the dialect of the chosen server preset."""
 
     supports_json_schema = True
+    #: one httpx client serves concurrent requests: several runs of an engine call the server at once
+    thread_safe = True
 
     def __init__(
         self,

@@ -430,11 +430,13 @@ def main() -> None:
 
 
 def _add_flow_commands() -> None:
+    from aeon_kernel.cli.batch import batch  # the executor and rich are imported only when it runs
     from aeon_kernel.cli.evaluate import evaluate  # the suite runner and rich are imported only when it runs
     from aeon_kernel.cli.flow import flow
     from aeon_kernel.cli.inspect.command import inspect_runs  # the server and Jinja load when it runs
     from aeon_kernel.cli.mcp import mcp  # the MCP SDK itself is imported only by `aeon mcp serve`
 
+    cli.add_command(batch)
     cli.add_command(evaluate)
     cli.add_command(flow)
     cli.add_command(inspect_runs)

@@ -8,12 +8,19 @@ One client is shared by every run of an engine (and by the supervisor and planne
 of a cycle are not kept on the client: a run calls :func:`begin_capture` as each cycle starts (and
 :func:`end_capture` as it ends), and every response given in between — in that thread or task — lands in that
 cycle's list and nowhere else.
+
+Calls to the adapter itself take turns: an embedded model (llama.cpp) serves one request at a time and a scripted
+one counts its calls, so several runs of one engine (``Engine.submit``, ``aeon batch``) must not call
+``generate`` at once. An adapter that can (an HTTP client) says so with ``thread_safe = True`` and is called
+freely. Only the call is serialised: retries' backoff, validation and the runs' tool calls overlap.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Final
 
@@ -62,6 +69,10 @@ class ModelClient(LLMAdapter):
         self._initial_wait, self._max_wait = initial_wait, max_wait
         self._backoff: Callable[[RetryCallState], float] | None = None
         self._sleep = sleep
+        #: one call at a time, unless the adapter declares ``thread_safe = True`` (see the module docstring)
+        self._turns: threading.Lock | None = (
+            None if getattr(adapter, "thread_safe", False) is True else threading.Lock()
+        )
 
     def _wait(self, state: RetryCallState) -> float:
         """Exponential backoff with jitter, but never sooner than the server's ``Retry-After``."""
@@ -130,7 +141,8 @@ class ModelClient(LLMAdapter):
     ) -> LLMResponse:
         kwargs: dict[str, Any] = {"json_schema": schema} if schema is not None else {}
         try:
-            response = self.adapter.generate(prompt, system_prompt, max_tokens, temperature, **kwargs)
+            with self._turns or nullcontext():
+                response = self.adapter.generate(prompt, system_prompt, max_tokens, temperature, **kwargs)
         except AeonError:
             raise
         except Exception as exc:  # an adapter bug must still end the run in a structured result

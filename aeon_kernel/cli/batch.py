@@ -1,0 +1,462 @@
+"""``aeon batch REQUESTS.jsonl --out RESULTS.jsonl``: many requests (or flow inputs) at once, resumable
+(spec 004 §10.8/§10.12; docs/guide.md, "Many tasks at once").
+
+Every line of the input is checked before anything runs; a bad one stops the batch with its line number (exit
+2). Results go to ``--out`` as each task ends, one JSON line each, flushed as written — so running the same
+command again skips every id already there and runs the rest. Ctrl-C stops taking tasks and lets the running
+ones finish (a second Ctrl-C cancels them at their next cycle boundary); no finished result is lost or
+half-written, and the exit status is 130.
+
+Exit status: 0 every task completed; 1 some did not (failed, TTL expired, error); 2 the batch could not start;
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+import click
+
+from aeon_kernel.errors import AeonError
+from aeon_kernel.secrets import scrub_secrets, scrub_secrets_json
+
+if TYPE_CHECKING:
+    from aeon_kernel.runtime.executor import LocalExecutor
+    from aeon_kernel.runtime.tasks import TaskHandle
+
+EXIT_SOME_FAILED: Final = 1
+EXIT_SETUP_ERROR: Final = 2
+EXIT_INTERRUPTED: Final = 130
+#: problems listed before "... and N more"
+_SHOWN: Final = 20
+_POLL: Final = 0.1
+
+
+def _fail(message: str | AeonError) -> NoReturn:
+    click.echo(f"Error: {scrub_secrets(str(message))}", err=True)
+    sys.exit(EXIT_SETUP_ERROR)
+
+
+@click.command("batch")
+@click.argument("requests_file", metavar="REQUESTS", type=click.Path(dir_okay=False, exists=True))
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False), help="Append a JSON line per task here."
+)
+@click.option(
+    "--concurrency", type=click.IntRange(1, 256), default=4, show_default=True, help="Tasks running at once."
+)
+@click.option(
+    "--flow",
+    "flow_dir",
+    type=click.Path(file_okay=False, exists=True),
+    help='Run the flow in this directory on each line\'s "input" instead of planning a "request".',
+)
+@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
+@click.option(
+    "--ttl", type=click.IntRange(min=1), help="Maximum cycles per task (default: the configuration's)."
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds each task may take; checked between cycles.",
+)
+@click.option(
+    "--log", "log_path", type=click.Path(dir_okay=False), help="Append one JSON line per cycle here."
+)
+@click.option(
+    "--no-log", is_flag=True, help="Do not record the runs in the user data directory (state store, log)."
+)
+def batch(
+    requests_file: str,
+    out: str,
+    concurrency: int,
+    flow_dir: str | None,
+    config: str | None,
+    ttl: int | None,
+    deadline: float | None,
+    log_path: str | None,
+    no_log: bool,
+) -> None:
+    """Run every line of REQUESTS (JSONL), CONCURRENCY at once, appending each result to --out as it ends.
+
+    A line is {"id": ..., "request": "..."}, or with --flow {"id": ..., "input": ...}; without --flow a line may
+    also be a bare JSON string, whose id is its line number. Ids already in --out are skipped: run the same
+    command again to finish an interrupted batch. Exit status: 0 all completed, 1 some did not, 2 could not
+    start, 130 interrupted (Ctrl-C).
+    """
+    flow = flow_dir is not None
+    if not Path(out).resolve().parent.is_dir():
+        _fail(f"--out {out}: its directory does not exist; create it first")
+    try:
+        earlier = read_results(Path(out))
+    except ValueError as exc:
+        _fail(str(exc))
+    pending, skipped, problems = check_requests(Path(requests_file), flow=flow, done=earlier)
+    if problems:
+        more = f"\n  ... and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
+        _fail(f"{requests_file} has {len(problems)} bad line(s):\n  " + "\n  ".join(problems[:_SHOWN]) + more)
+    source, where = _source(flow_dir, config, log_path, no_log)
+    try:
+        runner = _Runner(source, Path(out), concurrency, ttl, deadline)
+        todo = (
+            (key, value)
+            for canonical, key, value in requests(Path(requests_file), flow)
+            if canonical not in earlier
+        )
+        runner.run(todo, pending, skipped)
+    finally:
+        source.close()
+    if where:
+        click.echo(where, err=True)
+    if runner.interrupts:
+        click.echo(
+            f"interrupted: run the same command again to go on ({out} keeps every result that ended)",
+            err=True,
+        )
+        sys.exit(EXIT_INTERRUPTED)
+    if any(status != "completed" for status in (*earlier.values(), *runner.statuses)):
+        sys.exit(EXIT_SOME_FAILED)
+
+
+# --- the input and the output ------------------------------------------------------------------------------------
+
+
+def _parse(line: str, number: int, flow: bool) -> tuple[Any, Any]:
+    """``(id, request or input)`` of one line; ValueError says what is wrong with it."""
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    field = "input" if flow else "request"
+    if isinstance(data, str) and not flow:
+        data = {"id": number, "request": data}
+    if not isinstance(data, dict):
+        shape = '{"id": ..., "input": ...}' if flow else '{"id": ..., "request": "..."} or a JSON string'
+        raise ValueError(f"expected {shape}, got {type(data).__name__}")
+    unknown = sorted(set(data) - {"id", field})
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown}; a line has only id and {field}")
+    key = data.get("id")
+    if isinstance(key, bool) or not isinstance(key, str | int) or key == "":
+        raise ValueError(f"id must be a non-empty string or an integer, got {key!r}")
+    if field not in data:
+        raise ValueError(f"no {field!r}")
+    value = data[field]
+    if not flow and (not isinstance(value, str) or not value.strip()):
+        raise ValueError("request must be a non-empty string")
+    return key, value
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    with path.open(encoding="utf-8", errors="surrogateescape") as lines:
+        for number, line in enumerate(lines, 1):
+            if line.strip():
+                yield number, line
+
+
+def check_requests(path: Path, *, flow: bool, done: dict[str, str]) -> tuple[int, int, list[str]]:
+    """How many lines of ``path`` are still to run and how many are ``done`` already, and every problem with its
+    lines (``line N: ...``)."""
+    seen: dict[str, int] = {}
+    problems: list[str] = []
+    for number, line in _lines(path):
+        try:
+            key, _ = _parse(line, number, flow)
+        except ValueError as exc:
+            problems.append(f"line {number}: {exc}")
+            continue
+        canonical = json.dumps(key)
+        if canonical in seen:
+            problems.append(f"line {number}: id {key!r} is already used on line {seen[canonical]}")
+        seen[canonical] = number
+    skipped = sum(1 for canonical in seen if canonical in done)
+    return len(seen) - skipped, skipped, problems
+
+
+def requests(path: Path, flow: bool) -> Iterator[tuple[str, Any, Any]]:
+    """``(canonical id, id, request or input)`` of every line, read lazily (the file was checked before)."""
+    for number, line in _lines(path):
+        key, value = _parse(line, number, flow)
+        yield json.dumps(key), key, value
+
+
+def read_results(path: Path) -> dict[str, str]:
+    """The status of every id already in ``path`` (by canonical id). A last line cut short (the process was
+    killed while writing it) is removed, so that its task runs again; any other line that is not a result is a
+    ValueError naming it."""
+    if not path.exists():
+        return {}
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        click.echo(f"{path}: dropping an unfinished last line (its task runs again)", err=True)
+        with path.open("r+b") as handle:
+            handle.truncate(cut)
+        data = data[:cut]
+    done: dict[str, str] = {}
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            result = json.loads(line)
+            done[json.dumps(result["id"])] = str(result.get("status"))
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(
+                f"line {number} of {path} is not a batch result; fix or remove it, or choose another --out"
+            ) from None
+    return done
+
+
+# --- the engine --------------------------------------------------------------------------------------------------
+
+
+def _source(
+    flow_dir: str | None, config: str | None, log_path: str | None, no_log: bool
+) -> tuple[Any, str | None]:
+    """What runs the tasks (an Engine, or a FlowEngine: close it), and where its runs are recorded."""
+    from aeon_kernel.cli import recording
+    from aeon_kernel.config import load_config
+    from aeon_kernel.engine import Engine
+
+    if config is None and flow_dir is not None and (Path(flow_dir) / "aeon.toml").is_file():
+        config = str(Path(flow_dir) / "aeon.toml")
+    try:
+        chosen = load_config(config)
+        log: str | Path | None = log_path
+        if not no_log:
+            chosen = recording.with_default_store(chosen)
+            log = log_path or recording.default_log(chosen)
+        source: Any
+        engine: Any
+        if flow_dir is not None:
+            source = Engine.from_config_dir(flow_dir, chosen)
+            engine = source.engine
+        else:
+            engine = source = Engine(chosen)
+    except AeonError as exc:
+        _fail(exc)
+    try:
+        if flow_dir is None:
+            engine.check_choices()
+        if log:
+            engine.add_sink("jsonl", path=str(log))
+        if flow_dir is None:
+            engine.build_selected()  # a component that cannot be built stops the batch before any task
+    except AeonError as exc:
+        source.close()
+        _fail(exc)
+    where = None
+    if not no_log and chosen.state is not None:
+        store = chosen.state.options.get("path", chosen.state.use)
+        where = f"runs recorded: state in {store}" + (f", log in {log}" if log else "") + " (aeon runs)"
+    return source, where
+
+
+# --- running -----------------------------------------------------------------------------------------------------
+
+
+class _Runner:
+    """Submits tasks as the executor has room, writes each result as it ends, and reacts to Ctrl-C.
+
+    Everything here happens in the main thread — the workers only run tasks — so a result line is written by one
+    thread, whole, and Ctrl-C (a signal handler that only counts) never interrupts a write.
+    """
+
+    def __init__(
+        self, source: Any, out: Path, concurrency: int, ttl: int | None, deadline: float | None
+    ) -> None:
+        from aeon_kernel.runtime.executor import LocalExecutor
+
+        self.executor: LocalExecutor = LocalExecutor(source, concurrency, max_queued=concurrency)
+        self.flow = hasattr(source, "flow")
+        self.out, self.ttl, self.deadline = out, ttl, deadline
+        self.interrupts = 0
+        self.statuses: Counter[str] = Counter()
+        self._in_flight: dict[TaskHandle, Any] = {}
+        self._ended: queue.SimpleQueue[TaskHandle] = queue.SimpleQueue()
+        self._reacted = 0
+
+    def run(self, todo: Iterator[tuple[Any, Any]], total: int, skipped: int) -> None:
+        previous = _on_sigint(self._interrupted)
+        started = time.monotonic()
+        with self.out.open("a", encoding="utf-8") as out, _Progress(total, skipped, self.out) as progress:
+            self._progress, self._file = progress, out
+            try:
+                for key, payload in todo:
+                    if not self._submit(key, payload):
+                        break
+                while self._in_flight:
+                    self._react()
+                    self._drain(timeout=_POLL)
+            finally:
+                self.executor.shutdown(wait=True, cancel=True)  # after a bug here: no task is left behind
+                self._drain(timeout=0)
+                progress.finish(self.statuses, time.monotonic() - started, bool(self.interrupts))
+                _on_sigint(previous)
+
+    def _submit(self, key: Any, payload: Any) -> bool:
+        """Submit one task once there is room, writing what ends meanwhile; False once Ctrl-C was pressed."""
+        from aeon_kernel.runtime.executor import BackpressureError
+
+        while not self.interrupts:
+            self._drain(timeout=0)
+            try:
+                handle = self.executor.submit(
+                    payload, ttl=self.ttl, deadline=self.deadline, block=True, timeout=_POLL
+                )
+            except BackpressureError:
+                continue
+            self._in_flight[handle] = key
+            handle.add_done_callback(self._ended.put)
+            return True
+        return False
+
+    def _drain(self, timeout: float) -> None:
+        """Write every result that has ended; wait up to ``timeout`` for the first."""
+        wait = timeout > 0
+        while True:
+            try:
+                handle = self._ended.get(timeout=timeout) if wait else self._ended.get_nowait()
+            except queue.Empty:
+                break
+            wait = False
+            self._write(self._in_flight.pop(handle), handle)
+        stats = self.executor.stats()
+        self._progress.update(self.statuses, stats["running"])
+
+    def _write(self, key: Any, handle: TaskHandle) -> None:
+        self.statuses[handle.status] += 1
+        if handle.status == "cancelled":
+            return  # not a result: the next run of the batch runs it again
+        result = handle.outcome()
+        line: dict[str, Any] = {
+            "id": key,
+            "run_id": result.get("run_id"),
+            "status": handle.status,
+            "answer": result.get("output") if self.flow else result.get("answer"),
+            "message": result.get("message"),
+            "seconds": round(handle.seconds, 3),
+        }
+        if self.flow and handle.status in ("completed", "failed", "ttl_expired"):
+            line["task_status"] = result.get("status")  # success, failure or partial
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: kept as its JSON escape
+                text = json.dumps(line, default=str)
+        self._file.write(
+            scrub_secrets_json(text) + "\n"
+        )  # one write, then flushed: a line is whole or absent
+        self._file.flush()
+
+    def _interrupted(self, signum: int, frame: Any) -> None:
+        self.interrupts += 1  # only counted here: the main loop reacts (writing from a handler is not safe)
+
+    def _react(self) -> None:
+        if self.interrupts == self._reacted:
+            return
+        self._reacted = self.interrupts
+        if self.interrupts == 1:
+            for handle in list(self._in_flight):
+                if handle.status == "queued":
+                    handle.cancel()
+            self._progress.note(
+                f"stopping: no new tasks; waiting for {len(self._in_flight)} running (Ctrl-C again cancels them)"
+            )
+        else:
+            for handle in list(self._in_flight):
+                handle.cancel()
+            self._progress.note("cancelling the running tasks at their next cycle boundary")
+
+
+def _on_sigint(handler: Any) -> Any:
+    """Install ``handler`` for SIGINT; the previous handler, to put back. Only the main thread may: elsewhere (an
+    embedder running the CLI in a thread) nothing changes and Ctrl-C keeps its meaning."""
+    try:
+        return signal.signal(signal.SIGINT, handler if handler is not None else signal.default_int_handler)
+    except ValueError:
+        return None
+
+
+class _Progress:
+    """On a terminal, a progress bar on stderr: done of total, failed, running, rate, ETA. Elsewhere a line as the
+    batch starts and one as it ends."""
+
+    def __init__(self, total: int, skipped: int, out: Path) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False)
+        self.total, self.skipped, self.out = total, skipped, out
+        self._bar: Any = None
+        self._task: Any = None
+        self._started = time.monotonic()
+
+    def __enter__(self) -> _Progress:
+        already = f", {self.skipped} already in {self.out}" if self.skipped else ""
+        self.console.print(f"batch: {self.total} task(s) to run{already}", markup=False, soft_wrap=True)
+        if self.console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                SpinnerColumn(),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("[red]{task.fields[failed]} failed[/] · {task.fields[running]} running"),
+                TextColumn("{task.fields[rate]}"),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("batch", total=self.total, failed=0, running=0, rate="")
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def update(self, statuses: Counter[str], running: int) -> None:
+        if self._bar is None:
+            return
+        done = sum(statuses.values())
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        self._bar.update(
+            self._task,
+            completed=done,
+            failed=sum(n for status, n in statuses.items() if status not in ("completed", "cancelled")),
+            running=running,
+            rate=f"{done / elapsed:.1f}/s",
+        )
+
+    def note(self, text: str) -> None:
+        self.console.print(text, markup=False, soft_wrap=True)
+
+    def finish(self, statuses: Counter[str], seconds: float, interrupted: bool) -> None:
+        self.__exit__()
+        done = sum(n for status, n in statuses.items() if status != "cancelled")
+        parts = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()) if n) or "nothing ran"
+        rate = f" ({done / seconds:.1f}/s)" if done and seconds > 0 else ""
+        verb = "stopped" if interrupted else "done"
+        self.console.print(
+            f"batch {verb}: {parts} in {seconds:.1f} s{rate}; results in {self.out}",
+            markup=False,
+            soft_wrap=True,
+        )
