@@ -211,6 +211,7 @@ if TYPE_CHECKING:
         ExecutorSettings,
         LocalExecutor,
     )
+    from aeon_kernel.runtime.ray_executor import RayExecutor
     from aeon_kernel.runtime.run import (
         Run,
         RunResult,
@@ -347,6 +348,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "RunContext",
     ),
     "aeon_kernel.runtime.executor": ("BackpressureError", "Executor", "ExecutorSettings", "LocalExecutor"),
+    "aeon_kernel.runtime.ray_executor": ("RayExecutor",),
     "aeon_kernel.runtime.state": ("RunState",),
     "aeon_kernel.runtime.tasks": ("TaskCancelledError", "TaskHandle", "TaskStatus", "Tasks"),
     "aeon_kernel.runtime.store": (
@@ -500,6 +502,7 @@ __all__ = [
     "PolicyDecision",
     "PolicyDeniedError",
     "ProfileSpec",
+    "RayExecutor",
     "RecordAction",
     "RecursivePlanner",
     "RefinementAction",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from aeon_kernel.orchestrator import Orchestrator
     from aeon_kernel.policy import Policy
     from aeon_kernel.runtime.artifacts import ArtifactStore
-    from aeon_kernel.runtime.executor import LocalExecutor, OnFull
+    from aeon_kernel.runtime.executor import Executor, LocalExecutor, OnFull
     from aeon_kernel.runtime.run import Run
     from aeon_kernel.runtime.scheduler import Scheduler
     from aeon_kernel.runtime.store import StateStore
@@ -85,8 +85,10 @@ class Engine:
             raise ConfigError("choose one of record and replay")
         self.record, self.replay = record, replay
         self.config = config if isinstance(config, AeonConfig) else load_config(config)
+        #: what a Ray worker's engine registers too (``[executor] use = "ray"``)
+        self._given_plugins, self._autoload = tuple(plugins), autoload
         self.pm: AeonPluginManager = build_plugin_manager(
-            plugins, autoload=autoload, allow=self.config.allow, block=self.config.block
+            self._given_plugins, autoload=autoload, allow=self.config.allow, block=self.config.block
         )
         self.registries = Registries(self.pm)
         self._llm: ModelClient | None = None
@@ -107,7 +109,7 @@ class Engine:
         self._state_store: StateStore | None = None
         self._artifact_store: ArtifactStore | None = None
         self._manifest_parts: tuple[int, list[dict[str, Any]], str] | None = None
-        self._executor: LocalExecutor | None = None  # what submit() uses, made on first use
+        self._executor: Executor | None = None  # what submit() uses, made on first use ([executor])
 
     @classmethod
     def from_config_dir(
@@ -450,7 +452,7 @@ class Engine:
         if self._manifest_parts is None or self._manifest_parts[0] != self.pm.generation:
             self._manifest_parts = (self.pm.generation, loaded_plugins(self.pm), self.config.fingerprint())
         _, plugins, fingerprint = self._manifest_parts
-        return {
+        manifest: dict[str, Any] = {
             "aeon_version": __version__,
             "hookspec_version": HOOKSPEC_VERSION,
             "plugins": [dict(plugin) for plugin in plugins],  # a copy: a hook may keep or change its manifest
@@ -463,6 +465,19 @@ class Engine:
             if self.replay
             else None,
         }
+        if self._project is not None:  # a project `aeon init` wrote: its template and whether its lock holds
+            manifest["project"] = dict(self._project)
+        return manifest
+
+    @cached_property
+    def _project(self) -> dict[str, Any] | None:
+        """The ``aeon-project.toml`` beside the configuration file, else in the working directory, as run manifests
+        record it; read once per engine (``aeon init``, docs/deploy.md)."""
+        folders = [self.config.source.parent] if self.config.source is not None else []
+        for folder in [*folders, Path()]:
+            if (folder / _PROJECT_FILE).is_file():
+                return _deployment_project(folder)
+        return None
 
     def start(
         self,
@@ -508,8 +523,9 @@ class Engine:
         deadline: float | None = None,
         block: bool | None = None,
     ) -> TaskHandle:
-        """Run ``request`` in the background on this engine's shared executor (4 workers, 8 queued; it waits
-        for room, or with ``block=False`` raises BackpressureError); the handle gives its status and result."""
+        """Run ``request`` in the background on this engine's shared executor (``[executor]``; default 4 worker
+        threads, 8 queued; it waits for room, or with ``block=False`` raises BackpressureError); the handle gives
+        its status and result."""
         return self._shared_executor().submit(request, ttl=ttl, deadline=deadline, block=block)
 
     async def asubmit(
@@ -518,37 +534,40 @@ class Engine:
         """``submit``, awaited: the run's result dict."""
         return await self._shared_executor().asubmit(request, ttl=ttl, deadline=deadline)
 
-    def _shared_executor(self) -> LocalExecutor:
+    def _shared_executor(self) -> Executor:
         with _SHARED_EXECUTOR:  # two first submits at once make one executor, not two
             if self._executor is None:
-                self._executor = self.executor()
+                from aeon_kernel.runtime.ray_executor import configured_executor
+
+                self._executor = configured_executor(self)  # as [executor] says: threads, or Ray workers
             return self._executor
 
     def map(
         self,
         requests: Iterable[str],
         *,
-        concurrency: int = 4,
+        concurrency: int | None = None,
         ttl: int | None = None,
         deadline: float | None = None,
     ) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Run every request, ``concurrency`` at once, yielding ``(index, result)`` as each ends."""
-        from aeon_kernel.runtime.executor import map_tasks
+        """Run every request, ``concurrency`` at once (default: ``[executor]``'s, else 4), yielding ``(index,
+        result)`` as each ends; on a new executor of the kind ``[executor]`` chooses."""
+        from aeon_kernel.runtime.ray_executor import map_configured
 
-        return map_tasks(self, requests, concurrency=concurrency, ttl=ttl, deadline=deadline)
+        return map_configured(self, requests, concurrency=concurrency, ttl=ttl, deadline=deadline)
 
     def amap(
         self,
         requests: Iterable[str],
         *,
-        concurrency: int = 4,
+        concurrency: int | None = None,
         ttl: int | None = None,
         deadline: float | None = None,
     ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
         """``map`` for asyncio: ``async for index, result in engine.amap(requests)``."""
-        from aeon_kernel.runtime.executor import amap_tasks
+        from aeon_kernel.runtime.ray_executor import amap_configured
 
-        return amap_tasks(self, requests, concurrency=concurrency, ttl=ttl, deadline=deadline)
+        return amap_configured(self, requests, concurrency=concurrency, ttl=ttl, deadline=deadline)
 
     def describe_plugins(self) -> dict[str, Any]:
         return describe_plugins(self.pm, self.registries)
@@ -673,6 +692,34 @@ class Engine:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+#: what ``aeon init`` writes beside ``aeon.toml``: the project's template and the sha256 of its lock file
+_PROJECT_FILE = "aeon-project.toml"
+
+
+def _deployment_project(folder: Path) -> dict[str, Any]:
+    """``{template, lock_sha256, lock_matches}`` of the project in ``folder``: lock_matches says whether the lock
+    file (``lock``, default requirements.txt) still has the sha256 recorded when the project was made. A file
+    that cannot be read is recorded as such rather than failing the run."""
+    import hashlib
+    import tomllib
+
+    path = folder / _PROJECT_FILE
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8")).get("project")
+        project = table if isinstance(table, dict) else {}
+        lock = project.get("lock")
+        lock_file = folder / (lock if isinstance(lock, str) and lock else "requirements.txt")
+        current = hashlib.sha256(lock_file.read_bytes()).hexdigest() if lock_file.is_file() else None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return {"error": f"cannot read {path}: {exc}"}
+    template, recorded = project.get("template"), project.get("lock_sha256")
+    return {
+        "template": template if isinstance(template, str) else None,
+        "lock_sha256": recorded if isinstance(recorded, str) else None,
+        "lock_matches": current is not None and current == recorded,
+    }
 
 
 def _grant(name: str, grant: Any) -> frozenset[str] | None:

@@ -5,6 +5,7 @@
     python bench/batch.py --n 200 --tool-wait 0.01   # each tool call waits 10 ms, as I/O would
     python bench/batch.py --memory 100000        # RSS across a 100,000-request engine.map and `aeon batch`
     python bench/batch.py --model --requests 8   # the embedded model (Gemma 3 270M) at concurrency 1 and 2
+    python bench/batch.py --ray                  # Ray workers against the local executor, at 1, 2, 4
 
 Throughput: every framework runs the same minimal workflow on ``--n`` requests "batch item K": an instant model
 (a function returning prepared JSON, chosen by the request) writes a plan of two ``add_one`` steps, {"value": K}
@@ -22,6 +23,12 @@ sampled as it goes. ``--cli N``: ``aeon batch`` on N lines recording every run (
 The embedded model: ``--requests`` arithmetic requests from bench/local_model.py through ``engine.map`` at
 concurrency 1 and 2; requests per minute, and the time the model was busy (measured inside the adapter, so
 waiting for the model's lock is not counted as model time) against the wall time.
+
+Ray (``--ray``, needs ``aeon-core[ray]``): the same throughput workflow on a local Ray cluster of 2 CPUs that
+each case's process starts (its start-up timed apart), ``RayExecutor.map`` with ``c`` workers against the local
+executor's ``engine.map`` at the same ``c``; then ``aeon batch --no-log`` on ``--n`` lines with ``--executor
+ray`` and ``--executor local``, the rate being the one the command prints (tasks only: not Python's or Ray's
+start-up, which the wall time includes). RSS: the submitting process, and every Ray process it started.
 
 Timings are noisy (a shared 2-core machine): compare rows of one run. Writes ``bench/batch.json``.
 """
@@ -49,8 +56,9 @@ from workloads.many import peak_rss_bytes, rss_bytes  # noqa: E402 - after the p
 
 FRAMEWORKS = ("aeon", "langgraph", "pydantic_graph")
 WARMUP = 50
-#: seconds each tool call waits, as I/O would (``--tool-wait``; 0: the workflow is CPU-bound)
-TOOL_WAIT = 0.0
+#: seconds each tool call waits, as I/O would (``--tool-wait``; 0: the workflow is CPU-bound); Ray workers read it
+#: from the environment
+TOOL_WAIT = float(os.environ.get("AEON_BENCH_TOOL_WAIT", "0"))
 MB = 2**20
 
 
@@ -157,6 +165,59 @@ def run_aeon(n: int, concurrency: int, offset: int = 0) -> None:
     engine = _shared.setdefault("aeon", aeon_engine())
     for index, result in engine.map((request(offset + k) for k in range(n)), concurrency=concurrency):
         assert aeon_answer(result) == offset + index + 2
+
+
+def run_aeon_ray(n: int, concurrency: int, offset: int = 0) -> None:
+    """``RayExecutor.map`` on a local Ray cluster of 2 CPUs started by this process: ``concurrency`` workers,
+    each with its own Engine, the plugin imported by name (``batch:PLUGIN``)."""
+    executor = _shared.get("aeon_ray")
+    if executor is None:
+        from aeon_kernel import Engine, RayExecutor
+        from aeon_kernel.config import AeonConfig
+        from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
+
+        # the cluster's processes inherit these: the workers import this file as `batch` and build its plugin
+        os.environ.update(
+            AEON_BENCH_BATCH_PLUGIN="1",
+            AEON_BENCH_TOOL_WAIT=str(TOOL_WAIT),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(BENCH), os.environ.get("PYTHONPATH")])),
+        )
+        # the workers' template (nothing is built here): the built-ins by name, and this file's plugin
+        template = Engine(
+            AeonConfig().with_choice("llm", "instant_batch"),
+            plugins=[importlib.import_module(name) for name in BUILTIN_PLUGINS],
+            autoload=False,
+        )
+        executor = RayExecutor(template, concurrency, num_cpus=2, plugins=["batch:PLUGIN"])
+        started = time.perf_counter()
+        executor.start()
+        _shared["ray_startup_s"] = round(time.perf_counter() - started, 2)
+        _shared["aeon_ray"] = executor
+    for index, result in executor.map(request(offset + k) for k in range(n)):
+        assert aeon_answer(result) == offset + index + 2
+
+
+def descendants_rss_bytes() -> int:
+    """The RSS of every process below this one (Ray's raylet, GCS and workers)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = dict(
+                line.split(":", 1) for line in (entry / "status").read_text().splitlines() if ":" in line
+            )
+        except OSError:
+            continue
+        children.setdefault(int(fields["PPid"]), []).append(int(entry.name))
+        rss[int(entry.name)] = int(fields.get("VmRSS", "0 kB").split()[0]) * 1024
+    total, todo = 0, list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo += children.get(pid, [])
+    return total
 
 
 def run_aeon_loop(n: int, concurrency: int, offset: int = 0) -> None:
@@ -288,6 +349,7 @@ def run_pydantic_graph(n: int, concurrency: int, offset: int = 0) -> None:
 RUNNERS = {
     "aeon": run_aeon,
     "aeon_loop": run_aeon_loop,
+    "aeon_ray": run_aeon_ray,
     "langgraph": run_langgraph,
     "pydantic_graph": run_pydantic_graph,
 }
@@ -313,6 +375,10 @@ def child(framework: str, n: int, concurrency: int, tool_wait: float) -> None:
         "rss_before_mb": round(before / MB, 1),
         "peak_rss_mb": round(peak_rss_bytes() / MB, 1),
     }
+    if framework == "aeon_ray":
+        row["ray_startup_s"] = _shared["ray_startup_s"]
+        row["ray_processes_rss_mb"] = round(descendants_rss_bytes() / MB, 1)
+        _shared["aeon_ray"].shutdown()
     print(json.dumps(row))
 
 
@@ -346,7 +412,12 @@ def throughput(frameworks: list[str], n: int, levels: list[int], tool_wait: floa
             rows.append(row)
             print(
                 f"  {framework:15} c={concurrency}  {row['runs_per_s']:>8.1f} runs/s  "
-                f"peak RSS {row['peak_rss_mb']:>6.1f} MB (before {row['rss_before_mb']:.1f})",
+                f"peak RSS {row['peak_rss_mb']:>6.1f} MB (before {row['rss_before_mb']:.1f})"
+                + (
+                    f"  Ray processes {row['ray_processes_rss_mb']:.0f} MB, start-up {row['ray_startup_s']} s"
+                    if "ray_startup_s" in row
+                    else ""
+                ),
                 flush=True,
             )
     return rows
@@ -441,6 +512,57 @@ def memory_cli(n: int, no_log: bool = True, memory: str = "in_memory") -> dict[s
         else {},
         "peak_rss_mb": round(samples.get("peak", 0.0), 1),
     }
+
+
+def cli_executor(n: int, executor: str, concurrency: int) -> dict[str, Any]:
+    """``aeon batch --no-log --executor EXECUTOR --concurrency C`` on ``n`` lines (the plugin an entry point the
+    Ray workers see too: the cluster the command starts inherits its environment)."""
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        info = tmp / "site" / "aeon_bench_batch-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: aeon-bench-batch\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text("[aeon]\nbench_batch = batch:PLUGIN\n")
+        (tmp / "aeon.toml").write_text('[llm]\nuse = "instant_batch"\n')
+        with (tmp / "requests.jsonl").open("w") as lines:
+            for k in range(n):
+                lines.write(json.dumps({"id": k, "request": request(k)}) + "\n")
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(tmp / "site"), str(BENCH), *sys.path]),
+            "AEON_BENCH_BATCH_PLUGIN": "1",
+            "AEON_BENCH_TOOL_WAIT": str(TOOL_WAIT),
+            "AEON_DATA_DIR": str(tmp / "data"),
+        }
+        env.pop("RAY_ADDRESS", None)
+        command = [sys.executable, "-m", "aeon_kernel", "batch", "requests.jsonl", "--out", "out.jsonl"]
+        command += ["--no-log", "--executor", executor, "--concurrency", str(concurrency)]
+        started = time.perf_counter()
+        proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - started
+        lines_out = sum(1 for _ in (tmp / "out.jsonl").open()) if (tmp / "out.jsonl").exists() else 0
+        assert proc.returncode == 0 and lines_out == n, (proc.returncode, lines_out, proc.stderr[-2000:])
+    rate = re.search(r"batch done: .* \(([\d.]+)/s\)", proc.stderr)
+    return {
+        "path": f"aeon batch --no-log --executor {executor}",
+        "concurrency": concurrency,
+        "n": n,
+        "wall_s": round(wall, 2),
+        "runs_per_s": float(rate.group(1)) if rate else None,
+    }
+
+
+def ray_comparison(n: int, levels: list[int], tool_wait: float) -> dict[str, Any]:
+    """Ray workers against the local executor: ``RayExecutor.map`` vs ``engine.map``, then ``aeon batch``."""
+    global TOOL_WAIT
+    TOOL_WAIT = tool_wait  # for cli_executor's processes
+    api = throughput(["aeon", "aeon_ray"], n, levels, tool_wait)
+    cli = []
+    for concurrency in levels:
+        for executor in ("local", "ray"):
+            cli.append(cli_executor(n, executor, concurrency))
+            print(json.dumps(cli[-1]), flush=True)
+    return {"api": api, "cli": cli}
 
 
 def memory(n: int) -> list[dict[str, Any]]:
@@ -545,9 +667,14 @@ def main() -> None:
     )
     parser.add_argument("--model", action="store_true", help="only the embedded-model check")
     parser.add_argument("--requests", type=int, default=6, help="requests for --model (default 6)")
+    parser.add_argument(
+        "--ray", action="store_true", help="only Ray against the local executor (concurrency default 1,2,4)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.ray and args.concurrency == parser.get_default("concurrency"):
+        args.concurrency = "1,2,4"
     levels = [int(level) for level in args.concurrency.split(",")]
     if args.child:
         child(args.child, args.n, levels[0], args.tool_wait)
@@ -556,7 +683,10 @@ def main() -> None:
         memory_child(args.n, args.memory_child)
         return
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count()}
-    if args.model:
+    if args.ray:
+        key = "ray" if not args.tool_wait else "ray_tool_wait"
+        results[key] = {"tool_wait_s": args.tool_wait, **ray_comparison(args.n, levels, args.tool_wait)}
+    elif args.model:
         results["model"] = model(args.requests, [1, 2])
     elif args.cli:
         results["cli"] = [memory_cli(args.cli, no_log=False), memory_cli(args.cli, no_log=True)]

@@ -29,7 +29,8 @@ from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets, scrub_secrets_json
 
 if TYPE_CHECKING:
-    from aeon_kernel.runtime.executor import LocalExecutor
+    from aeon_kernel.config import AeonConfig
+    from aeon_kernel.runtime.executor import Executor
     from aeon_kernel.runtime.tasks import TaskHandle
 
 EXIT_SOME_FAILED: Final = 1
@@ -51,7 +52,21 @@ def _fail(message: str | AeonError) -> NoReturn:
     "--out", required=True, type=click.Path(dir_okay=False), help="Append a JSON line per task here."
 )
 @click.option(
-    "--concurrency", type=click.IntRange(1, 256), default=4, show_default=True, help="Tasks running at once."
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    help="Tasks running at once (default: [executor] concurrency, else 4).",
+)
+@click.option(
+    "--executor",
+    "executor_name",
+    type=click.Choice(["local", "ray"]),
+    help="Run the tasks in threads here (local) or in Ray workers (ray: pip install 'aeon-core[ray]'). "
+    "Default: [executor] use, else local.",
+)
+@click.option(
+    "--address",
+    help='The Ray cluster (implies --executor ray): "auto" (started with `ray start --head` on this machine), '
+    "ray://HOST:10001, or none: a local cluster for this batch. Default: [executor] address.",
 )
 @click.option(
     "--flow",
@@ -77,7 +92,9 @@ def _fail(message: str | AeonError) -> NoReturn:
 def batch(
     requests_file: str,
     out: str,
-    concurrency: int,
+    concurrency: int | None,
+    executor_name: str | None,
+    address: str | None,
     flow_dir: str | None,
     config: str | None,
     ttl: int | None,
@@ -103,9 +120,11 @@ def batch(
     if problems:
         more = f"\n  ... and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
         _fail(f"{requests_file} has {len(problems)} bad line(s):\n  " + "\n  ".join(problems[:_SHOWN]) + more)
-    source, where = _source(flow_dir, config, log_path, no_log)
+    chosen, log = _config(flow_dir, config, log_path, no_log)
+    source, executor = _executor(chosen, log, flow_dir, concurrency, executor_name, address)
+    where = _where(chosen, log, no_log)
     try:
-        runner = _Runner(source, Path(out), concurrency, ttl, deadline)
+        runner = _Runner(executor, flow, Path(out), ttl, deadline)
         todo = (
             (key, value)
             for canonical, key, value in requests(Path(requests_file), flow)
@@ -113,7 +132,8 @@ def batch(
         )
         runner.run(todo, pending, skipped)
     finally:
-        source.close()
+        if source is not None:
+            source.close()
     if where:
         click.echo(where, err=True)
     if runner.interrupts:
@@ -218,13 +238,13 @@ def read_results(path: Path) -> dict[str, str]:
 # --- the engine --------------------------------------------------------------------------------------------------
 
 
-def _source(
+def _config(
     flow_dir: str | None, config: str | None, log_path: str | None, no_log: bool
-) -> tuple[Any, str | None]:
-    """What runs the tasks (an Engine, or a FlowEngine: close it), and where its runs are recorded."""
+) -> tuple[AeonConfig, str | Path | None]:
+    """The configuration the tasks run with (recording into the default store unless ``no_log``), and the JSONL
+    log their cycles go to."""
     from aeon_kernel.cli import recording
     from aeon_kernel.config import load_config
-    from aeon_kernel.engine import Engine
 
     if config is None and flow_dir is not None and (Path(flow_dir) / "aeon.toml").is_file():
         config = str(Path(flow_dir) / "aeon.toml")
@@ -234,6 +254,46 @@ def _source(
         if not no_log:
             chosen = recording.with_default_store(chosen)
             log = log_path or recording.default_log(chosen)
+    except AeonError as exc:
+        _fail(exc)
+    return chosen, log
+
+
+def _executor(
+    chosen: AeonConfig,
+    log: str | Path | None,
+    flow_dir: str | None,
+    concurrency: int | None,
+    name: str | None,
+    address: str | None,
+) -> tuple[Any, Executor]:
+    """What runs the tasks, as ``--executor`` (else ``[executor]``) says: local threads on an Engine (or a
+    FlowEngine) built here, or Ray workers, each building its own. The Engine to close and the executor; a
+    problem building either stops the batch (exit 2)."""
+    from aeon_kernel.runtime.ray_executor import executor_settings
+
+    try:
+        use, settings, _ = executor_settings(chosen.executor)
+    except AeonError as exc:
+        _fail(exc)
+    if address is not None and name == "local":
+        _fail("--address is the Ray cluster's: use it with --executor ray")
+    use = name or ("ray" if address is not None else use)
+    concurrency = concurrency or settings.concurrency
+    max_queued = settings.max_queued or concurrency
+    if use == "ray":
+        return _ray(chosen, log, flow_dir, concurrency, max_queued, address)
+    from aeon_kernel.runtime.executor import LocalExecutor
+
+    source = _source(chosen, log, flow_dir)
+    return source, LocalExecutor(source, concurrency, max_queued=max_queued)
+
+
+def _source(chosen: AeonConfig, log: str | Path | None, flow_dir: str | None) -> Any:
+    """The Engine (or FlowEngine: close it) the local executor runs the tasks on, every component built."""
+    from aeon_kernel.engine import Engine
+
+    try:
         source: Any
         engine: Any
         if flow_dir is not None:
@@ -253,11 +313,49 @@ def _source(
     except AeonError as exc:
         source.close()
         _fail(exc)
-    where = None
-    if not no_log and chosen.state is not None:
-        store = chosen.state.options.get("path", chosen.state.use)
-        where = f"runs recorded: state in {store}" + (f", log in {log}" if log else "") + " (aeon runs)"
-    return source, where
+    return source
+
+
+def _ray(
+    chosen: AeonConfig,
+    log: str | Path | None,
+    flow_dir: str | None,
+    concurrency: int,
+    max_queued: int,
+    address: str | None,
+) -> tuple[Any, Executor]:
+    """Ray workers, started now: each builds the Engine (the model) once. Here the configuration's component
+    names are only checked (nothing is built: the model is loaded in the workers alone)."""
+    from aeon_kernel.engine import Engine
+    from aeon_kernel.runtime.ray_executor import RayExecutor
+
+    engine = None
+    try:
+        engine = Engine(chosen)  # the workers' template: its plugins are found, nothing is built
+        if flow_dir is None:
+            engine.check_choices()
+        executor = RayExecutor.configured(
+            engine,
+            concurrency=concurrency,
+            max_queued=max_queued,
+            address=address,
+            flow=flow_dir,
+            sinks=[("jsonl", {"path": str(log)})] if log else [],
+        )
+        executor.start()
+    except AeonError as exc:
+        if engine is not None:
+            engine.close()
+        _fail(exc)
+    return engine, executor
+
+
+def _where(chosen: AeonConfig, log: str | Path | None, no_log: bool) -> str | None:
+    """Where the runs are recorded (for the last line)."""
+    if no_log or chosen.state is None:
+        return None
+    store = chosen.state.options.get("path", chosen.state.use)
+    return f"runs recorded: state in {store}" + (f", log in {log}" if log else "") + " (aeon runs)"
 
 
 # --- running -----------------------------------------------------------------------------------------------------
@@ -271,12 +369,10 @@ class _Runner:
     """
 
     def __init__(
-        self, source: Any, out: Path, concurrency: int, ttl: int | None, deadline: float | None
+        self, executor: Executor, flow: bool, out: Path, ttl: int | None, deadline: float | None
     ) -> None:
-        from aeon_kernel.runtime.executor import LocalExecutor
-
-        self.executor: LocalExecutor = LocalExecutor(source, concurrency, max_queued=concurrency)
-        self.flow = hasattr(source, "flow")
+        self.executor = executor
+        self.flow = flow
         self.out, self.ttl, self.deadline = out, ttl, deadline
         self.interrupts = 0
         self.statuses: Counter[str] = Counter()

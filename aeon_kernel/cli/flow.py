@@ -116,6 +116,13 @@ def _run_options(command: Any) -> Any:
 @click.option(
     "--replay", type=click.Path(dir_okay=False), help="Answer from this cassette instead of the model."
 )
+@click.option(
+    "--inspect",
+    is_flag=True,
+    help="Step through the run in the inspector (a local web page): it pauses before each cycle, showing the "
+    "next node and its assembled context; Step, Continue and Stop drive it (Stop: exit status 130).",
+)
+@click.option("--no-browser", is_flag=True, help="With --inspect: print the page's URL, open no browser.")
 @_run_options
 def run(
     directory: str,
@@ -125,6 +132,8 @@ def run(
     ttl: int | None,
     record: str | None,
     replay: str | None,
+    inspect: bool,
+    no_browser: bool,
     config: str | None,
     as_json: bool,
     log_path: str | None,
@@ -139,7 +148,12 @@ def run(
         _fail(f"the input is not JSON: {exc}")
     engine = _flow_engine(directory, config, record=record, replay=replay, log_path=log_path)
     try:
-        stages = engine.iter(value, start=start, ttl=ttl)
+        if inspect:
+            from aeon_kernel.cli.inspect.stepper import flow_stages  # the server and Jinja load only here
+
+            stages = flow_stages(engine, value, start=start, ttl=ttl, no_browser=no_browser, as_json=as_json)
+        else:
+            stages = engine.iter(value, start=start, ttl=ttl)
         _report(engine, stages, as_json)
     except AeonError as exc:
         _fail(exc)

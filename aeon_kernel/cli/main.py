@@ -170,15 +170,38 @@ def _drive(
     help="Reason in several passes (spec 003): profile, plan, validate, execute, converge, refine; as "
     '[reasoning] mode = "multipass" in aeon.toml.',
 )
+@click.option(
+    "--inspect",
+    is_flag=True,
+    help="Step through the run in the inspector (a local web page): it pauses before each cycle, showing what "
+    "comes next; Step, Continue and Stop drive it. Stop exits with status 130, the run resumable.",
+)
+@click.option("--no-browser", is_flag=True, help="With --inspect: print the page's URL, open no browser.")
 @_run_options
-def run(request: str, ttl: int | None, deadline: float | None, multipass: bool, **options: Any) -> None:
+def run(
+    request: str,
+    ttl: int | None,
+    deadline: float | None,
+    multipass: bool,
+    inspect: bool,
+    no_browser: bool,
+    **options: Any,
+) -> None:
     """Plan REQUEST with the model, execute the plan step by step, and report the answer.
 
-    Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start.
+    Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start (130: stopped with --inspect).
     """
+
+    def cycles(orchestrator: Any) -> Iterator[Any]:
+        if not inspect:
+            return orchestrator.iter(request)  # type: ignore[no-any-return]
+        from aeon_kernel.cli.inspect.stepper import plan_cycles  # the server and Jinja load only here
+
+        return plan_cycles(orchestrator, request, no_browser=no_browser, as_json=options["as_json"])
+
     _drive(
         request,
-        lambda orchestrator: orchestrator.iter(request),
+        cycles,
         ttl=ttl,
         deadline=deadline,
         multipass=multipass,
@@ -433,12 +456,14 @@ def _add_flow_commands() -> None:
     from aeon_kernel.cli.batch import batch  # the executor and rich are imported only when it runs
     from aeon_kernel.cli.evaluate import evaluate  # the suite runner and rich are imported only when it runs
     from aeon_kernel.cli.flow import flow
+    from aeon_kernel.cli.init.command import init_project  # Jinja and package metadata are read when it runs
     from aeon_kernel.cli.inspect.command import inspect_runs  # the server and Jinja load when it runs
     from aeon_kernel.cli.mcp import mcp  # the MCP SDK itself is imported only by `aeon mcp serve`
 
     cli.add_command(batch)
     cli.add_command(evaluate)
     cli.add_command(flow)
+    cli.add_command(init_project)
     cli.add_command(inspect_runs)
     cli.add_command(mcp)
 

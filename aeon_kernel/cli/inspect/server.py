@@ -2,7 +2,9 @@
 
 Bound to 127.0.0.1 (a free port unless one is asked for), so nothing beyond this machine can reach it; a request
 whose ``Host`` is not this address (DNS rebinding: a page elsewhere naming its own host that resolves here) is
-refused. Any other method is refused too: no request can change a run.
+refused. Any other method is refused too: no request can change a run. The one exception is step-through
+(``aeon run --inspect``): its server, over a :class:`~aeon_kernel.cli.inspect.liveapp.LiveInspector`, passes a
+POST to the app's control endpoint, which checks its token and origin.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from aeon_kernel.cli.inspect.app import Inspector, Response
+from aeon_kernel.cli.inspect.liveapp import MAX_BODY, LiveInspector
 from aeon_kernel.cli.inspect.sources import Catalog
 
 HOST: Final = "127.0.0.1"
@@ -53,11 +56,36 @@ class Handler(BaseHTTPRequestHandler):
             Response(405, "text/plain; charset=utf-8", b"the inspector is read-only: GET only\n"), False
         )
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = _refuse
+    do_PUT = do_PATCH = do_DELETE = _refuse
+
+    def do_POST(self) -> None:
+        """Refused (405) except by a step-through server, whose app judges the request."""
+        inspector = self.server.inspector
+        if not isinstance(inspector, LiveInspector):
+            self._refuse()
+            return
+        if not self._known_host(head=False):
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= MAX_BODY:
+            self.close_connection = True  # the body is not read
+            self._send(Response(413, "text/plain; charset=utf-8", b"a control request is small\n"), False)
+            return
+        body = self.rfile.read(length)
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        self._send(inspector.post(urlsplit(self.path).path, headers, body), False)
+
+    def _known_host(self, *, head: bool) -> bool:
+        if self.headers.get("Host", "") in self.server.allowed_hosts:
+            return True
+        self._send(Response(403, "text/plain; charset=utf-8", b"unknown Host\n"), head)
+        return False
 
     def _answer(self, *, head: bool) -> None:
-        if self.headers.get("Host", "") not in self.server.allowed_hosts:
-            self._send(Response(403, "text/plain; charset=utf-8", b"unknown Host\n"), head)
+        if not self._known_host(head=head):
             return
         parts = urlsplit(self.path)
         self._send(self.server.inspector.handle(parts.path, parts.query), head)

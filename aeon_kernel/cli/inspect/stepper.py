@@ -1,0 +1,207 @@
+"""Step-through (spec 004 §10.7): ``aeon run --inspect`` and ``aeon flow run --inspect`` drive their run one cycle
+at a time from the inspector's page.
+
+:func:`plan_cycles` and :func:`flow_stages` are what the two commands iterate instead of the run's own iterator:
+the same cycle (stage) records, each produced only once the page said so, so the commands print, record and exit
+as they always do. They start the server at once — its URL is printed (on stderr: ``--json`` keeps stdout for the
+result) before the run starts — and the iterator closes it when the run ends.
+
+Before each cycle the run is paused: the page shows the run so far and the pending unit of work
+(:mod:`.pending`), and its buttons answer through :class:`~aeon_kernel.cli.inspect.control.Control`. No pause is
+made where no cycle is left (the plan finished, the flow's root task ended): the run then ends at once. When it
+ends, the page is given a moment to show the result before the server goes.
+
+*Stop* ends the run where it is: the run is closed, which releases it in its state store (the CLI records every
+run by default), so ``aeon resume RUN_ID`` (``aeon flow resume``) goes on from there; the command says so and
+exits with status 130, as an interrupted ``aeon batch`` does.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
+
+import click
+
+from aeon_kernel.cli.inspect import pending
+from aeon_kernel.cli.inspect.control import Control
+from aeon_kernel.cli.inspect.live import Moment
+from aeon_kernel.cli.inspect.liveapp import LiveInspector
+from aeon_kernel.cli.inspect.server import InspectorServer
+from aeon_kernel.cli.output import echo_json
+from aeon_kernel.models import LogEntry
+from aeon_kernel.secrets import scrub_secrets
+
+if TYPE_CHECKING:
+    from aeon_kernel.flow.engine import FlowEngine
+    from aeon_kernel.orchestrator import Orchestrator
+    from aeon_kernel.runtime.run import Run
+
+EXIT_STOPPED: Final = 130
+#: how long the command waits, once the run ended, for the page to show it
+SHOW_END: Final = 3.0
+#: and then serves on, for what that page asks next (a request under way when it was served)
+GRACE: Final = 0.3
+
+Pending = Callable[["Run"], dict[str, Any] | None]
+
+
+class Stopped(Exception):
+    """The page stopped the run; it is closed (resumable where it has a state store)."""
+
+    def __init__(self, run_id: str, cycles: int, resumable: bool, message: str) -> None:
+        super().__init__(message)
+        self.run_id, self.cycles, self.resumable, self.message = run_id, cycles, resumable, message
+
+    def exit(self, as_json: bool) -> NoReturn:
+        """Say so (and, with ``--json``, print it as JSON on stdout); exit with status 130."""
+        click.echo(scrub_secrets(self.message), err=True)
+        if as_json:
+            echo_json(
+                {
+                    "run_id": self.run_id,
+                    "status": "stopped",
+                    "cycles": self.cycles,
+                    "resumable": self.resumable,
+                    "message": self.message,
+                }
+            )
+        sys.exit(EXIT_STOPPED)
+
+
+class Session:
+    """One step-through: the page's control and the server, serving in a background thread from construction."""
+
+    def __init__(self, *, no_browser: bool) -> None:
+        self.control = Control()
+        self.server = InspectorServer(LiveInspector(self.control))
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name="aeon-step-through", daemon=True
+        )
+        self._thread.start()
+        self.url = f"{self.server.url}live"
+        click.echo(f"Aeon step-through: {self.url}  (Step, Continue or Stop in the page)", err=True)
+        if not no_browser:
+            import webbrowser
+
+            webbrowser.open(self.url)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join()
+
+    def drive(self, run: Run, upcoming: Pending, resume_with: str) -> Iterator[LogEntry]:
+        """``run``'s cycles, each run when the page says so; raises :class:`Stopped` when the page stops it."""
+        entries: list[dict[str, Any]] = []
+
+        def moment(next_work: dict[str, Any] | None = None, **end: Any) -> Moment:
+            return Moment(
+                run.state,
+                tuple(entries),
+                dict(run.manifest),
+                next_work,
+                resumable=run.store is not None and bool(entries),  # a run starts with its first cycle
+                **end,
+            )
+
+        try:
+            with run:  # however the loop ends, an unfinished run is released in its store: resumable
+                while True:
+                    work = upcoming(run)
+                    if work is not None and self.control.pause(moment(work)) == "stop":
+                        break
+                    entry = run.next()
+                    if entry is None:
+                        break
+                    entries.append(entry.model_dump(mode="json", exclude={"plan_state"}))
+                    yield entry
+            if run.result is not None:
+                self._show_end(moment(result=run.result.to_dict()), "finished")
+                return
+            stopped = _stopped(run, len(entries), resume_with)
+            self._show_end(moment(stopped=stopped.message), "stopped")
+        finally:
+            self.close()
+        raise stopped
+
+    def _show_end(self, moment: Moment, mode: Literal["finished", "stopped"]) -> None:
+        """Publish the run's end, and give a watching page the time to show it before the server goes."""
+        self.control.end(moment, mode)
+        if self.control.wait_delivered(SHOW_END):
+            time.sleep(GRACE)
+
+
+def _stopped(run: Run, cycles: int, resume_with: str) -> Stopped:
+    """Why the run ended, and how to go on. A new run starts (is created in its store) with its first cycle:
+    stopped before it, there is nothing to resume."""
+    where = f"before cycle {cycles + 1}"
+    if not cycles:
+        message = f"Stopped before the first cycle: run {run.run_id} never started, so nothing was recorded."
+        return Stopped(run.run_id, cycles, False, message)
+    if run.store is not None:
+        message = (
+            f"Stopped {where}: run {run.run_id} is kept in the state store; "
+            f"`{resume_with} {run.run_id}` goes on from here."
+        )
+    else:
+        message = (
+            f"Stopped {where}: run {run.run_id} was not recorded in a state store, so it cannot be resumed "
+            "(record it: drop --no-log, or set [state] in aeon.toml)."
+        )
+    return Stopped(run.run_id, cycles, run.store is not None, message)
+
+
+def plan_cycles(
+    orchestrator: Orchestrator, request: str, *, no_browser: bool, as_json: bool
+) -> Iterator[LogEntry]:
+    """``aeon run --inspect``: ``orchestrator.iter(request)``, one cycle per Step (all of them after Continue).
+
+    The run is started here (a request that cannot start raises before the server does) and made the
+    orchestrator's latest run, so ``orchestrator.result`` is its result once the iterator is exhausted."""
+    run = orchestrator.run = orchestrator.start(request)
+    session = Session(no_browser=no_browser)
+    cycles = session.drive(run, lambda r: pending.plan_run(r, orchestrator.components), "aeon resume")
+    return _exiting(cycles, as_json)
+
+
+def _exiting(cycles: Iterator[LogEntry], as_json: bool) -> Iterator[LogEntry]:
+    try:
+        yield from cycles
+    except Stopped as stopped:
+        stopped.exit(as_json)
+
+
+def flow_stages(
+    engine: FlowEngine,
+    value: Any,
+    *,
+    start: str | None,
+    ttl: int | None,
+    no_browser: bool,
+    as_json: bool,
+) -> Iterator[dict[str, Any]]:
+    """``aeon flow run --inspect``: ``engine.iter(value, ...)``, the stages of one cycle per Step; ``engine.result``
+    is the task's result once the iterator is exhausted."""
+    run = engine.start(value, start=start, ttl=ttl)
+    session = Session(no_browser=no_browser)
+    cycles = session.drive(run, lambda r: pending.flow_run(r, engine.setup, start, value), "aeon flow resume")
+    return _flow(engine, run, cycles, as_json)
+
+
+def _flow(
+    engine: FlowEngine, run: Run, cycles: Iterator[LogEntry], as_json: bool
+) -> Iterator[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    try:
+        for entry in cycles:
+            for stage in entry.stages:
+                history.append(stage)
+                yield stage
+    except Stopped as stopped:
+        stopped.exit(as_json)
+    # what engine.iter sets at its end: the task's result from the run's (the flow engine's own reading of it)
+    engine.result = engine._result(run, history)
