@@ -259,7 +259,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         raise ConfigError(
             f"{where}: unknown key(s) {sorted(bad_plugins)} in [plugins]; valid: {sorted(_PLUGIN_KEYS)}"
         )
-    allow, block = plugins.get("allow"), plugins.get("block", [])
+    allow, block = plugins.get("allow"), plugins.get("block")  # None (from code) means "not set"
     for name, value in (("allow", allow), ("block", block)):
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
             raise ConfigError(f"{where}: [plugins] {name} must be a list of plugin names")
@@ -275,7 +275,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         max_tokens=max_tokens,
         temperature=float(temperature),
         allow=tuple(allow) if allow is not None else None,
-        block=tuple(block),
+        block=tuple(block or ()),
         state=state,
         artifacts=artifacts,
         executor=executor,

@@ -475,3 +475,9 @@ def test_fingerprint_ignores_key_order_and_source(tmp_path: Path) -> None:
 def test_fingerprint_changes_with_the_configuration(other: dict[str, Any]) -> None:
     base = parse_config({"llm": {"use": "scripted", "x": 1}}).fingerprint()
     assert parse_config(other).fingerprint() != base
+
+
+def test_plugin_lists_given_as_none_in_code_mean_not_set() -> None:
+    """Found by the fuzz test: ``{"block": None}`` (possible from code, not from TOML) raised a TypeError."""
+    config = parse_config({"plugins": {"block": None, "allow": None}})
+    assert config.block == () and config.allow is None
