@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, quote, unquote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from aeon_kernel.cli.inspect import diff, views
+from aeon_kernel.cli.inspect.chart import time_chart
 from aeon_kernel.cli.inspect.flowgraph import NODE_HEIGHT, NODE_WIDTH, flow_graph
 from aeon_kernel.cli.inspect.prompts import cassette_path
 from aeon_kernel.cli.inspect.records import RunData
@@ -134,9 +135,9 @@ def _static() -> dict[str, bytes]:
     }
 
 
-def _page(query: Mapping[str, list[str]]) -> int:
+def _page(query: Mapping[str, list[str]], name: str = "page") -> int:
     try:
-        return max(int(query.get("page", ["1"])[0]), 1)
+        return max(int(query.get(name, ["1"])[0]), 1)
     except ValueError:
         return 1
 
@@ -179,7 +180,7 @@ class Inspector:
         if found:
             data = self.catalog.run(unquote(found["key"]), unquote(found["run"]))
             if found["cycle"] is None:
-                return self._run_page(data, _page(query))
+                return self._run_page(data, _page(query), _page(query, "artifacts"))
             index = self._index(data, found["cycle"])
             return self._cycle_page(data, index, fragment=bool(query.get("fragment")))
         found = _API_RUN.match(path)
@@ -247,7 +248,40 @@ class Inspector:
             ),
         }
 
-    def _run_page(self, data: RunData, page: int) -> Response:
+    def _artifacts(self, data: RunData, page: int, timeline_page: int) -> dict[str, Any]:
+        """The run's artifacts for its page: one page of them, its pager, or why they cannot be shown."""
+        reader = self.catalog.artifacts
+        shown: dict[str, Any] = {
+            "where": None,
+            "problem": None,
+            "rows": [],
+            "total": 0,
+            "page": 1,
+            "pages": 1,
+        }
+        if reader is None:
+            return shown
+        shown["where"] = reader.where
+        base = run_url(data.info.key, data.info.run_id)
+        shown["url"] = lambda number: f"{base}?page={timeline_page}&artifacts={number}#artifacts"
+        try:
+            counted = reader.page(data.info.run_id, 0, 0).total
+            page = views.clamp_page(page, counted, views.ARTIFACTS_PAGE)
+            found = reader.page(data.info.run_id, (page - 1) * views.ARTIFACTS_PAGE, views.ARTIFACTS_PAGE)
+        except Unreadable as exc:
+            shown["problem"] = str(exc)
+            return shown
+        shown.update(
+            rows=views.artifact_rows(found.rows),
+            total=found.total,
+            page=page,
+            pages=views.page_count(found.total, views.ARTIFACTS_PAGE),
+            first=(page - 1) * views.ARTIFACTS_PAGE + 1,
+            last=(page - 1) * views.ARTIFACTS_PAGE + len(found.rows),
+        )
+        return shown
+
+    def _run_page(self, data: RunData, page: int, artifacts_page: int = 1) -> Response:
         total = len(data.entries)
         page = views.clamp_page(page, total, views.PAGE)
         urls = self._urls(data)
@@ -279,6 +313,8 @@ class Inspector:
             per_page=views.PAGE,
             api_url=f"/api{run_url(data.info.key, data.info.run_id)}",
             cassette=cassette_path(data.manifest),
+            chart=time_chart(data, page),
+            artifacts=self._artifacts(data, artifacts_page, page),
             **urls,
         )
 

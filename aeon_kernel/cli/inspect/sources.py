@@ -16,11 +16,14 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from aeon_kernel.cli.inspect.records import FinalPlan, LoggedPlans, RunData, RunInfo
 from aeon_kernel.logs import PLAN_CHANGES
+
+if TYPE_CHECKING:
+    from aeon_kernel.cli.inspect.artifacts import ArtifactReader
 
 #: runs a store source keeps read (a 10,000-cycle run is some tens of MB)
 KEPT_RUNS: Final = 8
@@ -395,10 +398,12 @@ def _status(entries: Sequence[dict[str, Any]], plans: LoggedPlans) -> str:
 
 
 class Catalog:
-    """Every source, in the order given: the state store first, then each log."""
+    """Every source, in the order given: the state store first, then each log; and the artifact store, where
+    there is one (a run's artifacts are found by its id, whichever source it is read from)."""
 
-    def __init__(self, sources: Sequence[RunSource]) -> None:
+    def __init__(self, sources: Sequence[RunSource], artifacts: ArtifactReader | None = None) -> None:
         self.sources = {source.key: source for source in sources}
+        self.artifacts = artifacts
 
     def runs(self) -> tuple[list[RunInfo], list[str]]:
         """Every run, newest first, and what could not be read."""
@@ -421,23 +426,34 @@ class Catalog:
     def close(self) -> None:
         for source in self.sources.values():
             source.close()
+        if self.artifacts is not None:
+            self.artifacts.close()
 
 
 def open_catalog(config: str | None, logs: Sequence[str]) -> Catalog:
     """The store ``aeon run`` records into (``[state]`` of ``config``, else the user data directory's), then each
-    log. Raises ``AeonError`` when the configuration cannot be read or its store cannot be built."""
+    log, and the artifact store beside it (``[artifacts]``, else the SQLite state store's ``-artifacts.db``).
+    Raises ``AeonError`` when the configuration cannot be read or its store cannot be built."""
+    from aeon_kernel.cli.inspect.artifacts import SqliteArtifacts, StoredArtifacts
     from aeon_kernel.cli.recording import with_default_store
     from aeon_kernel.config import load_config
 
     chosen = with_default_store(load_config(config))
     assert chosen.state is not None  # with_default_store always names one
     sources: list[RunSource] = []
+    artifacts: ArtifactReader | None = None
     path = chosen.state.options.get("path")
+    kept = chosen.artifacts.options.get("path") if chosen.artifacts is not None else None
+    if chosen.artifacts is not None and chosen.artifacts.use == "sqlite" and isinstance(kept, str):
+        artifacts = SqliteArtifacts(kept)
     if chosen.state.use == "sqlite" and isinstance(path, str):
         sources.append(SqliteRuns("store", path))
     else:
         from aeon_kernel.engine import Engine
 
-        sources.append(StoreRuns("store", Engine(chosen), f"the {chosen.state.use} state store"))
+        engine = Engine(chosen)
+        sources.append(StoreRuns("store", engine, f"the {chosen.state.use} state store"))
+        if artifacts is None and chosen.artifacts is not None and engine.artifact_store is not None:
+            artifacts = StoredArtifacts(engine.artifact_store, f"the {chosen.artifacts.use} artifact store")
     sources += [JsonlRuns(f"log{number}", path) for number, path in enumerate(logs, 1)]
-    return Catalog(sources)
+    return Catalog(sources, artifacts)

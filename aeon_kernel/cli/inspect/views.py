@@ -18,6 +18,8 @@ from aeon_kernel.cli.inspect.records import TERMINAL, RunData
 PAGE: Final = 200
 #: runs per page of the list
 RUNS_PAGE: Final = 100
+#: artifacts per page of a run's artifact list
+ARTIFACTS_PAGE: Final = 100
 #: characters of one value shown on a page
 MAX_SHOWN: Final = 100_000
 #: characters of a cycle's output shown in its timeline row
@@ -283,3 +285,21 @@ def cycle_json(data: RunData, index: int) -> dict[str, Any]:
         ],
         "plan_after": data.plans.after(index),
     }
+
+
+def artifact_rows(found: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Artifacts (dicts: cycle, kind, node, task, schema_name, timestamp, value) as the run page lists them: the
+    value's excerpt in the row, the value whole (cut at :data:`MAX_SHOWN`) when it is opened."""
+    return [
+        {
+            "cycle": artifact.get("cycle"),
+            "kind": artifact.get("kind"),
+            "node": artifact.get("node"),
+            "task": artifact.get("task"),
+            "schema": artifact.get("schema_name"),
+            "timestamp": artifact.get("timestamp"),
+            "excerpt": preview(artifact.get("value")),
+            "value": pretty(artifact.get("value")),
+        }
+        for artifact in found
+    ]

@@ -1,0 +1,127 @@
+"""A run's artifacts (``aeon artifacts``, spec 004 §10.1) for its page, one page at a time — read-only.
+
+The CLI keeps its artifact store beside its SQLite state store (``runs.db`` -> ``runs-artifacts.db``;
+:func:`aeon_kernel.cli.recording.with_default_store`). That ``sqlite`` file is read with its own SQL over a
+read-only connection (``mode=ro``), a page at a time (a 10,000-cycle run has tens of thousands of artifacts); a
+file that is not there yet is no artifacts, and is not created. Any other artifact store is read through the
+``ArtifactStore`` contract (``find``). A store that cannot be read is an :class:`~.sources.Unreadable` error,
+which the run page shows in place of the list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from aeon_kernel.cli.inspect.sources import Unreadable
+
+
+@dataclass(frozen=True)
+class Found:
+    """One page of a run's artifacts, and how many the run has."""
+
+    total: int
+    #: each artifact as a dict: cycle, kind, node, task, schema_name, timestamp, value
+    rows: list[dict[str, Any]]
+
+
+class ArtifactReader(ABC):
+    """Where a run's artifacts are read from. ``where`` says what it is, for the page."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    @abstractmethod
+    def page(self, run_id: str, offset: int, limit: int) -> Found:
+        """The artifacts ``offset`` to ``offset + limit`` of ``run_id``, in the order they were put."""
+
+    def close(self) -> None:  # noqa: B027 - nothing to release by default
+        """Release what the reader holds."""
+
+
+_COLUMNS = ("kind", "node", "task", "schema_name", "cycle", "timestamp", "value")
+_PAGE = (
+    "SELECT kind, node, task, schema_name, cycle, timestamp, value FROM artifacts WHERE run_id = ? "
+    "ORDER BY id LIMIT ? OFFSET ?"
+)
+
+
+class SqliteArtifacts(ArtifactReader):
+    """The ``sqlite`` artifact store's file, over a read-only connection."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(str(path))
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def _connection(self) -> sqlite3.Connection | None:
+        if self._db is None:
+            if not self.path.is_file():
+                return None
+            uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+            try:
+                db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                db.text_factory = lambda raw: raw.decode("utf-8", "replace")
+                db.execute(
+                    "SELECT run_id, kind, node, task, schema_name, cycle, timestamp, value FROM artifacts LIMIT 1"
+                )
+            except sqlite3.Error as exc:
+                raise Unreadable(f"cannot read the artifact store {self.where}: {exc}") from None
+            self._db = db
+        return self._db
+
+    def page(self, run_id: str, offset: int, limit: int) -> Found:
+        with self._lock:
+            db = self._connection()
+            if db is None:
+                return Found(0, [])
+            try:
+                (total,) = db.execute("SELECT count(*) FROM artifacts WHERE run_id = ?", (run_id,)).fetchone()
+                rows = db.execute(
+                    _PAGE,
+                    (run_id, limit, offset),
+                ).fetchall()
+            except sqlite3.Error as exc:
+                raise Unreadable(f"cannot read the artifact store {self.where}: {exc}") from None
+        found = []
+        for row in rows:
+            fields = dict(zip(_COLUMNS, row, strict=True))
+            with contextlib.suppress(TypeError, ValueError):  # else shown as the text the store holds
+                fields["value"] = json.loads(fields["value"])
+            found.append(fields)
+        return Found(int(total), found)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+
+class StoredArtifacts(ArtifactReader):
+    """Any ``ArtifactStore``, through its contract: ``find`` reads the run's artifacts whole, a page is cut."""
+
+    def __init__(self, store: Any, where: str) -> None:
+        super().__init__(where)
+        self.store = store
+
+    def page(self, run_id: str, offset: int, limit: int) -> Found:
+        from aeon_kernel.errors import AeonError
+
+        try:
+            found = self.store.find(run_id)
+        except AeonError as exc:
+            raise Unreadable(str(exc)) from None
+        rows = [
+            {name: getattr(artifact, name) for name in _COLUMNS}
+            for artifact in found[offset : offset + limit]
+        ]
+        return Found(len(found), rows)

@@ -1,0 +1,326 @@
+"""The inspector's run page beyond the timeline (issue 15): the chart of ``aeon stats``'s figures, the run's
+artifacts, and a replay shown to reproduce its recording exactly.
+
+The runs are made by the real command (``python -m aeon_kernel run --json``) on the scripted model, recorded by
+the CLI into ``runs.db`` and, beside it, ``runs-artifacts.db`` — one with ``--record cassette.jsonl``, one with
+``--replay cassette.jsonl`` while the scripted model would answer otherwise — and served from the catalog
+``aeon inspect`` opens. Browser tests drive Debian's Chromium through Playwright as test_inspect.py does (skipped,
+saying why, where either is missing; required where ``AEON_REQUIRE_BROWSER`` is set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aeon_kernel import Artifact
+from aeon_kernel.cli.inspect.app import Inspector
+from aeon_kernel.cli.inspect.artifacts import SqliteArtifacts
+from aeon_kernel.cli.inspect.server import InspectorServer, serving
+from aeon_kernel.cli.inspect.sources import Catalog, SqliteRuns, open_catalog
+from aeon_kernel.secrets import register_secret
+from aeon_plugins.sqlite_artifacts import SQLiteArtifactStore
+from tests.support.builders import answer, llm_step, plan, tool_step
+from tests.support.inspector_runs import build_big_run
+
+REQUEST = "add 5 and 10"
+SCRIPT = "<script>alert(1)</script>"
+THREE_STEPS = plan(
+    tool_step("1", "calculator", {"expression": "5 + 10"}),
+    tool_step("2", "echo", {"message": SCRIPT}),
+    llm_step("3"),
+)
+#: put raw into the artifact store (as a store written before it was registered would hold it)
+CANARY = "artf-5e0c27b9d4-k3mq"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_browser = pytest.mark.skipif(
+    (CHROMIUM is None or find_spec("playwright") is None) and not os.environ.get("AEON_REQUIRE_BROWSER"),
+    reason="needs Debian's chromium and playwright (scripts/setup.sh --dev installs them: apt-get install "
+    "chromium; pip install -e '.[dev]')",
+)
+
+
+def environment(project: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key != "AEON_CONFIG"}
+    return {**env, "AEON_DATA_DIR": str(project / "data")}
+
+
+def aeon_run(project: Path, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "aeon_kernel", "run", REQUEST, "--json", *args],
+        cwd=project,
+        env=environment(project),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@dataclass(frozen=True)
+class Runs:
+    project: Path
+    recorded: str
+    replayed: str
+
+    @property
+    def artifacts(self) -> Path:
+        return self.project / "data" / "runs-artifacts.db"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """A run recorded into a cassette, then replayed from it while the scripted model would answer otherwise: the
+    replay can only answer "The sum is 15" from the cassette."""
+    project = tmp_path_factory.mktemp("replay")
+    (project / "aeon.toml").write_text('[llm]\nuse = "scripted"\nresponses = "responses.json"\n')
+    (project / "responses.json").write_text(json.dumps([THREE_STEPS, answer("The sum is 15")]))
+    recorded = aeon_run(project, "--record", "cassette.jsonl")
+    (project / "responses.json").write_text(json.dumps([THREE_STEPS, answer("The sum is 99")]))
+    replayed = aeon_run(project, "--replay", "cassette.jsonl")
+    for result in (recorded, replayed):
+        assert (result["status"], result["answer"]) == ("completed", "The sum is 15"), result
+    assert recorded["run_id"] != replayed["run_id"]
+    register_secret(CANARY)
+    store = SQLiteArtifactStore(project / "data" / "runs-artifacts.db")
+    store.put([Artifact(run_id=recorded["run_id"], kind="telemetry", cycle=4, value={"key": CANARY})])
+    store.close()
+    return Runs(project, recorded["run_id"], replayed["run_id"])
+
+
+@pytest.fixture(scope="module")
+def server(runs: Runs) -> Iterator[InspectorServer]:
+    """The catalog `aeon inspect` opens in the project: the data directory's store and its artifact store."""
+    before = os.environ.get("AEON_DATA_DIR"), os.getcwd()
+    os.environ["AEON_DATA_DIR"] = str(runs.project / "data")
+    os.chdir(runs.project)
+    try:
+        catalog = open_catalog(None, [])
+    finally:
+        if before[0] is None:
+            del os.environ["AEON_DATA_DIR"]
+        else:
+            os.environ["AEON_DATA_DIR"] = before[0]
+        os.chdir(before[1])
+    assert isinstance(catalog.artifacts, SqliteArtifacts) and catalog.artifacts.path == runs.artifacts
+    with serving(catalog) as running:
+        yield running
+    catalog.close()
+
+
+def fetch(server: InspectorServer, path: str) -> tuple[int, dict[str, str], str]:
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        connection.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}"})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read().decode("utf-8")
+    finally:
+        connection.close()
+
+
+# --- over HTTP ------------------------------------------------------------------------------------------------
+
+
+def test_the_run_page_charts_model_tool_and_kernel_time_per_cycle(
+    server: InspectorServer, runs: Runs
+) -> None:
+    status, headers, page = fetch(server, f"/run/store/{runs.recorded}")
+    assert status == 200 and "style-src 'self'" in headers["Content-Security-Policy"]
+    chart = page[
+        page.index('<section class="time-chart"') : page.index("</section>", page.index("time-chart"))
+    ]
+    assert re.findall(r'data-cycle="(\d+)"', chart) == ["1", "2", "3", "4"]
+    assert 'class="tool"' in chart and 'class="kernel"' in chart  # the calculator's and echo's time
+    assert "<title>cycle 2: " in chart and "tools " in chart
+    assert " style=" not in page and "<style" not in page  # colours from the stylesheet's classes (the CSP)
+    assert page.count("<script") == 1
+
+
+def test_the_chart_is_paginated_like_the_timeline(tmp_path: Path) -> None:
+    run_id = build_big_run(tmp_path / "runs.db", 450)
+    inspector = Inspector(Catalog([SqliteRuns("store", tmp_path / "runs.db")]))
+    for page, bars in ((1, list(range(1, 201))), (3, list(range(401, 451)))):
+        body = inspector.handle(f"/run/store/{run_id}", f"page={page}").body.decode()
+        chart = body[body.index('<section class="time-chart"') :]
+        chart = chart[: chart.index("</section>")]
+        assert [int(n) for n in re.findall(r'data-cycle="(\d+)"', chart)] == bars
+        assert f"cycles {bars[0]}\N{EN DASH}{bars[-1]}" in chart
+    assert 'id="artifacts"' not in body  # no artifact store in this catalog: no section
+    inspector.catalog.close()
+
+
+def test_the_run_page_lists_its_artifacts_escaped_and_scrubbed(server: InspectorServer, runs: Runs) -> None:
+    before = hashlib.sha256(runs.artifacts.read_bytes()).hexdigest()
+    _, _, page = fetch(server, f"/run/store/{runs.recorded}")
+    section = page[page.index('<section class="artifacts"') :]
+    section = section[: section.index("</section>")]
+    kinds = re.findall(r'<tr class="artifact" data-kind="(\w+)">', section)
+    assert kinds[0] == "plan" and kinds.count("telemetry") == 5 and kinds[-2:] == ["answer", "telemetry"]
+    assert {"tool_result", "step_output"} <= set(kinds) and len(kinds) == 12
+    assert "tool:calculator" in section and "tool:echo" in section
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section and "<script" not in section
+    assert CANARY not in page and CANARY[:8] not in page and "***" in section
+    assert "12 of 12" in section and str(runs.artifacts) in section
+    _, _, other = fetch(server, f"/run/store/{runs.replayed}")
+    assert other.count('<tr class="artifact"') == 11  # its own artifacts only
+    assert hashlib.sha256(runs.artifacts.read_bytes()).hexdigest() == before
+
+
+def test_artifacts_are_paginated_and_a_missing_store_is_not_created(tmp_path: Path, runs: Runs) -> None:
+    missing = tmp_path / "none-artifacts.db"
+    state = runs.project / "data" / "runs.db"
+    inspector = Inspector(Catalog([SqliteRuns("store", state)], SqliteArtifacts(missing)))
+    body = inspector.handle(f"/run/store/{runs.recorded}").body.decode()
+    assert "The artifact store holds nothing for this run." in body and not missing.exists()
+    inspector.catalog.close()
+
+    many = tmp_path / "many-artifacts.db"
+    store = SQLiteArtifactStore(many)
+    store.put([Artifact(run_id=runs.recorded, kind="telemetry", cycle=1, value=n) for n in range(250)])
+    store.close()
+    inspector = Inspector(Catalog([SqliteRuns("store", state)], SqliteArtifacts(many)))
+    last = inspector.handle(f"/run/store/{runs.recorded}", "artifacts=3").body.decode()
+    assert (
+        last.count('<tr class="artifact"') == 50
+        and "201\N{EN DASH}250 of 250" in last
+        and "page 3 of 3" in last
+    )
+    assert f"/run/store/{runs.recorded}?page=1&amp;artifacts=2#artifacts" in last
+    inspector.catalog.close()
+
+
+def test_a_replay_is_the_same_run_as_its_recording_over_http(server: InspectorServer, runs: Runs) -> None:
+    _, _, page = fetch(server, f"/diff?a=store/{runs.recorded}&b=store/{runs.replayed}")
+    assert "Every cycle is the same (timings aside)." in page
+    assert re.findall(r'<tr id="d-(\d+)" class="([\w-]+)"', page) == [
+        (str(n), "same-row") for n in range(1, 5)
+    ]
+    assert (
+        'class="changed"' not in page
+    )  # no summary row either: status, cycles, calls, tokens, errors, answer
+
+
+# --- in Chromium ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A page that must request nothing from elsewhere, open no dialog and throw no error."""
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(20_000)
+    requests: list[str] = []
+    trouble: list[str] = []
+    opened.on("request", lambda request: requests.append(request.url))
+    opened.on("dialog", lambda dialog: (trouble.append(dialog.message), dialog.dismiss()))
+    opened.on("pageerror", lambda error: trouble.append(str(error)))
+    opened.on("console", lambda message: trouble.append(message.text) if message.type == "error" else None)
+    yield opened
+    context.close()
+    elsewhere = [url for url in requests if not url.startswith("http://127.0.0.1:")]
+    assert requests and not elsewhere, elsewhere
+    assert not trouble, trouble  # a CSP violation is a console error
+
+
+def model_outputs(page: Any, url: str) -> list[str]:
+    """Every model call's output on a run's page, each cycle opened."""
+    page.goto(url)
+    cycles = page.locator(".timeline details.cycle")
+    for number in range(1, cycles.count() + 1):
+        page.locator(f"#c-{number} > summary").click()
+        page.locator(f"#c-{number} .cycle-detail").wait_for()
+    outputs: list[str] = page.locator(".timeline .call .block.output pre").all_inner_texts()
+    return outputs
+
+
+@needs_browser
+def test_a_replay_reproduces_its_recording_in_the_browser(
+    page: Any, server: InspectorServer, runs: Runs
+) -> None:
+    page.goto(f"{server.url}diff?a=store/{runs.recorded}&b=store/{runs.replayed}")
+    assert page.locator("p.diff-count").inner_text().startswith("Every cycle is the same (timings aside).")
+    assert page.locator("table.diff tr.differs").count() == 0
+    assert page.locator("table.diff tr.same-row").count() == 4
+    assert page.locator("table.diff-summary tr.changed").count() == 0
+    recorded = model_outputs(page, f"{server.url}run/store/{runs.recorded}")
+    replayed = model_outputs(page, f"{server.url}run/store/{runs.replayed}")
+    assert len(recorded) == 2 and recorded == replayed
+    assert recorded[1] == '{"answer": "The sum is 15"}'
+
+
+@needs_browser
+def test_the_chart_and_the_artifacts_in_the_browser(page: Any, server: InspectorServer, runs: Runs) -> None:
+    page.goto(f"{server.url}run/store/{runs.recorded}")
+    bars = page.locator("section.time-chart svg.stacked a.bar")
+    assert bars.count() == 4
+    box = page.locator("section.time-chart svg.stacked").bounding_box()
+    assert box is not None and box["height"] > 100  # drawn, at its size
+    fill = page.locator("svg.stacked rect.kernel").first.evaluate("r => getComputedStyle(r).fill")
+    assert fill == "rgb(173, 181, 189)"  # the stylesheet's colour, not the default black
+    bars.nth(1).click()  # a bar leads to its cycle on the timeline
+    assert page.url.endswith("#c-2")
+    rows = page.locator("section.artifacts tr.artifact")
+    assert rows.count() == 12
+    rows.nth(0).locator("summary").click()
+    assert '"goal": "Add 5 and 10"' in rows.nth(0).locator("pre").inner_text()
+    assert page.locator("script").count() == 1  # the echoed <script> stayed text
+    assert SCRIPT in page.locator("section.artifacts").inner_text()
+
+
+@needs_browser
+def test_a_replay_steps_through_once_and_continues(page: Any, runs: Runs) -> None:
+    """`aeon run --replay cassette.jsonl --inspect`: Step runs one cycle, Continue the rest, from the cassette."""
+    command = [sys.executable, "-m", "aeon_kernel", "run", REQUEST, "--replay", "cassette.jsonl"]
+    process = subprocess.Popen(
+        [*command, "--inspect", "--no-browser", "--json"],
+        cwd=runs.project,
+        env=environment(runs.project),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        found = re.search(r"(http://127\.0\.0\.1:\d+/live)", line)
+        assert found, line
+        page.goto(found[1])
+        page.wait_for_selector('#live[data-mode="paused"][data-cycles="0"]')
+        page.locator("#live form.controls button.step").click()
+        page.wait_for_selector('#live[data-mode="paused"][data-cycles="1"]')
+        assert page.locator("#live .timeline .row .n").all_inner_texts() == ["1"]
+        page.locator("#live form.controls button.continue").click()
+        page.wait_for_selector('#live[data-mode="finished"]')
+        assert page.locator("#live .block.result pre.answer").inner_text() == "The sum is 15"
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert json.loads(out)["answer"] == "The sum is 15"  # the cassette's, not the scripted model's "99"
