@@ -25,9 +25,10 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from aeon_kernel.cli.inspect import diff, views
 from aeon_kernel.cli.inspect.chart import time_chart
 from aeon_kernel.cli.inspect.flowgraph import NODE_HEIGHT, NODE_WIDTH, flow_graph
+from aeon_kernel.cli.inspect.problems import Unreadable
 from aeon_kernel.cli.inspect.prompts import cassette_path
 from aeon_kernel.cli.inspect.records import RunData
-from aeon_kernel.cli.inspect.sources import Catalog, Unreadable
+from aeon_kernel.cli.inspect.sources import Catalog
 from aeon_kernel.secrets import scrub_secrets, scrub_secrets_json
 
 log = logging.getLogger("aeon.inspect")

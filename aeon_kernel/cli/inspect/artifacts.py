@@ -4,7 +4,7 @@ The CLI keeps its artifact store beside its SQLite state store (``runs.db`` -> `
 :func:`aeon_kernel.cli.recording.with_default_store`). That ``sqlite`` file is read with its own SQL over a
 read-only connection (``mode=ro``), a page at a time (a 10,000-cycle run has tens of thousands of artifacts); a
 file that is not there yet is no artifacts, and is not created. Any other artifact store is read through the
-``ArtifactStore`` contract (``find``). A store that cannot be read is an :class:`~.sources.Unreadable` error,
+``ArtifactStore`` contract (``find``). A store that cannot be read is an :class:`~.problems.Unreadable` error,
 which the run page shows in place of the list.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from aeon_kernel.cli.inspect.sources import Unreadable
+from aeon_kernel.cli.inspect.problems import Unreadable
 
 
 @dataclass(frozen=True)

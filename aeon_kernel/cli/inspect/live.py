@@ -15,8 +15,9 @@ from functools import cached_property
 from typing import Any
 
 from aeon_kernel.cli.inspect.control import Control
+from aeon_kernel.cli.inspect.problems import Unreadable
 from aeon_kernel.cli.inspect.records import FinalPlan, RunData, RunInfo
-from aeon_kernel.cli.inspect.sources import RunSource, Unreadable, split_calls
+from aeon_kernel.cli.inspect.sources import RunSource, split_calls
 from aeon_kernel.models import OrchestrationState
 
 KEY = "live"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
+from aeon_kernel.cli.inspect.problems import Unreadable
 from aeon_kernel.cli.inspect.records import FinalPlan, LoggedPlans, RunData, RunInfo
 from aeon_kernel.logs import PLAN_CHANGES
 
@@ -27,10 +28,6 @@ if TYPE_CHECKING:
 
 #: runs a store source keeps read (a 10,000-cycle run is some tens of MB)
 KEPT_RUNS: Final = 8
-
-
-class Unreadable(LookupError):
-    """A run (or a whole source) that cannot be shown; the message says why."""
 
 
 class RunSource(ABC):
