@@ -41,8 +41,8 @@ __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 #: kinds (``aeon_register_depth_heuristics``, ``aeon_register_semantic_validators``) and ``aeon_pass_event``; 1.4
 #: the spec 004 kinds (``aeon_register_nodes``, ``aeon_register_retrieval_policies``); 1.5
 #: ``aeon_register_policies``, ``aeon_register_secret_providers``, ``aeon_register_artifact_stores`` and
-#: ``ToolContext.node``.
-HOOKSPEC_VERSION: Final = "1.5"
+#: ``ToolContext.node``; 1.6 ``aeon_model_called``.
+HOOKSPEC_VERSION: Final = "1.6"
 
 
 # --- discovery -------------------------------------------------------------------------------------------------
@@ -352,6 +352,23 @@ def aeon_tool_called(run_id: str, call: ToolCall) -> None:
 
     :param run_id: the run's identifier.
     :param call: the record, with ``result`` or ``error``.
+    """
+
+
+@hookspec
+def aeon_model_called(run_id: str, cycle: int, call: dict[str, Any]) -> None:
+    """The model answered one request; reported as the cycle that made it ends, before ``aeon_cycle_end``.
+
+    The state and the log keep each call's output only (a prompt is large, and rebuilt from the state each
+    cycle); this hook is where a run gives out its prompts. The artifact collector keeps them (``model_call``
+    artifacts), which is how ``aeon inspect`` shows the exact prompt of every call.
+
+    :param run_id: the run's identifier.
+    :param cycle: the cycle that made the call (its ``LogEntry.step_number``).
+    :param call: ``number`` (its place among the cycle's calls, from 0); ``request``: ``model``, ``prompt``,
+        ``system_prompt``, ``max_tokens``, ``temperature`` and ``json_schema`` as sent (None where the adapter
+        cannot constrain decoding); and the response as the cycle's record keeps it: ``text``, ``usage``,
+        ``constrained``, ``duration_ms``. Shared by every implementation: read it, do not change it.
     """
 
 

@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS artifacts (
 _INDEXES: Final = """
 CREATE INDEX IF NOT EXISTS artifacts_by_node ON artifacts (run_id, node);
 CREATE INDEX IF NOT EXISTS artifacts_by_schema ON artifacts (run_id, schema_name);
-CREATE INDEX IF NOT EXISTS artifacts_by_kind ON artifacts (run_id, kind);
+CREATE INDEX IF NOT EXISTS artifacts_by_kind_and_cycle ON artifacts (run_id, kind, cycle);
 """
 _COLUMNS: Final = ("run_id", "kind", "node", "task", "schema_name", "cycle", "timestamp", "value")
 _INSERT: Final = (

@@ -234,6 +234,10 @@ class Spy:
         self.calls.append(("aeon_tool_called", {"run_id": run_id, "call": call}))
 
     @hookimpl
+    def aeon_model_called(self, run_id: str, cycle: int, call: dict[str, Any]) -> None:
+        self.calls.append(("aeon_model_called", {"run_id": run_id, "cycle": cycle, "call": call}))
+
+    @hookimpl
     def aeon_supervisor_action(self, run_id: str, action: SupervisorAction) -> None:
         self.calls.append(("aeon_supervisor_action", {"run_id": run_id, "action": action}))
 
@@ -850,6 +854,33 @@ def test_hook_aeon_tool_called(make_harness: MakeHarness) -> None:
         "aeon_tool_called",
         "aeon_cycle_end",
         "aeon_tool_called",
+        "aeon_cycle_end",
+    ]
+
+
+def test_hook_aeon_model_called(make_harness: MakeHarness) -> None:
+    # a plan that needs its fence repaired (the repair is deterministic: no model call), a tool step, an answer
+    spy = Spy()
+    the_plan = plan(tool_step("1", "calculator", {"expression": "5 + 10"}), llm_step("2", "say the sum"))
+    h = make_harness(["```json\n" + json.dumps(the_plan) + "\n```", answer("15")], plugins=(spy,))
+    result = h.run("calculate the sum of 5 and 10")
+    made = spy.of("aeon_model_called")
+    assert {m["run_id"] for m in made} == {result["run_id"]}
+    assert [(m["cycle"], m["call"]["number"]) for m in made] == [(1, 0), (3, 0)]
+    planning, answering = (m["call"] for m in made)
+    assert planning["request"]["prompt"].endswith("Request: calculate the sum of 5 and 10\nPlan:")
+    assert planning["request"]["system_prompt"] and planning["request"]["max_tokens"] > 0
+    assert planning["text"].startswith("```json") and "say the sum" in answering["request"]["prompt"]
+    # the outputs are the ones the state keeps, which hold no prompt
+    kept = h.orchestrator.get_state().llm_outputs
+    assert [c["text"] for c in kept] == [planning["text"], answering["text"]]
+    assert all("request" not in c for c in kept)
+    # each is reported as its cycle ends, before that cycle's record
+    assert [name for name in spy.order if name in ("aeon_model_called", "aeon_cycle_end")] == [
+        "aeon_model_called",
+        "aeon_cycle_end",
+        "aeon_cycle_end",
+        "aeon_model_called",
         "aeon_cycle_end",
     ]
 

@@ -36,6 +36,7 @@ ARTIFACT_KINDS: Final = (
     "stage_output",
     "answer",
     "telemetry",
+    "model_call",
     "evaluation",
 )
 EXIT_SETUP_ERROR: Final = 2
@@ -290,9 +291,7 @@ def _stored_entries(config: str | None, run_id: str) -> list[dict[str, Any]]:
 )
 @click.option(
     "--kind",
-    type=click.Choice(
-        ["plan", "tool_result", "step_output", "stage_output", "answer", "telemetry", "evaluation"]
-    ),
+    type=click.Choice(ARTIFACT_KINDS),
     help="Only artifacts of this kind.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the artifacts as JSON, values whole.")

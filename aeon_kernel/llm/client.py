@@ -7,7 +7,8 @@ structured failure (FR-049).
 One client is shared by every run of an engine (and by the supervisor and planner built on it), so the responses
 of a cycle are not kept on the client: a run calls :func:`begin_capture` as each cycle starts (and
 :func:`end_capture` as it ends), and every response given in between — in that thread or task — lands in that
-cycle's list and nowhere else.
+cycle's list and nowhere else. Each carries its request (prompt, system prompt, schema) until the run hands
+it to ``aeon_model_called`` and stores the rest.
 
 Calls to the adapter itself take turns: an embedded model (llama.cpp) serves one request at a time and a scripted
 one counts its calls, so several runs of one engine (``Engine.submit``, ``aeon batch``) must not call
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from tenacity import RetryCallState
 
 ATTEMPTS: Final = 3
+#: the key under which a captured call carries its request (the run takes it out before the call is stored: state
+#: and log keep outputs only; ``aeon_model_called`` gets both)
+REQUEST: Final = "request"
 
 _captured: ContextVar[list[dict[str, Any]] | None] = ContextVar("aeon_model_calls", default=None)
 
@@ -105,7 +109,17 @@ class ModelClient(LLMAdapter):
         calls = _captured.get()
         if calls is not None:
             took = round((time.perf_counter() - started) * 1000, 3)  # retries and backoff included
-            calls.append({**response, "constrained": schema is not None, "duration_ms": took})
+            request = {
+                "model": self.model_id,
+                "prompt": prompt,
+                "system_prompt": system_prompt,
+                "max_tokens": max_tokens,
+                "temperature": temperature,
+                "json_schema": schema,
+            }
+            calls.append(
+                {**response, "constrained": schema is not None, "duration_ms": took, REQUEST: request}
+            )
         return response
 
     def _retry(self, first: LLMTransientError, *args: Any) -> LLMResponse:

@@ -1,11 +1,12 @@
-"""Artifacts (spec 004 §10.1, issue 15): every validated output, tool result and telemetry payload of a run, kept
-in a store indexed by run, task, node or step, schema and time.
+"""Artifacts (spec 004 §10.1, issue 15): every validated output, tool result, telemetry payload and model call
+of a run, kept in a store indexed by run, task, node or step, schema and time.
 
 The state store keeps what a run needs to go on; the artifact store keeps what it produced, so that a user (``aeon
-artifacts RUN_ID``), an evaluation rig or an auditor can find one output without reading logs. The
+artifacts RUN_ID``), an evaluation rig, the inspector or an auditor can find one output without reading logs. The
 :class:`ArtifactCollector` turns each finished cycle into artifacts — the plan the cycle accepted, each tool's
-result, each step's and each flow stage's output, the cycle's own record — and the run's end into its answer. What
-is stored is scrubbed of every registered secret first.
+result, each step's and each flow stage's output, the cycle's own record —, each model call
+(``aeon_model_called``) into one holding its request, prompt included, and its output, and the run's end into
+its answer. What is stored is scrubbed of every registered secret first.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from aeon_kernel.models import FrozenModel, LogEntry, OrchestrationState, StepSt
 from aeon_kernel.secrets import scrub_secrets_data
 
 #: What an artifact is: the plan a cycle accepted, a tool call's result, a step's or a flow stage's output, the
-#: run's answer, a cycle's telemetry record, or an evaluation case's outcome (``aeon eval``).
+#: run's answer, a cycle's telemetry record, a model call (its request, prompt included, and its output), or an
+#: evaluation case's outcome (``aeon eval``).
 ArtifactKind = Literal[
-    "plan", "tool_result", "step_output", "stage_output", "answer", "telemetry", "evaluation"
+    "plan", "tool_result", "step_output", "stage_output", "answer", "telemetry", "model_call", "evaluation"
 ]
 
 
@@ -77,6 +79,11 @@ class ArtifactCollector:
     @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
         self.store.put([_scrubbed(a) for a in cycle_artifacts(entry, state)])
+
+    @hookimpl
+    def aeon_model_called(self, run_id: str, cycle: int, call: dict[str, Any]) -> None:
+        made = Artifact(run_id=run_id, kind="model_call", schema_name="ModelCall", cycle=cycle, value=call)
+        self.store.put([_scrubbed(made)])
 
     @hookimpl
     def aeon_run_end(self, run_id: str, result: dict[str, Any]) -> None:

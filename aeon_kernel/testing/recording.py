@@ -56,6 +56,10 @@ class RecordingSink(TelemetrySink):
         self.events.append(("aeon_tool_called", call))
 
     @hookimpl
+    def aeon_model_called(self, run_id: str, cycle: int, call: dict[str, Any]) -> None:
+        self.events.append(("aeon_model_called", call))
+
+    @hookimpl
     def aeon_supervisor_action(self, run_id: str, action: SupervisorAction) -> None:
         self.events.append(("aeon_supervisor_action", action))
 

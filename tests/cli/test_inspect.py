@@ -2,7 +2,9 @@
 
 The runs are real: recorded by engines on the scripted model into a SQLite state store and JSONL logs, a flow
 replayed from its cassette, a 10,000-cycle run written into the store's tables, and a log holding a registered
-secret raw. The server runs in this process on a free loopback port. The HTTP tests read every page and endpoint;
+secret raw; the flow graph's task marks are checked on flows of their own, in a store and a log apart (a split
+whose subtasks merge or share an exit, the same stopped before its merge, examples/flows/review-sentiment's
+clones). The server runs in this process on a free loopback port. The HTTP tests read every page and endpoint;
 the browser tests drive Debian's Chromium through Playwright (skipped, saying why, where either is missing —
 ``scripts/setup.sh --dev`` installs both; ``.ci/run`` requires them) and check that no request leaves the server,
 no dialog opens and no script error happens in any of them.
@@ -31,11 +33,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
+from aeon_kernel import Engine
 from aeon_kernel.cli.inspect.app import Inspector
 from aeon_kernel.cli.inspect.flowgraph import flow_graph
 from aeon_kernel.cli.inspect.server import InspectorServer, serving
 from aeon_kernel.cli.inspect.sources import Catalog, JsonlRuns, SqliteRuns, StoreRuns
+from aeon_kernel.config import AeonConfig
 from aeon_kernel.secrets import register_secret
 from aeon_plugins.sqlite_state import SqliteStateStore
 from tests.support.inspector_runs import (
@@ -51,6 +56,37 @@ ROOT = Path(__file__).resolve().parents[2]
 #: registered as a secret before anything is recorded; written raw into one log
 CANARY = "cnry-7d41f0c9e2-q8zx"
 BIG = 10_000
+REVIEW_SENTIMENT = ROOT / "examples" / "flows" / "review-sentiment"
+REVIEW_CASSETTE = ROOT / "tests" / "cassettes" / "flows" / "review-sentiment.jsonl"
+#: the review its cassette answers
+BROKEN_REVIEW = "It broke after two days and support never answered."
+#: a split whose first two subtasks merge at ``join`` while the third goes on by itself to the exit the merged task
+#: reaches too: the exit is run by two tasks (stacked)
+FAN = {
+    "name": "fan",
+    "start": "in",
+    "nodes": [
+        {"id": "in", "role": "start"},
+        {"id": "fan", "role": "split"},
+        *(
+            {"id": n, "role": "linear", "impl": "assign", "options": {"values": {n: True}}}
+            for n in ("a", "b", "c", "c2")
+        ),
+        {"id": "join", "role": "merge", "impl": "collect"},
+        {"id": "done", "role": "exit"},
+    ],
+    "edges": [
+        ["in", "fan"],
+        ["fan", "a"],
+        ["fan", "b"],
+        ["fan", "c"],
+        ["a", "join"],
+        ["b", "join"],
+        ["c", "c2"],
+        ["c2", "done"],
+        ["join", "done"],
+    ],
+}
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: CI sets AEON_REQUIRE_BROWSER: there a missing browser fails the browser tests instead of skipping them
 needs_browser = pytest.mark.skipif(
@@ -108,6 +144,42 @@ def server(recorded: Recorded) -> Iterator[InspectorServer]:
     with serving(catalog) as running:
         yield running
     catalog.close()
+
+
+@dataclass(frozen=True)
+class FlowTasks:
+    state: Path
+    log: Path
+    #: FAN run to its end
+    fanned: str
+    #: FAN stopped by its TTL after the first subtask arrived at ``join``
+    stopped: str
+    #: examples/flows/review-sentiment replayed from its cassette: a branch's two clones merge at ``votes``
+    cloned: str
+
+    def catalog(self, log: Path | None = None) -> Catalog:
+        return Catalog([SqliteRuns("store", self.state), JsonlRuns("log", log or self.log)])
+
+
+@pytest.fixture(scope="module")
+def flow_tasks(tmp_path_factory: pytest.TempPathFactory) -> FlowTasks:
+    directory = tmp_path_factory.mktemp("flow-tasks")
+    (directory / "fan").mkdir()
+    (directory / "fan" / "flow.yaml").write_text(yaml.safe_dump(FAN, sort_keys=False), encoding="utf-8")
+    state, log = directory / "tasks.db", directory / "tasks.jsonl"
+    config = AeonConfig().with_choice("state", "sqlite", path=str(state))
+    ids = []
+    for where, value, ttl, options in (
+        (directory / "fan", {"n": 1}, None, {}),
+        (directory / "fan", {"n": 2}, 3, {}),  # in, fan, a: t1.1 waits at join for t1.2
+        (REVIEW_SENTIMENT, {"review": BROKEN_REVIEW}, None, {"replay": str(REVIEW_CASSETTE)}),
+    ):
+        with Engine.from_config_dir(where, config, **options) as flow:
+            flow.engine.add_sink("jsonl", path=str(log))
+            result = flow.run(value, ttl=ttl)
+        assert result.status == ("failure" if ttl else "success"), result.message
+        ids.append(str(result.run.run_id))
+    return FlowTasks(state, log, *ids)
 
 
 def fetch(
@@ -268,6 +340,15 @@ def test_a_flow_graph_has_every_node_with_its_status(recorded: Recorded) -> None
         }
         assert {statuses[node] for node in ("fix", "fix_reply", "fix_done")} == {"not-reached"}
         assert len({(node.x, node.y) for node in graph.nodes}) == len(graph.nodes)  # no two boxes on one spot
+        tallies = {node.id: node.tally for node in graph.nodes}
+        assert tallies["billing"].spawned == ("t1.1", "t1.2") and tallies["billing"].lineage == "subtask"
+        assert tallies["billing"].marks == [("spawn", "→ 2 subtasks")]
+        assert (tallies["facts"].ran, tallies["acknowledge"].ran) == (("t1.1",), ("t1.2",))
+        assert (tallies["join"].merged, tallies["join"].owners) == (("t1.1", "t1.2"), ("t1",))
+        assert tallies["join"].marks == [("merged", "merged 2 inputs")] and not tallies["join"].parked
+        assert all(t.stack == 0 for t in tallies.values())  # every node ran by one task
+        assert {n for n, t in tallies.items() if t.marks} == {"billing", "join"}
+        assert not any(tallies[node].ran for node in ("fix", "fix_reply", "fix_done"))
     data = catalog.run("store", recorded.flow)
     recorded_flow = data.manifest["flow"]
     data.manifest["flow"] = {**recorded_flow, "hashes": {"flow.yaml": "0" * 64}}
@@ -282,6 +363,72 @@ def test_a_flow_graph_has_every_node_with_its_status(recorded: Recorded) -> None
         ("join", "billing_done"),
     }
     data.manifest["flow"] = recorded_flow
+    catalog.close()
+
+
+def test_a_flow_graph_marks_subtasks_clones_stacked_nodes_and_merges(flow_tasks: FlowTasks) -> None:
+    """Each node's tasks, from the stages' routing events: what a fork spawned, a node several tasks ran (stacked),
+    what a merge merged — or waits for, when the run stopped before it — with the task ids in the tooltip."""
+    catalog = flow_tasks.catalog()
+    for key in ("store", "log"):
+        fanned = {node.id: node for node in flow_graph(catalog.run(key, flow_tasks.fanned)).nodes}
+        assert fanned["fan"].tally.spawned == ("t1.1", "t1.2", "t1.3")
+        assert fanned["fan"].tally.marks == [("spawn", "→ 3 subtasks")]
+        assert [fanned[n].tally.ran for n in ("a", "b", "c", "c2")] == [
+            ("t1.1",),
+            ("t1.2",),
+            ("t1.3",),
+            ("t1.3",),
+        ]
+        assert all(
+            not fanned[n].tally.marks and fanned[n].tally.stack == 0 for n in ("in", "a", "b", "c", "c2")
+        )
+        done = fanned["done"]
+        assert (done.tally.ran, done.runs, done.tally.stack) == (("t1.3", "t1"), 2, 1)
+        assert done.tally.marks == [("tasks", "2 tasks")] and done.status == "success"
+        join = fanned["join"].tally
+        assert (join.merges, join.merged, join.owners, join.parked) == (1, ("t1.1", "t1.2"), ("t1",), ())
+        assert join.marks == [("merged", "merged 2 inputs")]
+        assert join.details == ["ran by t1", "merged t1.1, t1.2 into t1"]
+        stopped = {node.id: node for node in flow_graph(catalog.run(key, flow_tasks.stopped)).nodes}
+        waiting = stopped["join"]
+        assert (waiting.status, waiting.tally.parked, waiting.tally.merges) == ("not-reached", ("t1.1",), 0)
+        assert waiting.tally.marks == [("waiting", "waiting 1/2")]  # t1.3 goes to the exit, not to join
+        assert waiting.tally.details == ["waiting: t1.1 arrived, 2 expected"]
+        assert stopped["fan"].tally.marks == [("spawn", "→ 3 subtasks")] and not stopped["done"].tally.ran
+        cloned = {node.id: node.tally for node in flow_graph(catalog.run(key, flow_tasks.cloned)).nodes}
+        assert cloned["approaches"].marks == [("spawn", "→ 2 clones")]
+        assert cloned["approaches"].details[1] == "spawned 2 clones: t1.1, t1.2"
+        assert cloned["votes"].marks == [("merged", "merged 2 inputs")]
+        assert cloned["verdict"].ran == ("t1",)
+    inspector = Inspector(catalog)
+    page = inspector.handle(f"/run/store/{flow_tasks.fanned}").body.decode()
+    assert '<tspan class="spawn">→ 3 subtasks</tspan>' in page
+    assert '<tspan class="merged">merged 2 inputs</tspan>' in page
+    assert '<tspan class="tasks">2 tasks</tspan>' in page
+    stacked = re.findall(r'<g class="node ([^"]*)" data-node="(\w+)"', page)
+    assert [node for classes, node in stacked if "stacked" in classes.split()] == ["done"]
+    assert page.count('<rect class="stack"') == 1
+    assert "exit · success · ran 2 times\nran by t1.3, t1</title>" in page  # the tooltip lists the tasks
+    assert "spawned 3 subtasks: t1.1, t1.2, t1.3</title>" in page
+    assert " style=" not in page  # the CSP allows no inline style: the stylesheet draws the marks
+    stopped_page = inspector.handle(f"/run/store/{flow_tasks.stopped}").body.decode()
+    assert '<tspan class="waiting">waiting 1/2</tspan>' in stopped_page
+    assert 'class="node s-idle role-merge waiting" data-node="join"' in stopped_page
+    catalog.close()
+
+
+def test_a_flow_graph_s_task_ids_are_escaped(flow_tasks: FlowTasks, tmp_path: Path) -> None:
+    """Task ids come from the record: a log whose ids hold markup shows them as text."""
+    hostile = 't1.3<img src=x onerror="alert(1)">'
+    log = tmp_path / "hostile.jsonl"
+    log.write_text(flow_tasks.log.read_text(encoding="utf-8").replace('"t1.3"', json.dumps(hostile)))
+    catalog = flow_tasks.catalog(log)
+    graph = flow_graph(catalog.run("log", flow_tasks.fanned))
+    assert next(node for node in graph.nodes if node.id == "done").tally.ran == (hostile, "t1")
+    page = Inspector(catalog).handle(f"/run/log/{flow_tasks.fanned}").body.decode()
+    assert "ran by t1.3&lt;img src=x onerror=&#34;alert(1)&#34;&gt;, t1" in page
+    assert "<img" not in page
     catalog.close()
 
 
@@ -426,8 +573,26 @@ def browsing(browser: Any, server: InspectorServer) -> Iterator[Browsing]:
     assert not seen.dialogs and not seen.errors, (seen.dialogs, seen.errors)
 
 
-def shot(page: Any, name: str, tmp_path: Path, *, full: bool = False) -> None:
-    page.screenshot(path=str(tmp_path / name), full_page=full)
+def shot(
+    page: Any,
+    name: str,
+    tmp_path: Path,
+    *,
+    full: bool = False,
+    upto: str | None = None,
+    element: str | None = None,
+) -> None:
+    """The viewport; ``full``: the whole page; ``upto``: the page from its top to the end of that element;
+    ``element``: that element alone (the last two keep the picture small)."""
+    if element is not None:
+        page.locator(element).screenshot(path=str(tmp_path / name))
+    elif upto is None:
+        page.screenshot(path=str(tmp_path / name), full_page=full)
+    else:
+        box = page.locator(upto).bounding_box()
+        width = page.viewport_size["width"]
+        clip = {"x": 0, "y": 0, "width": width, "height": box["y"] + box["height"] + 12}
+        page.screenshot(path=str(tmp_path / name), full_page=True, clip=clip)
     if os.environ.get("AEON_INSPECTOR_SCREENSHOTS"):
         (ROOT / "docs" / "img").mkdir(exist_ok=True)
         shutil.copy(tmp_path / name, ROOT / "docs" / "img" / name)
@@ -493,6 +658,14 @@ def test_a_flow_run_shows_every_node_of_its_graph(
     assert set(statuses) == set(TRIAGE_NODES)
     assert statuses["billing_done"] == "success" and statuses["fix_done"] == "not-reached"
     assert page.locator("svg.dag text.node-id").all_text_contents() == list(TRIAGE_NODES)
+    marks = page.locator("svg.dag text.node-marks")
+    assert marks.all_text_contents() == ["→ 2 subtasks", "merged 2 inputs"]
+    assert all(marks.nth(i).is_visible() for i in range(2))
+    billing = page.locator('svg.dag g.node[data-node="billing"]')
+    assert billing.locator("text.node-marks").text_content() == "→ 2 subtasks"
+    assert "spawned 2 subtasks: t1.1, t1.2" in billing.locator("title").text_content()
+    merged = page.locator('svg.dag g.node[data-node="join"] tspan.merged')
+    assert merged.evaluate("t => getComputedStyle(t).fill") == "rgb(59, 91, 219)"  # the stylesheet's accent
     assert page.locator(".timeline details.cycle").count() == 7
     page.locator('svg.dag g.node[data-node="classify"] a').click()  # the node opens its stage
     stage = page.locator("#c-2 .stage")
@@ -500,7 +673,41 @@ def test_a_flow_run_shows_every_node_of_its_graph(
     assert "t1/classify" in stage.locator("h3").inner_text()
     assert '"team": "billing"' in page.locator("#c-2 .call .block.output pre").inner_text()
     page.evaluate("window.scrollTo(0, 0)")
-    shot(page, "inspector-flow.png", tmp_path, full=True)
+    shot(page, "inspector-flow.png", tmp_path, upto="section.graph")
+
+
+@needs_browser
+def test_a_flow_graph_shows_stacked_nodes_and_merges_in_the_browser(
+    browsing: Browsing, flow_tasks: FlowTasks, tmp_path: Path
+) -> None:
+    page = browsing.page
+    catalog = flow_tasks.catalog()
+    with serving(catalog) as running:
+        browsing.origins.append(running.url)
+        page.goto(f"{running.url}run/store/{flow_tasks.fanned}")
+        done = page.locator('svg.dag g.node[data-node="done"]')
+        shadow, box = done.locator("rect.stack"), done.locator("rect:not(.stack)")
+        assert shadow.count() == 1 and shadow.is_visible()
+        assert done.locator("rect").first.get_attribute("class") == "stack"  # drawn first: behind the node
+        front, back = box.bounding_box(), shadow.bounding_box()
+        assert front is not None and back is not None
+        assert (back["x"] - front["x"], back["y"] - front["y"]) == pytest.approx((4, 4), abs=0.5)  # a stack
+        assert (
+            done.locator("tspan.tasks").text_content() == "2 tasks"
+            and done.locator("tspan.tasks").is_visible()
+        )
+        assert done.locator("title").text_content().endswith("ran by t1.3, t1")
+        assert page.locator('svg.dag g.node[data-node="fan"] tspan.spawn').text_content() == "→ 3 subtasks"
+        assert page.locator('svg.dag g.node[data-node="join"] tspan.merged').is_visible()
+        shot(page, "inspector-flow-tasks.png", tmp_path, element="section.graph svg.dag")
+        page.goto(f"{running.url}run/store/{flow_tasks.stopped}")
+        waiting = page.locator('svg.dag g.node[data-node="join"] tspan.waiting')
+        assert waiting.text_content() == "waiting 1/2" and waiting.is_visible()
+        assert waiting.evaluate("t => getComputedStyle(t).fill") == "rgb(179, 92, 0)"  # the stylesheet's warn
+        page.goto(f"{running.url}run/store/{flow_tasks.cloned}")
+        clones = page.locator('svg.dag g.node[data-node="approaches"] tspan.spawn')
+        assert clones.text_content() == "→ 2 clones" and clones.is_visible()
+    catalog.close()
 
 
 @needs_browser

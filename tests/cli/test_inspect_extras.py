@@ -6,6 +6,9 @@ the CLI into ``runs.db`` and, beside it, ``runs-artifacts.db`` — one with ``--
 ``--replay cassette.jsonl`` while the scripted model would answer otherwise — and served from the catalog
 ``aeon inspect`` opens. Browser tests drive Debian's Chromium through Playwright as test_inspect.py does (skipped,
 saying why, where either is missing; required where ``AEON_REQUIRE_BROWSER`` is set).
+
+``AEON_INSPECTOR_SCREENSHOTS=1`` also saves the chart's and the artifacts' screenshots into docs/img/
+(docs/inspector.md shows them).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ THREE_STEPS = plan(
 #: put raw into the artifact store (as a store written before it was registered would hold it)
 CANARY = "artf-5e0c27b9d4-k3mq"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ROOT = Path(__file__).resolve().parents[2]
 needs_browser = pytest.mark.skipif(
     (CHROMIUM is None or find_spec("playwright") is None) and not os.environ.get("AEON_REQUIRE_BROWSER"),
     reason="needs Debian's chromium and playwright (scripts/setup.sh --dev installs them: apt-get install "
@@ -170,14 +174,15 @@ def test_the_run_page_lists_its_artifacts_escaped_and_scrubbed(server: Inspector
     section = page[page.index('<section class="artifacts"') :]
     section = section[: section.index("</section>")]
     kinds = re.findall(r'<tr class="artifact" data-kind="(\w+)">', section)
-    assert kinds[0] == "plan" and kinds.count("telemetry") == 5 and kinds[-2:] == ["answer", "telemetry"]
-    assert {"tool_result", "step_output"} <= set(kinds) and len(kinds) == 12
+    assert kinds[:2] == ["model_call", "plan"] and kinds[-2:] == ["answer", "telemetry"]
+    assert kinds.count("telemetry") == 5 and kinds.count("model_call") == 2  # the plan's and the answer's
+    assert {"tool_result", "step_output"} <= set(kinds) and len(kinds) == 14
     assert "tool:calculator" in section and "tool:echo" in section
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section and "<script" not in section
     assert CANARY not in page and CANARY[:8] not in page and "***" in section
-    assert "12 of 12" in section and str(runs.artifacts) in section
+    assert "14 of 14" in section and str(runs.artifacts) in section
     _, _, other = fetch(server, f"/run/store/{runs.replayed}")
-    assert other.count('<tr class="artifact"') == 11  # its own artifacts only
+    assert other.count('<tr class="artifact"') == 13  # its own artifacts only
     assert hashlib.sha256(runs.artifacts.read_bytes()).hexdigest() == before
 
 
@@ -247,6 +252,14 @@ def page(browser: Any) -> Iterator[Any]:
     assert not trouble, trouble  # a CSP violation is a console error
 
 
+def shot(element: Any, name: str, tmp_path: Path) -> None:
+    """A screenshot of one element (small, unlike a whole page), copied into docs/img/ when asked to."""
+    element.screenshot(path=str(tmp_path / name))
+    if os.environ.get("AEON_INSPECTOR_SCREENSHOTS"):
+        (ROOT / "docs" / "img").mkdir(exist_ok=True)
+        shutil.copy(tmp_path / name, ROOT / "docs" / "img" / name)
+
+
 def model_outputs(page: Any, url: str) -> list[str]:
     """Every model call's output on a run's page, each cycle opened."""
     page.goto(url)
@@ -274,7 +287,9 @@ def test_a_replay_reproduces_its_recording_in_the_browser(
 
 
 @needs_browser
-def test_the_chart_and_the_artifacts_in_the_browser(page: Any, server: InspectorServer, runs: Runs) -> None:
+def test_the_chart_and_the_artifacts_in_the_browser(
+    page: Any, server: InspectorServer, runs: Runs, tmp_path: Path
+) -> None:
     page.goto(f"{server.url}run/store/{runs.recorded}")
     bars = page.locator("section.time-chart svg.stacked a.bar")
     assert bars.count() == 4
@@ -282,14 +297,16 @@ def test_the_chart_and_the_artifacts_in_the_browser(page: Any, server: Inspector
     assert box is not None and box["height"] > 100  # drawn, at its size
     fill = page.locator("svg.stacked rect.kernel").first.evaluate("r => getComputedStyle(r).fill")
     assert fill == "rgb(173, 181, 189)"  # the stylesheet's colour, not the default black
+    shot(page.locator("section.time-chart"), "inspector-chart.png", tmp_path)
     bars.nth(1).click()  # a bar leads to its cycle on the timeline
     assert page.url.endswith("#c-2")
     rows = page.locator("section.artifacts tr.artifact")
-    assert rows.count() == 12
-    rows.nth(0).locator("summary").click()
-    assert '"goal": "Add 5 and 10"' in rows.nth(0).locator("pre").inner_text()
+    assert rows.count() == 14
+    rows.nth(1).locator("summary").click()
+    assert '"goal": "Add 5 and 10"' in rows.nth(1).locator("pre").inner_text()
     assert page.locator("script").count() == 1  # the echoed <script> stayed text
     assert SCRIPT in page.locator("section.artifacts").inner_text()
+    shot(page.locator("section.artifacts"), "inspector-artifacts.png", tmp_path)
 
 
 @needs_browser
@@ -324,3 +341,29 @@ def test_a_replay_steps_through_once_and_continues(page: Any, runs: Runs) -> Non
             process.communicate(timeout=30)
     assert process.returncode == 0, err
     assert json.loads(out)["answer"] == "The sum is 15"  # the cassette's, not the scripted model's "99"
+
+
+def test_every_prompt_is_shown_from_the_artifact_store_without_a_cassette(tmp_path: Path) -> None:
+    """The CLI's artifact store keeps each model call's request: a run made without ``--record`` shows the exact
+    prompt of every call, on its cycle's page and in the JSON."""
+    (tmp_path / "aeon.toml").write_text('[llm]\nuse = "scripted"\nresponses = "responses.json"\n')
+    (tmp_path / "responses.json").write_text(json.dumps([THREE_STEPS, answer("The sum is 15")]))
+    run_id = aeon_run(tmp_path)["run_id"]
+    data = tmp_path / "data"
+    artifacts = SqliteArtifacts(data / "runs-artifacts.db")
+    inspector = Inspector(Catalog([SqliteRuns("store", data / "runs.db")], artifacts))
+    try:
+        pages = [
+            inspector.handle(f"/run/store/{run_id}/cycle/{n}", "fragment=1").body.decode() for n in (1, 2, 4)
+        ]
+        api = json.loads(inspector.handle(f"/api/run/store/{run_id}/cycle/1").body)
+    finally:
+        inspector.catalog.close()
+    planning, tool_only, answering = pages
+    assert f"(from the artifact store {data / 'runs-artifacts.db'})" in planning
+    assert f"Request: {REQUEST}\nPlan:</pre>" in planning and "Prompt not kept" not in planning
+    assert 'class="prompt"' not in tool_only  # a tool step makes no model call
+    assert 'class="prompt"' in answering and "Step 1 [complete]" in answering  # the results so far
+    (call,) = api["llm_calls"]
+    assert call["prompt"]["prompt"].endswith(f"Request: {REQUEST}\nPlan:") and call["prompt"]["system_prompt"]
+    assert call["text"] == json.dumps(THREE_STEPS)

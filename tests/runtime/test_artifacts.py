@@ -48,14 +48,14 @@ def test_a_run_keeps_its_plan_tool_results_step_outputs_records_and_answer(tmp_p
     run_id, db = run(tmp_path, the_plan, answer("The sum is 15"))
     store = SQLiteArtifactStore(db)
     found = store.find(run_id)
-    assert [(a.kind, a.node, a.schema_name) for a in found if a.kind != "telemetry"] == [
+    assert [(a.kind, a.node, a.schema_name) for a in found if a.kind not in ("telemetry", "model_call")] == [
         ("plan", None, "Plan"),
         ("tool_result", "1", "tool:calculator"),
         ("step_output", "1", None),
         ("step_output", "3", None),
         ("answer", None, None),
     ]
-    assert found[0].value["steps"][0]["arguments"] == {"expression": "5 + 10"}
+    assert store.find(run_id, kind="plan")[0].value["steps"][0]["arguments"] == {"expression": "5 + 10"}
     assert store.find(run_id, node="1", kind="tool_result")[0].value == {"expression": "5 + 10", "value": 15}
     assert store.find(run_id, node="2", kind="tool_result") == []  # the division failed: no result to keep
     records = store.find(run_id, schema_name="LogEntry")
@@ -63,6 +63,44 @@ def test_a_run_keeps_its_plan_tool_results_step_outputs_records_and_answer(tmp_p
     assert store.find(run_id, kind="answer")[0].value == "The sum is 15"
     assert store.find("no-such-run") == []
     store.close()
+
+
+def test_each_model_call_is_kept_with_its_prompt_which_the_state_store_and_log_do_not_keep(
+    tmp_path: Path,
+) -> None:
+    request = "add 5 and 10, then say it"
+    the_plan = plan(tool_step("1", "calculator", {"expression": "5 + 10"}), llm_step("2", "say the sum"))
+    db, state, log = tmp_path / "artifacts.db", tmp_path / "state.db", tmp_path / "run.jsonl"
+    options = {
+        "llm": scripted(tmp_path, the_plan, answer("The sum is 15")),
+        "artifacts": {"path": str(db)},
+        "state": {"use": "sqlite", "path": str(state)},
+        "telemetry": {"use": ["jsonl"], "jsonl": {"path": str(log)}},
+    }
+    with Engine(parse_config(options)) as engine:
+        run_id = engine.run(request)["run_id"]
+    store = SQLiteArtifactStore(db)
+    calls = store.find(run_id, kind="model_call")
+    store.close()
+    # one per model call, in the cycle that made it: the plan (cycle 1), none for the tool step, the answer (3)
+    assert [(a.cycle, a.value["number"], a.schema_name) for a in calls] == [
+        (1, 0, "ModelCall"),
+        (3, 0, "ModelCall"),
+    ]
+    planning, answering = (a.value for a in calls)
+    assert request in planning["request"]["prompt"] and planning["request"]["system_prompt"]
+    # the schema as sent: none, as the scripted model cannot constrain decoding
+    assert planning["request"]["json_schema"] is None and planning["constrained"] is False
+    assert json.loads(planning["text"]) == the_plan and planning["request"]["temperature"] == 0.0
+    assert "say the sum" in answering["request"]["prompt"] and "15" in answering["request"]["prompt"]
+    assert answering["text"] == answer("The sum is 15") and answering["duration_ms"] >= 0
+    # the prompts are in the artifact store only: the state store and the log keep each call's output
+    marker = b"Write a plan as JSON"
+    assert marker in planning["request"]["prompt"].encode()
+    assert marker not in state.read_bytes() and marker not in log.read_bytes()
+    with sqlite3.connect(state) as db_state:
+        kept = [c for (row,) in db_state.execute("SELECT llm_outputs FROM cycles") for c in json.loads(row)]
+    assert len(kept) == 2 and all("request" not in call and call["text"] for call in kept)
 
 
 def test_a_flow_keeps_each_stage_output_with_its_schema_and_task(tmp_path: Path) -> None:
@@ -141,7 +179,8 @@ def test_hook_aeon_register_artifact_stores(tmp_path: Path) -> None:
         result = engine.run("double 21")
     (store,) = Kept.instances
     assert store.label == "x" and store.closed  # built with its options, closed with the engine
-    assert {a.kind for a in store.kept} == {"plan", "tool_result", "step_output", "telemetry", "answer"}
+    kinds = {a.kind for a in store.kept}
+    assert kinds == {"plan", "tool_result", "step_output", "telemetry", "model_call", "answer"}
     assert all(a.run_id == result["run_id"] for a in store.kept)
 
 

@@ -42,6 +42,10 @@ class ArtifactReader(ABC):
     def page(self, run_id: str, offset: int, limit: int) -> Found:
         """The artifacts ``offset`` to ``offset + limit`` of ``run_id``, in the order they were put."""
 
+    @abstractmethod
+    def model_calls(self, run_id: str, cycle: int) -> list[dict[str, Any]]:
+        """The ``model_call`` artifacts' values of one cycle of ``run_id`` (each call's request and output)."""
+
     def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release what the reader holds."""
 
@@ -51,6 +55,8 @@ _PAGE = (
     "SELECT kind, node, task, schema_name, cycle, timestamp, value FROM artifacts WHERE run_id = ? "
     "ORDER BY id LIMIT ? OFFSET ?"
 )
+
+_CALLS = "SELECT value FROM artifacts WHERE run_id = ? AND kind = 'model_call' AND cycle = ? ORDER BY id"
 
 
 class SqliteArtifacts(ArtifactReader):
@@ -99,6 +105,23 @@ class SqliteArtifacts(ArtifactReader):
             found.append(fields)
         return Found(int(total), found)
 
+    def model_calls(self, run_id: str, cycle: int) -> list[dict[str, Any]]:
+        with self._lock:
+            db = self._connection()
+            if db is None:
+                return []
+            try:
+                rows = db.execute(_CALLS, (run_id, cycle)).fetchall()
+            except sqlite3.Error as exc:
+                raise Unreadable(f"cannot read the artifact store {self.where}: {exc}") from None
+        found = []
+        for (value,) in rows:
+            with contextlib.suppress(TypeError, ValueError):
+                call = json.loads(value)
+                if isinstance(call, dict):
+                    found.append(call)
+        return found
+
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
@@ -125,3 +148,12 @@ class StoredArtifacts(ArtifactReader):
             for artifact in found[offset : offset + limit]
         ]
         return Found(len(found), rows)
+
+    def model_calls(self, run_id: str, cycle: int) -> list[dict[str, Any]]:
+        from aeon_kernel.errors import AeonError
+
+        try:
+            found = self.store.find(run_id, kind="model_call")
+        except AeonError as exc:
+            raise Unreadable(str(exc)) from None
+        return [a.value for a in found if a.cycle == cycle and isinstance(a.value, dict)]

@@ -2,9 +2,10 @@
 
 The nodes and edges come from the flow's directory as the run's manifest names it (``aeon flow graph`` reads the
 same); where it is gone or no longer loads, from the run's own stages (each stage's node, and its route as
-edges). Each node shows the status of its last stage and how often it ran. The layout is layered: a node sits
-one layer below its deepest predecessor, and each layer is ordered by its predecessors' mean position (one
-barycentre sweep), which keeps the small DAGs flows are free of most crossings.
+edges). Each node shows the status of its last stage and, from the stages' routing events (:mod:`.flowtasks`),
+the tasks that ran it, the clones or subtasks it spawned and the merge it did or waits for. The layout is layered:
+a node sits one layer below its deepest predecessor, and each layer is ordered by its predecessors' mean position
+(one barycentre sweep), which keeps the small DAGs flows are free of most crossings.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from aeon_kernel.cli.inspect.flowtasks import Tally, tally
 from aeon_kernel.cli.inspect.records import RunData
 
 NODE_WIDTH: Final = 168
-NODE_HEIGHT: Final = 50
+#: three lines: the id, role and status, the tasks' marks (a node without marks centres the first two)
+NODE_HEIGHT: Final = 60
 GAP_X: Final = 28
 GAP_Y: Final = 64
 MARGIN: Final = 16
@@ -37,6 +40,8 @@ class GraphNode:
     cycle: int | None
     x: int
     y: int
+    #: its tasks: who ran it, what it spawned, what it merged or waits for
+    tally: Tally
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ def flow_graph(data: RunData) -> Graph:
     ran: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for index, stage in stages:
         ran.setdefault(str(stage.get("node")), []).append((index, stage))
+    tallies = tally(stages, edges)
     shown = []
     for node_id, role, agent in nodes:
         x, y = positions[node_id]
@@ -126,6 +132,7 @@ def flow_graph(data: RunData) -> Graph:
                 cycle=mine[-1][0] if mine else None,
                 x=x,
                 y=y,
+                tally=tallies.get(node_id, Tally()),
             )
         )
     lines = []

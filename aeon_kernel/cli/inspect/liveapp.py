@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable, Mapping
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import parse_qs
 
 from aeon_kernel.cli.inspect import views
 from aeon_kernel.cli.inspect.app import HTML, SECURITY_HEADERS, Inspector, Response, log
+from aeon_kernel.cli.inspect.artifacts import StoredArtifacts
 from aeon_kernel.cli.inspect.control import ACTIONS, ENDED, Action, Control, Published, Refused
 from aeon_kernel.cli.inspect.flowgraph import NODE_HEIGHT, NODE_WIDTH, flow_graph
 from aeon_kernel.cli.inspect.live import LiveRuns, Moment
 from aeon_kernel.cli.inspect.records import RunData
 from aeon_kernel.cli.inspect.sources import Catalog
 from aeon_kernel.secrets import scrub_secrets
+
+if TYPE_CHECKING:
+    from aeon_kernel.runtime.artifacts import ArtifactStore
 
 CONTROL: Final = "/live/control"
 LIVE_HEADERS: Final = {**SECURITY_HEADERS, "Referrer-Policy": "same-origin"}
@@ -45,8 +49,9 @@ def _plain(status: int, text: str) -> Response:
 class LiveInspector(Inspector):
     """The inspector over one run that this process drives, with its control endpoint."""
 
-    def __init__(self, control: Control) -> None:
-        super().__init__(Catalog([LiveRuns(control)]))
+    def __init__(self, control: Control, artifacts: ArtifactStore | None = None) -> None:
+        reader = StoredArtifacts(artifacts, "of this run") if artifacts is not None else None
+        super().__init__(Catalog([LiveRuns(control)], reader))
         self.control = control
 
     # --- GET ---------------------------------------------------------------------------------------------------

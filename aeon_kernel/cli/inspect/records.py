@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from aeon_kernel.cli.inspect.prompts import match_prompts
+from aeon_kernel.cli.inspect.artifacts import ArtifactReader
+from aeon_kernel.cli.inspect.problems import Unreadable
+from aeon_kernel.cli.inspect.prompts import cassette_path, match_prompts
 from aeon_kernel.cli.stats import run_stats
 
 #: step statuses after which a step does not change again
@@ -161,6 +163,14 @@ class LoggedPlans(PlanHistory):
         }
 
 
+@dataclass(frozen=True)
+class Prompts:
+    """A cycle's prompts: each call's request by call number, and where they were found (for the page)."""
+
+    source: str
+    requests: dict[int, dict[str, Any]]
+
+
 @dataclass
 class RunData:
     """A run whole: its line, manifest, cycle records (without plans), the model calls of each cycle, the plan
@@ -178,14 +188,41 @@ class RunData:
     result: dict[str, Any] | None = None
     #: where it was read from, for the page
     where: str = ""
+    #: the artifact store the catalog reads (set by :class:`~.sources.Catalog`): it keeps every call's prompt
+    artifacts: ArtifactReader | None = None
+    #: cycle index -> its prompts as :meth:`prompts_of` found them in the artifact store (a cycle's are final)
+    _stored_prompts: dict[int, Prompts] = field(default_factory=dict, repr=False)
 
     @cached_property
     def stats(self) -> dict[str, Any]:
         """``aeon stats``'s figures: per cycle, per tool, and the run's totals."""
         return run_stats(self.entries)
 
+    def prompts_of(self, index: int) -> Prompts:
+        """The requests (prompts included) of cycle ``index``'s model calls, by call number, and where they were
+        found: the artifact store's ``model_call`` artifacts, else the run's cassette matched by output."""
+        if index in self._stored_prompts:
+            return self._stored_prompts[index]
+        if self.artifacts is not None:
+            cycle = self.entries[index].get("step_number", index + 1)
+            try:
+                kept = self.artifacts.model_calls(self.info.run_id, int(cycle))
+            except Unreadable:
+                kept = []
+            requests = {
+                call["number"]: call["request"]
+                for call in kept
+                if isinstance(call.get("number"), int) and isinstance(call.get("request"), dict)
+            }
+            if requests:
+                found = Prompts(f"the artifact store {self.artifacts.where}", requests)
+                self._stored_prompts[index] = found
+                return found
+        matched = {number: request for (at, number), request in self._cassette.items() if at == index}
+        return Prompts(f"the cassette {cassette_path(self.manifest)}, matched by output", matched)
+
     @cached_property
-    def prompts(self) -> dict[tuple[int, int], dict[str, Any]]:
+    def _cassette(self) -> dict[tuple[int, int], dict[str, Any]]:
         """(cycle index, call index) -> the request the run's cassette holds for that model call."""
         return match_prompts(self.manifest, self.info.request, self.calls)
 

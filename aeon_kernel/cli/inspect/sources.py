@@ -418,7 +418,10 @@ class Catalog:
         source = self.sources.get(key)
         if source is None:
             raise Unreadable(f"no source {key!r}")
-        return source.run(run_id)
+        data = source.run(run_id)
+        if data.artifacts is None:
+            data.artifacts = self.artifacts  # where its prompts are kept
+        return data
 
     def close(self) -> None:
         for source in self.sources.values():

@@ -38,6 +38,7 @@ from aeon_kernel.secrets import scrub_secrets
 if TYPE_CHECKING:
     from aeon_kernel.flow.engine import FlowEngine
     from aeon_kernel.orchestrator import Orchestrator
+    from aeon_kernel.runtime.artifacts import ArtifactStore
     from aeon_kernel.runtime.run import Run
 
 EXIT_STOPPED: Final = 130
@@ -75,9 +76,9 @@ class Stopped(Exception):
 class Session:
     """One step-through: the page's control and the server, serving in a background thread from construction."""
 
-    def __init__(self, *, no_browser: bool) -> None:
+    def __init__(self, *, no_browser: bool, artifacts: ArtifactStore | None = None) -> None:
         self.control = Control()
-        self.server = InspectorServer(LiveInspector(self.control))
+        self.server = InspectorServer(LiveInspector(self.control, artifacts))
         self._thread = threading.Thread(
             target=self.server.serve_forever, name="aeon-step-through", daemon=True
         )
@@ -163,7 +164,8 @@ def plan_cycles(
     The run is started here (a request that cannot start raises before the server does) and made the
     orchestrator's latest run, so ``orchestrator.result`` is its result once the iterator is exhausted."""
     run = orchestrator.run = orchestrator.start(request)
-    session = Session(no_browser=no_browser)
+    collector = orchestrator.pm.get_plugin("aeon.artifacts")  # the engine's, when it keeps artifacts
+    session = Session(no_browser=no_browser, artifacts=getattr(collector, "store", None))
     cycles = session.drive(run, lambda r: pending.plan_run(r, orchestrator.components), "aeon resume")
     return _exiting(cycles, as_json)
 
@@ -187,7 +189,7 @@ def flow_stages(
     """``aeon flow run --inspect``: ``engine.iter(value, ...)``, the stages of one cycle per Step; ``engine.result``
     is the task's result once the iterator is exhausted."""
     run = engine.start(value, start=start, ttl=ttl)
-    session = Session(no_browser=no_browser)
+    session = Session(no_browser=no_browser, artifacts=getattr(engine.engine, "artifact_store", None))
     cycles = session.drive(run, lambda r: pending.flow_run(r, engine.setup, start, value), "aeon flow resume")
     return _flow(engine, run, cycles, as_json)
 

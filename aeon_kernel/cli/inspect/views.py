@@ -11,7 +11,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from aeon_kernel.cli.inspect.prompts import cassette_path
 from aeon_kernel.cli.inspect.records import TERMINAL, RunData
 
 #: cycles per page of a run's timeline (and of a diff)
@@ -158,12 +157,10 @@ def plan_view(plan: Mapping[str, Any] | None, focus: str | None = None) -> dict[
     }
 
 
-def _calls(
-    data: RunData, index: int, prompts: Mapping[tuple[int, int], dict[str, Any]]
-) -> list[dict[str, Any]]:
+def _calls(data: RunData, index: int, prompts: Mapping[int, dict[str, Any]]) -> list[dict[str, Any]]:
     shown = []
     for number, call in enumerate(data.calls[index]):
-        request = prompts.get((index, number))
+        request = prompts.get(number)
         shown.append(
             {
                 "number": number + 1,
@@ -250,10 +247,10 @@ def _stages(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def cycle_view(data: RunData, index: int) -> dict[str, Any]:
-    """Everything about one cycle: figures, model calls (with their prompts where the cassette has them), repairs,
-    tool calls, errors, flow stages, and the plan after it."""
+    """Everything about one cycle: figures, model calls (with their prompts where the artifact store or the
+    cassette has them), repairs, tool calls, errors, flow stages, and the plan after it."""
     entry = data.entries[index]
-    prompts = data.prompts
+    prompts = data.prompts_of(index)
     recorded = int((entry.get("usage") or {}).get("llm_calls") or 0)
     return {
         "index": index,
@@ -264,9 +261,9 @@ def cycle_view(data: RunData, index: int) -> dict[str, Any]:
         "timestamp": entry.get("timestamp"),
         "ttl_remaining": entry.get("ttl_remaining"),
         "figures": data.stats["cycles"][index],
-        "calls": _calls(data, index, prompts),
+        "calls": _calls(data, index, prompts.requests),
+        "prompts_from": prompts.source,
         "calls_left_out": max(recorded - len(data.calls[index]), 0),
-        "cassette": cassette_path(data.manifest),
         "repairs": _repairs(entry),
         "tools": tool_calls(entry.get("tool_calls") or ()),
         "errors": [pretty(error) for error in entry.get("errors") or ()],
@@ -277,11 +274,11 @@ def cycle_view(data: RunData, index: int) -> dict[str, Any]:
 
 def cycle_json(data: RunData, index: int) -> dict[str, Any]:
     """One cycle whole, for the JSON endpoint: its record, its model calls and the plan after it."""
-    prompts = data.prompts
+    prompts = data.prompts_of(index).requests
     return {
         "entry": data.entries[index],
         "llm_calls": [
-            {**call, "prompt": prompts.get((index, number))} for number, call in enumerate(data.calls[index])
+            {**call, "prompt": prompts.get(number)} for number, call in enumerate(data.calls[index])
         ],
         "plan_after": data.plans.after(index),
     }

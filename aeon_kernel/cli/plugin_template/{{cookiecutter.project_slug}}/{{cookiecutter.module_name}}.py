@@ -249,6 +249,9 @@ class CycleLogSink(TelemetrySink):
     # def aeon_tool_called(self, run_id: str, call: ToolCall) -> None: ...
     #
     # @hookimpl
+    # def aeon_model_called(self, run_id: str, cycle: int, call: dict[str, Any]) -> None: ...
+    #
+    # @hookimpl
     # def aeon_supervisor_action(self, run_id: str, action: SupervisorAction) -> None: ...
     #
     # @hookimpl
@@ -415,6 +418,9 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #
 # @hookimpl
 # def aeon_tool_called(run_id: str, call: ToolCall) -> None: ...
+#
+# @hookimpl
+# def aeon_model_called(run_id: str, cycle: int, call: dict[str, Any]) -> None: ...
 #
 # @hookimpl
 # def aeon_supervisor_action(run_id: str, action: SupervisorAction) -> None: ...
