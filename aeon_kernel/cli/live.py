@@ -49,7 +49,7 @@ class LiveView:
     @hookimpl
     def aeon_pass_event(self, run_id: str, pass_number: int, event: str, record: dict[str, Any]) -> None:
         """A multi-pass run (spec 003): one line per profile, TTL, report, assessment and refinement."""
-        line = _pass_line(event, record)
+        line = pass_line(event, record)
         if line is not None:
             self.passes.append(Text.assemble((f"pass {pass_number} ", "bold cyan"), line))
             self._refresh()
@@ -142,7 +142,7 @@ class LiveView:
         return self.result
 
 
-def _pass_line(event: str, record: dict[str, Any]) -> Text | None:
+def pass_line(event: str, record: dict[str, Any]) -> Text | None:
     """What the live view shows of a pass event; None for the ones it leaves out."""
     if event == "profile" or event == "profile_update":
         verb = "profile" if event == "profile" else "profile updated"

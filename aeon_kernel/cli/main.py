@@ -37,6 +37,7 @@ ARTIFACT_KINDS: Final = (
     "answer",
     "telemetry",
     "model_call",
+    "pass_event",
     "evaluation",
 )
 EXIT_SETUP_ERROR: Final = 2

@@ -5,8 +5,9 @@ The state store keeps what a run needs to go on; the artifact store keeps what i
 artifacts RUN_ID``), an evaluation rig, the inspector or an auditor can find one output without reading logs. The
 :class:`ArtifactCollector` turns each finished cycle into artifacts — the plan the cycle accepted, each tool's
 result, each step's and each flow stage's output, the cycle's own record —, each model call
-(``aeon_model_called``) into one holding its request, prompt included, and its output, and the run's end into
-its answer. What is stored is scrubbed of every registered secret first.
+(``aeon_model_called``) into one holding its request, prompt included, and its output, each multi-pass event
+(``aeon_pass_event``) into one, and the run's end into its answer. What is stored is scrubbed of every
+registered secret first.
 """
 
 from __future__ import annotations
@@ -22,11 +23,28 @@ from aeon_kernel.models import FrozenModel, LogEntry, OrchestrationState, StepSt
 from aeon_kernel.secrets import scrub_secrets_data
 
 #: What an artifact is: the plan a cycle accepted, a tool call's result, a step's or a flow stage's output, the
-#: run's answer, a cycle's telemetry record, a model call (its request, prompt included, and its output), or an
-#: evaluation case's outcome (``aeon eval``).
+#: run's answer, a cycle's telemetry record, a model call (its request, prompt included, and its output), a
+#: multi-pass run's event (spec 003: pass, profile, TTL, report, assessment, refinement), or an evaluation
+#: case's outcome (``aeon eval``).
 ArtifactKind = Literal[
-    "plan", "tool_result", "step_output", "stage_output", "answer", "telemetry", "model_call", "evaluation"
+    "plan",
+    "tool_result",
+    "step_output",
+    "stage_output",
+    "answer",
+    "telemetry",
+    "model_call",
+    "pass_event",
+    "evaluation",
 ]
+#: the model a multi-pass event's record is (``aeon_pass_event``), as its artifact's schema
+PASS_SCHEMAS: dict[str, str] = {
+    "profile": "TaskProfile",
+    "profile_update": "TaskProfile",
+    "report": "SemanticValidationReport",
+    "assessment": "ConvergenceAssessment",
+    "pass_end": "ExecutionPass",
+}
 
 
 class Artifact(FrozenModel):
@@ -75,10 +93,28 @@ class ArtifactCollector:
 
     def __init__(self, store: ArtifactStore) -> None:
         self.store = store
+        #: run id -> its last finished cycle (a pass event, which does not say, belongs to the next)
+        self._cycles: dict[str, int] = {}
+
+    @hookimpl
+    def aeon_run_resumed(self, run_id: str, state: OrchestrationState, entries: tuple[LogEntry, ...]) -> None:
+        self._cycles[run_id] = state.cycle
 
     @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
+        self._cycles[entry.run_id] = entry.step_number
         self.store.put([_scrubbed(a) for a in cycle_artifacts(entry, state)])
+
+    @hookimpl
+    def aeon_pass_event(self, run_id: str, pass_number: int, event: str, record: dict[str, Any]) -> None:
+        made = Artifact(
+            run_id=run_id,
+            kind="pass_event",
+            schema_name=PASS_SCHEMAS.get(event),
+            cycle=self._cycles.get(run_id, 0) + 1,
+            value={"pass_number": pass_number, "event": event, "record": record},
+        )
+        self.store.put([_scrubbed(made)])
 
     @hookimpl
     def aeon_model_called(self, run_id: str, cycle: int, call: dict[str, Any]) -> None:
@@ -87,6 +123,7 @@ class ArtifactCollector:
 
     @hookimpl
     def aeon_run_end(self, run_id: str, result: dict[str, Any]) -> None:
+        self._cycles.pop(run_id, None)
         answer = Artifact(run_id=run_id, kind="answer", value=result.get("answer"))
         self.store.put([_scrubbed(answer)])
 

@@ -29,11 +29,12 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import Artifact
+from aeon_kernel import Artifact, Engine
 from aeon_kernel.cli.inspect.app import Inspector
 from aeon_kernel.cli.inspect.artifacts import SqliteArtifacts
 from aeon_kernel.cli.inspect.server import InspectorServer, serving
-from aeon_kernel.cli.inspect.sources import Catalog, SqliteRuns, open_catalog
+from aeon_kernel.cli.inspect.sources import Catalog, JsonlRuns, SqliteRuns, open_catalog
+from aeon_kernel.config import parse_config
 from aeon_kernel.secrets import register_secret
 from aeon_plugins.sqlite_artifacts import SQLiteArtifactStore
 from tests.support.builders import answer, llm_step, plan, tool_step
@@ -367,3 +368,83 @@ def test_every_prompt_is_shown_from_the_artifact_store_without_a_cassette(tmp_pa
     (call,) = api["llm_calls"]
     assert call["prompt"]["prompt"].endswith(f"Request: {REQUEST}\nPlan:") and call["prompt"]["system_prompt"]
     assert call["text"] == json.dumps(THREE_STEPS)
+
+
+def test_a_multipass_run_shows_its_passes_from_the_artifact_store_and_from_its_log(tmp_path: Path) -> None:
+    """Spec 003's events (profile, TTL, assessment, each pass's start and end) are listed on the run's page, each
+    at its cycle, whether read from the artifact store (the state store's run) or from the run's JSONL log."""
+    profile = {
+        "reasoning_depth": 1,
+        "information": 9,
+        "expected_tool_usage": "minimal",
+        "output_breadth": "narrow",
+        "confidence_requirement": "low",
+        "why": "one sum",
+    }
+    the_plan = plan(tool_step("1", "calculator", {"expression": "5 + 10"}), llm_step("2", "say the sum"))
+    replies = [json.dumps(reply) for reply in (profile, the_plan, {"answer": "15"})]
+    (tmp_path / "replies.json").write_text(json.dumps(replies))
+    state, log, artifacts = tmp_path / "runs.db", tmp_path / "run.jsonl", tmp_path / "artifacts.db"
+    config = parse_config(
+        {
+            "llm": {"use": "scripted", "responses": str(tmp_path / "replies.json")},
+            "reasoning": {"mode": "multipass"},
+            "state": {"use": "sqlite", "path": str(state)},
+            "artifacts": {"path": str(artifacts)},
+            "telemetry": {"use": ["jsonl"], "jsonl": {"path": str(log)}},
+        }
+    )
+    with Engine(config) as engine:
+        result = engine.run(REQUEST)
+    assert result["status"] == "completed"
+    sources = [SqliteRuns("store", state), JsonlRuns("log1", log)]
+    inspector = Inspector(Catalog(sources, SqliteArtifacts(artifacts)))
+    try:
+        pages = [
+            inspector.handle(f"/run/{key}/{result['run_id']}").body.decode() for key in ("store", "log1")
+        ]
+    finally:
+        inspector.catalog.close()
+    expected = [
+        ("1", "0", "pass_start"),
+        ("1", "0", "profile"),
+        ("1", "0", "ttl"),
+        ("2", "0", "pass_end"),
+        ("2", "1", "pass_start"),
+        ("5", "1", "assessment"),
+        ("5", "1", "pass_end"),
+    ]
+    row = re.compile(
+        r'<tr class="pass-event" data-event="(\w+)">\s*<td class="num">(?:<a href="[^"]*">)?(\d+)(?:</a>)?</td>'
+        r'\s*<td class="num">(\d+)</td>'
+    )
+    for page in pages:
+        section = page[page.index('<section class="passes"') :]
+        section = section[: section.index("</section>")]
+        assert [(cycle, number, event) for event, cycle, number in row.findall(section)] == expected
+        assert "profile: depth 1, tools minimal, breadth narrow, confidence low" in section
+        assert "converged: completeness" in section and "TTL " in section
+    assert 'class="passes"' not in inspector_page_of_a_plain_run(tmp_path)
+
+
+def inspector_page_of_a_plain_run(tmp_path: Path) -> str:
+    """A single-pass run's page: no passes section."""
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "replies.json").write_text(json.dumps([json.dumps(THREE_STEPS), answer("15")]))
+    artifacts = tmp_path / "plain" / "artifacts.db"
+    config = parse_config(
+        {
+            "llm": {"use": "scripted", "responses": str(tmp_path / "plain" / "replies.json")},
+            "state": {"use": "sqlite", "path": str(tmp_path / "plain" / "runs.db")},
+            "artifacts": {"path": str(artifacts)},
+        }
+    )
+    with Engine(config) as engine:
+        run_id = engine.run(REQUEST)["run_id"]
+    inspector = Inspector(
+        Catalog([SqliteRuns("store", tmp_path / "plain" / "runs.db")], SqliteArtifacts(artifacts))
+    )
+    try:
+        return inspector.handle(f"/run/store/{run_id}").body.decode()
+    finally:
+        inspector.catalog.close()

@@ -316,6 +316,7 @@ class Inspector:
             cassette=cassette_path(data.manifest),
             chart=time_chart(data, page),
             artifacts=self._artifacts(data, artifacts_page, page),
+            passes=views.pass_rows(data),
             **urls,
         )
 

@@ -17,7 +17,7 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 from aeon_kernel.cli.inspect.problems import Unreadable
@@ -43,8 +43,13 @@ class ArtifactReader(ABC):
         """The artifacts ``offset`` to ``offset + limit`` of ``run_id``, in the order they were put."""
 
     @abstractmethod
+    def of_kind(self, run_id: str, kind: str, cycle: int | None = None) -> list[tuple[int, Any]]:
+        """(cycle, value) of ``run_id``'s artifacts of one kind, in one cycle when given, in the order put; at
+        most :data:`MOST` of them."""
+
     def model_calls(self, run_id: str, cycle: int) -> list[dict[str, Any]]:
-        """The ``model_call`` artifacts' values of one cycle of ``run_id`` (each call's request and output)."""
+        """The ``model_call`` artifacts of one cycle: each call's request (prompt included) and output."""
+        return [value for _, value in self.of_kind(run_id, "model_call", cycle) if isinstance(value, dict)]
 
     def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release what the reader holds."""
@@ -56,7 +61,12 @@ _PAGE = (
     "ORDER BY id LIMIT ? OFFSET ?"
 )
 
-_CALLS = "SELECT value FROM artifacts WHERE run_id = ? AND kind = 'model_call' AND cycle = ? ORDER BY id"
+_OF_KIND = "SELECT cycle, value FROM artifacts WHERE run_id = ? AND kind = ? ORDER BY id LIMIT ?"
+_OF_KIND_IN_CYCLE = (
+    "SELECT cycle, value FROM artifacts WHERE run_id = ? AND kind = ? AND cycle = ? ORDER BY id LIMIT ?"
+)
+#: the most artifacts of one kind a page reads (a long multi-pass run has thousands of events)
+MOST: Final = 1000
 
 
 class SqliteArtifacts(ArtifactReader):
@@ -105,21 +115,24 @@ class SqliteArtifacts(ArtifactReader):
             found.append(fields)
         return Found(int(total), found)
 
-    def model_calls(self, run_id: str, cycle: int) -> list[dict[str, Any]]:
+    def of_kind(self, run_id: str, kind: str, cycle: int | None = None) -> list[tuple[int, Any]]:
+        parameters: list[Any] = [run_id, kind]
+        query = _OF_KIND
+        if cycle is not None:
+            query, parameters = _OF_KIND_IN_CYCLE, [*parameters, cycle]
         with self._lock:
             db = self._connection()
             if db is None:
                 return []
             try:
-                rows = db.execute(_CALLS, (run_id, cycle)).fetchall()
+                rows = db.execute(query, [*parameters, MOST]).fetchall()
             except sqlite3.Error as exc:
                 raise Unreadable(f"cannot read the artifact store {self.where}: {exc}") from None
         found = []
-        for (value,) in rows:
-            with contextlib.suppress(TypeError, ValueError):
-                call = json.loads(value)
-                if isinstance(call, dict):
-                    found.append(call)
+        for at, value in rows:
+            with contextlib.suppress(TypeError, ValueError):  # else the text the store holds
+                value = json.loads(value)
+            found.append((int(at), value))
         return found
 
     def close(self) -> None:
@@ -149,11 +162,11 @@ class StoredArtifacts(ArtifactReader):
         ]
         return Found(len(found), rows)
 
-    def model_calls(self, run_id: str, cycle: int) -> list[dict[str, Any]]:
+    def of_kind(self, run_id: str, kind: str, cycle: int | None = None) -> list[tuple[int, Any]]:
         from aeon_kernel.errors import AeonError
 
         try:
-            found = self.store.find(run_id, kind="model_call")
+            found = self.store.find(run_id, kind=kind)
         except AeonError as exc:
             raise Unreadable(str(exc)) from None
-        return [a.value for a in found if a.cycle == cycle and isinstance(a.value, dict)]
+        return [(a.cycle, a.value) for a in found if cycle is None or a.cycle == cycle][:MOST]

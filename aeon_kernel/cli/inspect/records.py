@@ -190,6 +190,9 @@ class RunData:
     where: str = ""
     #: the artifact store the catalog reads (set by :class:`~.sources.Catalog`): it keeps every call's prompt
     artifacts: ArtifactReader | None = None
+    #: a multi-pass run's events as its log kept them (``pass_number``, ``event``, ``record``, ``cycle``); None:
+    #: read them from the artifact store (:meth:`pass_events`)
+    passes: list[dict[str, Any]] | None = None
     #: cycle index -> its prompts as :meth:`prompts_of` found them in the artifact store (a cycle's are final)
     _stored_prompts: dict[int, Prompts] = field(default_factory=dict, repr=False)
 
@@ -220,6 +223,19 @@ class RunData:
                 return found
         matched = {number: request for (at, number), request in self._cassette.items() if at == index}
         return Prompts(f"the cassette {cassette_path(self.manifest)}, matched by output", matched)
+
+    def pass_events(self) -> list[dict[str, Any]]:
+        """A multi-pass run's events (spec 003), in order, each with its cycle: from the log that kept them, else
+        the artifact store's ``pass_event`` artifacts; [] for other runs."""
+        if self.passes is not None:
+            return self.passes
+        if self.artifacts is None:
+            return []
+        try:
+            kept = self.artifacts.of_kind(self.info.run_id, "pass_event")
+        except Unreadable:
+            return []
+        return [{**value, "cycle": cycle} for cycle, value in kept if isinstance(value, dict)]
 
     @cached_property
     def _cassette(self) -> dict[tuple[int, int], dict[str, Any]]:

@@ -297,6 +297,7 @@ class JsonlRuns(RunSource):
     def _parse(self, text: str) -> dict[str, RunData]:
         manifests: dict[str, dict[str, Any]] = {}
         lines: dict[str, list[dict[str, Any]]] = {}
+        events: dict[str, list[dict[str, Any]]] = {}
         self.skipped = 0
         for line in text.splitlines():
             if not line.strip():
@@ -314,11 +315,23 @@ class JsonlRuns(RunSource):
                 lines.setdefault(manifest["run_id"], [])
             elif isinstance(record.get("run_id"), str) and isinstance(record.get("step_number"), int):
                 lines.setdefault(record["run_id"], []).append(record)
+            elif isinstance(record.get("run_id"), str) and isinstance(record.get("pass_number"), int):
+                # a multi-pass event: it belongs to the cycle after the last one logged (it ends after it)
+                cycles = lines.setdefault(record["run_id"], [])
+                after = cycles[-1]["step_number"] if cycles else 0
+                events.setdefault(record["run_id"], []).append({**record, "cycle": after + 1})
         return {
-            run_id: self._run(run_id, manifests.get(run_id, {}), found) for run_id, found in lines.items()
+            run_id: self._run(run_id, manifests.get(run_id, {}), found, events.get(run_id, []))
+            for run_id, found in lines.items()
         }
 
-    def _run(self, run_id: str, manifest: dict[str, Any], lines: list[dict[str, Any]]) -> RunData:
+    def _run(
+        self,
+        run_id: str,
+        manifest: dict[str, Any],
+        lines: list[dict[str, Any]],
+        events: list[dict[str, Any]],
+    ) -> RunData:
         entries: list[dict[str, Any]] = []
         plans = LoggedPlans(entries)
         for index, line in enumerate(lines):
@@ -349,7 +362,9 @@ class JsonlRuns(RunSource):
             flow=flow if isinstance(flow, str) else None,
             goal=goal if isinstance(goal, str) else None,
         )
-        return RunData(info, manifest, entries, calls, every_call=False, plans=plans, where=self.where)
+        return RunData(
+            info, manifest, entries, calls, every_call=False, plans=plans, where=self.where, passes=events
+        )
 
     def runs(self) -> list[RunInfo]:
         found = [data.info for data in self._load().values()]

@@ -284,6 +284,32 @@ def cycle_json(data: RunData, index: int) -> dict[str, Any]:
     }
 
 
+def pass_rows(data: RunData) -> list[dict[str, Any]]:
+    """A multi-pass run's events as its page lists them: the cycle (with its index, for the link), the pass, the
+    event, the live view's one line on it (an excerpt where it has none) and the record whole."""
+    from aeon_kernel.cli.live import pass_line  # rich: only for a run that has passes
+
+    indexes = {entry.get("step_number"): index for index, entry in enumerate(data.entries)}
+    rows = []
+    for event in data.pass_events():
+        name, record = str(event.get("event")), event.get("record")
+        try:
+            line = pass_line(name, record) if isinstance(record, dict) else None
+        except (KeyError, TypeError, ValueError, AttributeError):  # a record this version does not know
+            line = None
+        rows.append(
+            {
+                "cycle": event.get("cycle"),
+                "index": indexes.get(event.get("cycle")),
+                "pass_number": event.get("pass_number"),
+                "event": name,
+                "summary": line.plain if line is not None else preview(record),
+                "record": pretty(record),
+            }
+        )
+    return rows
+
+
 def artifact_rows(found: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Artifacts (dicts: cycle, kind, node, task, schema_name, timestamp, value) as the run page lists them: the
     value's excerpt in the row, the value whole (cut at :data:`MAX_SHOWN`) when it is opened."""
