@@ -448,3 +448,28 @@ def inspector_page_of_a_plain_run(tmp_path: Path) -> str:
         return inspector.handle(f"/run/store/{run_id}").body.decode()
     finally:
         inspector.catalog.close()
+
+
+def test_the_artifacts_are_narrowed_to_one_kind(server: InspectorServer, runs: Runs) -> None:
+    _, _, page = fetch(server, f"/run/store/{runs.recorded}?kind=model_call")
+    section = page[page.index('<section class="artifacts"') :]
+    section = section[: section.index("</section>")]
+    assert re.findall(r'<tr class="artifact" data-kind="(\w+)">', section) == ["model_call", "model_call"]
+    assert "1\N{EN DASH}2 of 2" in section and "<strong>model_call</strong>" in section
+    # every kind the run has is a link with its count, in the order first stored, and "all" goes back
+    links = re.findall(
+        r'<a href="([^"]*)" data-kind="(\w+)">\w+</a> <span class="muted">(\d+)</span>', section
+    )
+    assert [(kind, count) for _, kind, count in links] == [
+        ("plan", "1"),
+        ("telemetry", "5"),
+        ("tool_result", "2"),
+        ("step_output", "3"),
+        ("answer", "1"),
+    ]
+    assert all("kind=" in url and url.endswith("#artifacts") for url, _, _ in links)
+    assert f'href="/run/store/{runs.recorded}?page=1#artifacts">all</a>' in section
+    _, _, none = fetch(server, f"/run/store/{runs.recorded}?kind=evaluation")
+    assert "None of kind <code>evaluation</code>" in none
+    _, _, odd = fetch(server, f"/run/store/{runs.recorded}?kind=%3Cscript%3E")  # not a kind: not narrowed
+    assert "14 of 14" in odd and "kind=%3C" not in odd

@@ -136,11 +136,20 @@ def _static() -> dict[str, bytes]:
     }
 
 
+_KIND: Final = re.compile(r"[a-z_]{1,40}")
+
+
 def _page(query: Mapping[str, list[str]], name: str = "page") -> int:
     try:
         return max(int(query.get(name, ["1"])[0]), 1)
     except ValueError:
         return 1
+
+
+def _kind(query: Mapping[str, list[str]]) -> str | None:
+    """The artifact kind the page is narrowed to (``?kind=``): a plain name, else none."""
+    kind = query.get("kind", [""])[0]
+    return kind if _KIND.fullmatch(kind) else None
 
 
 class Inspector:
@@ -181,7 +190,7 @@ class Inspector:
         if found:
             data = self.catalog.run(unquote(found["key"]), unquote(found["run"]))
             if found["cycle"] is None:
-                return self._run_page(data, _page(query), _page(query, "artifacts"))
+                return self._run_page(data, _page(query), _page(query, "artifacts"), _kind(query))
             index = self._index(data, found["cycle"])
             return self._cycle_page(data, index, fragment=bool(query.get("fragment")))
         found = _API_RUN.match(path)
@@ -249,8 +258,9 @@ class Inspector:
             ),
         }
 
-    def _artifacts(self, data: RunData, page: int, timeline_page: int) -> dict[str, Any]:
-        """The run's artifacts for its page: one page of them, its pager, or why they cannot be shown."""
+    def _artifacts(self, data: RunData, page: int, timeline_page: int, kind: str | None) -> dict[str, Any]:
+        """The run's artifacts for its page (of one kind, when asked): one page of them, its pager, the kinds
+        to narrow them to, or why they cannot be shown."""
         reader = self.catalog.artifacts
         shown: dict[str, Any] = {
             "where": None,
@@ -264,15 +274,23 @@ class Inspector:
             return shown
         shown["where"] = reader.where
         base = run_url(data.info.key, data.info.run_id)
-        shown["url"] = lambda number: f"{base}?page={timeline_page}&artifacts={number}#artifacts"
+        narrowed = f"&kind={kind}" if kind else ""  # a plain name (_kind)
+        shown["url"] = lambda number: f"{base}?page={timeline_page}&artifacts={number}{narrowed}#artifacts"
+        shown["kind_url"] = lambda name: (
+            f"{base}?page={timeline_page}{f'&kind={_quoted(name)}' if name else ''}#artifacts"
+        )
+        shown["kind"] = kind
         try:
-            counted = reader.page(data.info.run_id, 0, 0).total
+            counted = reader.page(data.info.run_id, 0, 0, kind).total
             page = views.clamp_page(page, counted, views.ARTIFACTS_PAGE)
-            found = reader.page(data.info.run_id, (page - 1) * views.ARTIFACTS_PAGE, views.ARTIFACTS_PAGE)
+            offset = (page - 1) * views.ARTIFACTS_PAGE
+            found = reader.page(data.info.run_id, offset, views.ARTIFACTS_PAGE, kind)
         except Unreadable as exc:
             shown["problem"] = str(exc)
             return shown
         shown.update(
+            kinds=found.kinds,
+            every=sum(count for _, count in found.kinds),
             rows=views.artifact_rows(found.rows),
             total=found.total,
             page=page,
@@ -282,7 +300,9 @@ class Inspector:
         )
         return shown
 
-    def _run_page(self, data: RunData, page: int, artifacts_page: int = 1) -> Response:
+    def _run_page(
+        self, data: RunData, page: int, artifacts_page: int = 1, kind: str | None = None
+    ) -> Response:
         total = len(data.entries)
         page = views.clamp_page(page, total, views.PAGE)
         urls = self._urls(data)
@@ -315,7 +335,7 @@ class Inspector:
             api_url=f"/api{run_url(data.info.key, data.info.run_id)}",
             cassette=cassette_path(data.manifest),
             chart=time_chart(data, page),
-            artifacts=self._artifacts(data, artifacts_page, page),
+            artifacts=self._artifacts(data, artifacts_page, page, kind),
             passes=views.pass_rows(data),
             **urls,
         )

@@ -15,7 +15,8 @@ import json
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
@@ -30,6 +31,8 @@ class Found:
     total: int
     #: each artifact as a dict: cycle, kind, node, task, schema_name, timestamp, value
     rows: list[dict[str, Any]]
+    #: how many artifacts of each kind the run has (whatever the page is narrowed to), in the order first put
+    kinds: list[tuple[str, int]] = field(default_factory=list)
 
 
 class ArtifactReader(ABC):
@@ -39,8 +42,9 @@ class ArtifactReader(ABC):
         self.where = where
 
     @abstractmethod
-    def page(self, run_id: str, offset: int, limit: int) -> Found:
-        """The artifacts ``offset`` to ``offset + limit`` of ``run_id``, in the order they were put."""
+    def page(self, run_id: str, offset: int, limit: int, kind: str | None = None) -> Found:
+        """The artifacts ``offset`` to ``offset + limit`` of ``run_id`` (of one kind when given), in the order
+        they were put."""
 
     @abstractmethod
     def of_kind(self, run_id: str, kind: str, cycle: int | None = None) -> list[tuple[int, Any]]:
@@ -61,6 +65,11 @@ _PAGE = (
     "ORDER BY id LIMIT ? OFFSET ?"
 )
 
+_PAGE_OF_KIND = (
+    "SELECT kind, node, task, schema_name, cycle, timestamp, value FROM artifacts WHERE run_id = ? AND kind = ? "
+    "ORDER BY id LIMIT ? OFFSET ?"
+)
+_KINDS = "SELECT kind, count(*) FROM artifacts WHERE run_id = ? GROUP BY kind ORDER BY min(id)"
 _OF_KIND = "SELECT cycle, value FROM artifacts WHERE run_id = ? AND kind = ? ORDER BY id LIMIT ?"
 _OF_KIND_IN_CYCLE = (
     "SELECT cycle, value FROM artifacts WHERE run_id = ? AND kind = ? AND cycle = ? ORDER BY id LIMIT ?"
@@ -94,17 +103,18 @@ class SqliteArtifacts(ArtifactReader):
             self._db = db
         return self._db
 
-    def page(self, run_id: str, offset: int, limit: int) -> Found:
+    def page(self, run_id: str, offset: int, limit: int, kind: str | None = None) -> Found:
         with self._lock:
             db = self._connection()
             if db is None:
                 return Found(0, [])
             try:
-                (total,) = db.execute("SELECT count(*) FROM artifacts WHERE run_id = ?", (run_id,)).fetchone()
-                rows = db.execute(
-                    _PAGE,
-                    (run_id, limit, offset),
-                ).fetchall()
+                kinds = [(str(k), int(n)) for k, n in db.execute(_KINDS, (run_id,)).fetchall()]
+                total = sum(n for k, n in kinds if kind is None or k == kind)
+                if kind is None:
+                    rows = db.execute(_PAGE, (run_id, limit, offset)).fetchall()
+                else:
+                    rows = db.execute(_PAGE_OF_KIND, (run_id, kind, limit, offset)).fetchall()
             except sqlite3.Error as exc:
                 raise Unreadable(f"cannot read the artifact store {self.where}: {exc}") from None
         found = []
@@ -113,7 +123,7 @@ class SqliteArtifacts(ArtifactReader):
             with contextlib.suppress(TypeError, ValueError):  # else shown as the text the store holds
                 fields["value"] = json.loads(fields["value"])
             found.append(fields)
-        return Found(int(total), found)
+        return Found(total, found, kinds)
 
     def of_kind(self, run_id: str, kind: str, cycle: int | None = None) -> list[tuple[int, Any]]:
         parameters: list[Any] = [run_id, kind]
@@ -149,18 +159,20 @@ class StoredArtifacts(ArtifactReader):
         super().__init__(where)
         self.store = store
 
-    def page(self, run_id: str, offset: int, limit: int) -> Found:
+    def page(self, run_id: str, offset: int, limit: int, kind: str | None = None) -> Found:
         from aeon_kernel.errors import AeonError
 
         try:
-            found = self.store.find(run_id)
+            every = self.store.find(run_id)
         except AeonError as exc:
             raise Unreadable(str(exc)) from None
+        kinds = Counter(artifact.kind for artifact in every)
+        found = [artifact for artifact in every if kind is None or artifact.kind == kind]
         rows = [
             {name: getattr(artifact, name) for name in _COLUMNS}
             for artifact in found[offset : offset + limit]
         ]
-        return Found(len(found), rows)
+        return Found(len(found), rows, list(kinds.items()))
 
     def of_kind(self, run_id: str, kind: str, cycle: int | None = None) -> list[tuple[int, Any]]:
         from aeon_kernel.errors import AeonError
