@@ -218,15 +218,30 @@ def run(
     is_flag=True,
     help="Also take a run held by a process on another host (which cannot be checked): say that it is gone.",
 )
+@click.option(
+    "--inspect",
+    is_flag=True,
+    help="Step through the rest of the run in the inspector: its stored cycles shown, it pauses before each "
+    "new one. Stop exits with status 130, the run resumable again.",
+)
+@click.option("--no-browser", is_flag=True, help="With --inspect: print the page's URL, open no browser.")
 @_run_options
-def resume(run_id: str, take_over: bool, **options: Any) -> None:
+def resume(run_id: str, take_over: bool, inspect: bool, no_browser: bool, **options: Any) -> None:
     """Continue the interrupted run RUN_ID from the state store ([state] in aeon.toml).
 
     Finished steps are not run again; the TTL goes on from where it was. Exit status as for `aeon run`.
     """
-    _drive(
-        f"resume {run_id}", lambda orchestrator: orchestrator.resume(run_id, take_over=take_over), **options
-    )
+
+    def cycles(orchestrator: Any) -> Iterator[Any]:
+        if not inspect:
+            return orchestrator.resume(run_id, take_over=take_over)  # type: ignore[no-any-return]
+        from aeon_kernel.cli.inspect.stepper import resumed_cycles  # the server and Jinja load only here
+
+        return resumed_cycles(
+            orchestrator, run_id, take_over=take_over, no_browser=no_browser, as_json=options["as_json"]
+        )
+
+    _drive(f"resume {run_id}", cycles, **options)
 
 
 @cli.command()

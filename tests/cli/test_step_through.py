@@ -209,6 +209,61 @@ def test_the_controls_refuse_a_request_without_the_page_s_token_or_from_elsewher
     assert f"aeon resume {stopped['run_id']}" in err
 
 
+def control(run: Inspected, action: str) -> None:
+    """Press ``action`` as the page would (its token, the version it saw), then wait until the run pauses or ends."""
+    status, _, page = run.request("GET", "/live")
+    assert status == 200
+    seen = run.live()["version"]
+    body = urlencode({"action": action, "token": token_of(page), "seen": str(seen)})
+    assert run.request("POST", "/live/control", body)[0] == 303
+    for _ in range(400):
+        if run.process.poll() is not None or (
+            run.live()["version"] != seen and run.live()["mode"] != "running"
+        ):
+            return
+        time.sleep(0.05)
+
+
+def test_resume_inspect_shows_the_stored_cycles_and_steps_through_the_rest(project: Path) -> None:
+    """``aeon resume RUN_ID --inspect``: the run stopped after its plan is claimed again; the page shows its stored
+    cycle, pauses before each new one (Step runs exactly one), can be stopped again, and Continue ends it."""
+    with inspected(project, "run", REQUEST) as run:
+        while run.live()["mode"] != "paused":
+            time.sleep(0.05)
+        control(run, "step")
+        assert run.live()["cycles"] == 1
+        control(run, "stop")
+        code, out, err = run.wait()
+    assert code == 130, err
+    run_id = json.loads(out)["run_id"]
+
+    (project / "responses.json").write_text(json.dumps([answer("15")]))  # the plan is made: only the answer
+    with inspected(project, "resume", run_id) as resumed:
+        while resumed.live()["mode"] != "paused":
+            time.sleep(0.05)
+        assert resumed.live()["cycles"] == 1  # the stored cycle, shown before any new one ran
+        (listed,) = json.loads(resumed.request("GET", "/api/runs")[2])["runs"]
+        assert (listed["run_id"], listed["cycles"]) == (run_id, 1)
+        control(resumed, "step")
+        assert resumed.live()["cycles"] == 2  # exactly one more: step 1, the calculator
+        status, _, cycle = resumed.request("GET", f"/run/live/{run_id}/cycle/2?fragment=1")
+        assert status == 200 and "calculator" in cycle
+        control(resumed, "stop")
+        code, out, err = resumed.wait()
+    assert code == 130, err
+    assert json.loads(out)["cycles"] == 2 and f"aeon resume {run_id}" in err
+
+    with inspected(project, "resume", run_id) as again:
+        while again.live()["mode"] != "paused":
+            time.sleep(0.05)
+        assert again.live()["cycles"] == 2
+        control(again, "continue")
+        code, out, err = again.wait()
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["run_id"], result["status"], result["answer"]) == (run_id, "completed", "15")
+
+
 # --- in Chromium ----------------------------------------------------------------------------------------------
 
 

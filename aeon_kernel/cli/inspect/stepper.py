@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 import click
@@ -95,9 +95,12 @@ class Session:
         self.server.server_close()
         self._thread.join()
 
-    def drive(self, run: Run, upcoming: Pending, resume_with: str) -> Iterator[LogEntry]:
-        """``run``'s cycles, each run when the page says so; raises :class:`Stopped` when the page stops it."""
-        entries: list[dict[str, Any]] = []
+    def drive(
+        self, run: Run, upcoming: Pending, resume_with: str, earlier: Sequence[dict[str, Any]] = ()
+    ) -> Iterator[LogEntry]:
+        """``run``'s cycles, each run when the page says so; raises :class:`Stopped` when the page stops it.
+        ``earlier``: a resumed run's stored cycle records, shown before the ones this session runs."""
+        entries: list[dict[str, Any]] = list(earlier)
 
         def moment(next_work: dict[str, Any] | None = None, **end: Any) -> Moment:
             return Moment(
@@ -164,9 +167,34 @@ def plan_cycles(
     The run is started here (a request that cannot start raises before the server does) and made the
     orchestrator's latest run, so ``orchestrator.result`` is its result once the iterator is exhausted."""
     run = orchestrator.run = orchestrator.start(request)
+    return _plan_session(orchestrator, run, (), no_browser=no_browser, as_json=as_json)
+
+
+def resumed_cycles(
+    orchestrator: Orchestrator, run_id: str, *, take_over: bool, no_browser: bool, as_json: bool
+) -> Iterator[LogEntry]:
+    """``aeon resume --inspect``: the interrupted run claimed and continued one cycle per Step, its stored
+    cycles shown on the page before the new ones."""
+    run = orchestrator.run = orchestrator.start_resume(run_id, take_over=take_over)
+    assert orchestrator.state_store is not None  # start_resume needs one
+    stored = orchestrator.state_store.load(run_id).entries
+    earlier = [entry.model_dump(mode="json", exclude={"plan_state"}) for entry in stored]
+    return _plan_session(orchestrator, run, earlier, no_browser=no_browser, as_json=as_json)
+
+
+def _plan_session(
+    orchestrator: Orchestrator,
+    run: Run,
+    earlier: Sequence[dict[str, Any]],
+    *,
+    no_browser: bool,
+    as_json: bool,
+) -> Iterator[LogEntry]:
     collector = orchestrator.pm.get_plugin("aeon.artifacts")  # the engine's, when it keeps artifacts
     session = Session(no_browser=no_browser, artifacts=getattr(collector, "store", None))
-    cycles = session.drive(run, lambda r: pending.plan_run(r, orchestrator.components), "aeon resume")
+    cycles = session.drive(
+        run, lambda r: pending.plan_run(r, orchestrator.components), "aeon resume", earlier
+    )
     return _exiting(cycles, as_json)
 
 
