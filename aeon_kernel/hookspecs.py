@@ -367,8 +367,9 @@ def aeon_model_called(run_id: str, cycle: int, call: dict[str, Any]) -> None:
     :param cycle: the cycle that made the call (its ``LogEntry.step_number``).
     :param call: ``number`` (its place among the cycle's calls, from 0); ``request``: ``model``, ``prompt``,
         ``system_prompt``, ``max_tokens``, ``temperature`` and ``json_schema`` as sent (None where the adapter
-        cannot constrain decoding); and the response as the cycle's record keeps it: ``text``, ``usage``,
-        ``constrained``, ``duration_ms``. Shared by every implementation: read it, do not change it.
+        cannot constrain decoding); ``started_ns`` (when it began: wall clock, ns since the epoch); and the
+        response as the cycle's record keeps it: ``text``, ``usage``, ``constrained``, ``duration_ms`` (retries
+        included). Shared by every implementation: read it, do not change it.
     """
 
 

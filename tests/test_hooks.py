@@ -5,6 +5,7 @@ through the decision hooks, and the events with their arguments, in order."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -871,6 +872,7 @@ def test_hook_aeon_model_called(make_harness: MakeHarness) -> None:
     assert planning["request"]["prompt"].endswith("Request: calculate the sum of 5 and 10\nPlan:")
     assert planning["request"]["system_prompt"] and planning["request"]["max_tokens"] > 0
     assert planning["text"].startswith("```json") and "say the sum" in answering["request"]["prompt"]
+    assert 0 < planning["started_ns"] < answering["started_ns"] <= time.time_ns()  # wall clock, in order
     # the outputs are the ones the state keeps, which hold no prompt
     kept = h.orchestrator.get_state().llm_outputs
     assert [c["text"] for c in kept] == [planning["text"], answering["text"]]

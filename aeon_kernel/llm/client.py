@@ -7,8 +7,8 @@ structured failure (FR-049).
 One client is shared by every run of an engine (and by the supervisor and planner built on it), so the responses
 of a cycle are not kept on the client: a run calls :func:`begin_capture` as each cycle starts (and
 :func:`end_capture` as it ends), and every response given in between — in that thread or task — lands in that
-cycle's list and nowhere else. Each carries its request (prompt, system prompt, schema) until the run hands
-it to ``aeon_model_called`` and stores the rest.
+cycle's list and nowhere else. Each carries its request (prompt, system prompt, schema) and start time until the
+run hands them to ``aeon_model_called`` and stores the rest.
 
 Calls to the adapter itself take turns: an embedded model (llama.cpp) serves one request at a time and a scripted
 one counts its calls, so several runs of one engine (``Engine.submit``, ``aeon batch``) must not call
@@ -33,9 +33,10 @@ if TYPE_CHECKING:
     from tenacity import RetryCallState
 
 ATTEMPTS: Final = 3
-#: the key under which a captured call carries its request (the run takes it out before the call is stored: state
-#: and log keep outputs only; ``aeon_model_called`` gets both)
+#: the keys under which a captured call carries its request and when it began (wall clock, ns): the run takes them
+#: out before the call is stored (state and log keep outputs only) and gives them to ``aeon_model_called``
 REQUEST: Final = "request"
+STARTED: Final = "started_ns"
 
 _captured: ContextVar[list[dict[str, Any]] | None] = ContextVar("aeon_model_calls", default=None)
 
@@ -101,7 +102,7 @@ class ModelClient(LLMAdapter):
         json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
         schema = json_schema if self.adapter.supports_json_schema else None
-        started = time.perf_counter()
+        began, started = time.time_ns(), time.perf_counter()
         try:  # the common case costs one call: the retry machinery starts only after a transient failure
             response = self._call_once(prompt, system_prompt, max_tokens, temperature, schema)
         except LLMTransientError as first:
@@ -118,7 +119,13 @@ class ModelClient(LLMAdapter):
                 "json_schema": schema,
             }
             calls.append(
-                {**response, "constrained": schema is not None, "duration_ms": took, REQUEST: request}
+                {
+                    **response,
+                    "constrained": schema is not None,
+                    "duration_ms": took,
+                    REQUEST: request,
+                    STARTED: began,
+                }
             )
         return response
 

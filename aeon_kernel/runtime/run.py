@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aeon_kernel.errors import AeonError, DeadlineError, LLMError, OrchestrationError
-from aeon_kernel.llm.client import REQUEST, begin_capture, end_capture, total_usage
+from aeon_kernel.llm.client import REQUEST, STARTED, begin_capture, end_capture, total_usage
 from aeon_kernel.models import ConvergenceAssessment, LogEntry, OrchestrationState, RunStatus, utc_now
 from aeon_kernel.runtime.context import Components, Cycle, Hooks, RunContext, error_record
 from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
@@ -258,9 +258,8 @@ class Run:
     def _close_cycle(self, cycle: Cycle, calls: list[dict[str, Any]]) -> LogEntry:
         context = self._context
         state = context.state
-        requests = [
-            call.pop(REQUEST, None) for call in calls
-        ]  # prompts go to aeon_model_called, not the state
+        # the requests (prompts) and start times go to aeon_model_called, not into the state
+        asked = [{"request": call.pop(REQUEST, None), STARTED: call.pop(STARTED, None)} for call in calls]
         state.end_cycle(cycle.tool_calls, calls, cycle.actions, cycle.errors)
         step = state.step(cycle.step_id) if state.goal is not None and cycle.step_id else None
         # Built without re-validation: every part is already a validated kernel object (pydantic would
@@ -286,8 +285,8 @@ class Run:
         if self.store is not None:
             entry = self._commit(state.snapshot(), entry, calls)
         if calls and context.hooks.listens("aeon_model_called"):
-            for number, (call, request) in enumerate(zip(calls, requests, strict=True)):
-                made = {**call, "number": number, "request": request}
+            for number, (call, extra) in enumerate(zip(calls, asked, strict=True)):
+                made = {**call, "number": number, **extra}
                 context.emit("aeon_model_called", run_id=state.run_id, cycle=state.cycle, call=made)
         if context.hooks.listens("aeon_cycle_end"):
             context.emit("aeon_cycle_end", entry=entry, state=state.snapshot())

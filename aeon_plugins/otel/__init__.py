@@ -22,7 +22,7 @@ import atexit
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
@@ -56,6 +56,7 @@ from .conventions import (
     PROVIDER,
     REQUEST_MODEL,
     RESPONSE_MODEL,
+    SYSTEM_INSTRUCTIONS,
     TEMPERATURE,
     TOOL_ARGUMENTS,
     TOOL_CALL_ID,
@@ -67,6 +68,7 @@ from .conventions import (
     clamp,
     content,
     duration,
+    instructions,
     kind_of,
     mapping,
     messages,
@@ -93,6 +95,8 @@ class _OpenRun:
     model: str | None
     #: ``gen_ai.provider.name``: the sink's ``provider_name``, else the manifest's ``llm`` (the adapter chosen)
     provider: str
+    #: the calls of the cycle under way, by number, as ``aeon_model_called`` gave them (before ``aeon_cycle_end``)
+    requests: dict[int, Mapping[str, Any]] = field(default_factory=dict)
 
 
 class OtelSink(TelemetrySink):
@@ -212,6 +216,15 @@ class OtelSink(TelemetrySink):
             self._runs[run_id] = _OpenRun(span, now, model, provider)
 
     @hookimpl
+    def aeon_model_called(self, run_id: str, cycle: int, call: dict[str, Any]) -> None:
+        """Kept until the cycle ends: its ``chat`` span gets the request's settings (and, with
+        ``capture_content``, its prompt)."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is not None and isinstance(call.get("number"), int):
+                run.requests[call["number"]] = call
+
+    @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
         """The cycle's span, and under it its stages, tool calls and model calls; ended even if one fails."""
         with self._lock:
@@ -221,6 +234,7 @@ class OtelSink(TelemetrySink):
             end = max(time.time_ns(), run.last_end)
             start = max(end - round(entry.duration_ms * MS), run.last_end)
             run.last_end = end
+            requests, run.requests = run.requests, {}
         stages = [s for s in entry.stages if isinstance(s, Mapping)] if entry.phase == "node" else []
         single = stages[0] if len(stages) == 1 else None
         values: dict[str, Any] = {
@@ -253,14 +267,20 @@ class OtelSink(TelemetrySink):
                     remaining = remaining[taken:]
                     stage_span.end(high)
                 placed += [(cycle, start, end, call) for call in remaining]
-            busy = [
-                self._tool_span(parent, call, entry.timestamp, low, high)
-                for parent, low, high, call in placed
-            ]
             # the cycle's model calls are the last ``llm_calls`` of the state's history (the run appends them)
             count = int(entry.usage.get("llm_calls", 0) or 0)
             calls = state.llm_outputs[len(state.llm_outputs) - count :] if count > 0 else ()
-            self._model_spans(cycle, calls, entry.run_id, run.model, run.provider, start, end, sorted(busy))
+            model_calls = [{**call, **requests.get(number, {})} for number, call in enumerate(calls)]
+            # a model call's start is known to the nanosecond, a tool call's to the millisecond: a tool placed
+            # inside a call that began before it is moved to after that call
+            chats = [w for w in (_began(call, start, end) for call in model_calls) if w is not None]
+            busy = [
+                self._tool_span(parent, call, entry.timestamp, low, high, chats)
+                for parent, low, high, call in placed
+            ]
+            self._model_spans(
+                cycle, model_calls, entry.run_id, run.model, run.provider, start, end, sorted(busy)
+            )
         finally:
             cycle.end(end)
 
@@ -347,11 +367,21 @@ class OtelSink(TelemetrySink):
         return span, start, end
 
     def _tool_span(
-        self, parent: Span, call: ToolCall, cycle_time: str, low: int, high: int
+        self,
+        parent: Span,
+        call: ToolCall,
+        cycle_time: str,
+        low: int,
+        high: int,
+        chats: Sequence[tuple[int, int]] = (),
     ) -> tuple[int, int]:
-        """``execute_tool <tool>``, ending as long before the cycle's end as its record says; where it sits."""
+        """``execute_tool <tool>``, ending as long before the cycle's end as its record says (and after a model
+        call it would start inside); where it sits."""
         before = max((nanoseconds(cycle_time) or 0) - (nanoseconds(call.timestamp) or 0), 0)
         start, end = clamp(high - before - duration(call.duration_ms), high - before, low, high)
+        for chat_start, chat_end in chats:
+            if chat_start <= start < chat_end:
+                start, end = clamp(chat_end, chat_end + end - start, low, high)
         values: dict[str, Any] = {
             OPERATION: "execute_tool",
             TOOL_NAME: call.tool_name,
@@ -385,16 +415,20 @@ class OtelSink(TelemetrySink):
         high: int,
         busy: list[tuple[int, int]],
     ) -> None:
-        """``chat <model>`` per call, back to back from the cycle's start, stepping over its tool calls."""
+        """``chat <model>`` per call: from when it began where ``aeon_model_called`` said, else back to back from
+        the cycle's start, stepping over its tool calls."""
         cursor = low
         for call in calls:
             took = duration(call.get("duration_ms"))
-            for tool_start, tool_end in busy:
-                if cursor < tool_end and cursor + took > tool_start:
-                    cursor = tool_end
-            start, end = clamp(cursor, cursor + took, low, high)
+            known = _began(call, low, high)
+            if known is None:
+                for tool_start, tool_end in busy:
+                    if cursor < tool_end and cursor + took > tool_start:
+                        cursor = tool_end
+            start, end = known or clamp(cursor, cursor + took, low, high)
             cursor = end
             usage = mapping(call.get("usage"))
+            request = mapping(call.get("request"))
             model = call.get("model") if isinstance(call.get("model"), str) else None
             finish = call.get("finish_reason") if isinstance(call.get("finish_reason"), str) else None
             values = {
@@ -402,9 +436,9 @@ class OtelSink(TelemetrySink):
                 PROVIDER: provider,
                 REQUEST_MODEL: requested or model,
                 RESPONSE_MODEL: model,
-                # recorded only by a kernel whose calls carry them: the sink gets no [run] settings
-                MAX_TOKENS: call.get("max_tokens"),
-                TEMPERATURE: call.get("temperature"),
+                # from the request as aeon_model_called gave it
+                MAX_TOKENS: request.get("max_tokens"),
+                TEMPERATURE: request.get("temperature"),
                 INPUT_TOKENS: usage.get("input_tokens", usage.get("prompt_tokens")),
                 OUTPUT_TOKENS: usage.get("output_tokens", usage.get("completion_tokens")),
                 FINISH_REASONS: [finish] if finish else None,
@@ -419,8 +453,16 @@ class OtelSink(TelemetrySink):
                 start_time=start,
             )
             if self.capture_content and isinstance(call.get("text"), str):
-                text = messages("assistant", call["text"], self.max_content_length, finish)
-                span.add_event(INFERENCE_DETAILS, attributes({OUTPUT_MESSAGES: text}), timestamp=end)
+                details = {
+                    OUTPUT_MESSAGES: messages("assistant", call["text"], self.max_content_length, finish)
+                }
+                if isinstance(request.get("prompt"), str):
+                    details[INPUT_MESSAGES] = messages("user", request["prompt"], self.max_content_length)
+                if isinstance(request.get("system_prompt"), str):
+                    details[SYSTEM_INSTRUCTIONS] = instructions(
+                        request["system_prompt"], self.max_content_length
+                    )
+                span.add_event(INFERENCE_DETAILS, attributes(details), timestamp=end)
             span.end(end)
 
     def _supervisor_event(self, span: Span, action: Mapping[str, Any], low: int, high: int) -> None:
@@ -443,6 +485,14 @@ class OtelSink(TelemetrySink):
                 )
         at, _ = clamp(nanoseconds(action.get("timestamp")) or high, high, low, high)
         span.add_event("aeon.supervisor_action", attributes(values), timestamp=at)
+
+
+def _began(call: Mapping[str, Any], low: int, high: int) -> tuple[int, int] | None:
+    """Where a model call sits in its cycle, when ``aeon_model_called`` said when it began."""
+    began = call.get("started_ns")
+    if not isinstance(began, int) or isinstance(began, bool):
+        return None
+    return clamp(began, began + duration(call.get("duration_ms")), low, high)
 
 
 @hookimpl

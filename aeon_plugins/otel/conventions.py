@@ -32,6 +32,7 @@ TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 TOOL_RESULT: Final = "gen_ai.tool.call.result"
 INPUT_MESSAGES: Final = "gen_ai.input.messages"
 OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
 ERROR_TYPE: Final = "error.type"
 #: The span event that carries an inference's content when ``capture_content`` is on.
 INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
@@ -68,6 +69,11 @@ def messages(role: str, text: Any, limit: int, finish: str | None = None) -> str
     if finish:
         message["finish_reason"] = finish
     return json.dumps([message], ensure_ascii=False)
+
+
+def instructions(text: Any, limit: int) -> str:
+    """A system prompt in GenAI's format (``[{type: "text", content}]``), as JSON text."""
+    return json.dumps([{"type": "text", "content": content(text, limit)}], ensure_ascii=False)
 
 
 def mapping(value: Any) -> Mapping[str, Any]:

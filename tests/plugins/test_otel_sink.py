@@ -198,6 +198,8 @@ def test_a_run_is_one_trace_of_cycles_with_model_and_tool_calls(tmp_path: Path) 
             "gen_ai.request.model": "scripted",
             "gen_ai.response.model": "scripted",
             "gen_ai.conversation.id": run_id,
+            "gen_ai.request.max_tokens": 512,
+            "gen_ai.request.temperature": 0.0,
             "aeon.llm.constrained": False,
         }
         assert not chat.events  # no content unless asked for
@@ -253,11 +255,26 @@ def test_model_calls_carry_token_usage_and_finish_reasons_and_content_on_request
             chat.attributes["gen_ai.usage.output_tokens"],
         ) == (120, 7)
         assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+        # the request's settings, as aeon_model_called gave them (the engine's defaults)
+        assert (
+            chat.attributes["gen_ai.request.max_tokens"],
+            chat.attributes["gen_ai.request.temperature"],
+        ) == (
+            512,
+            0.0,
+        )
         (event,) = chat.events
         assert event.name == "gen_ai.client.inference.operation.details"
         (message,) = json.loads(str((event.attributes or {})["gen_ai.output.messages"]))
         assert message["role"] == "assistant" and message["finish_reason"] == "stop"
         assert message["parts"][0]["type"] == "text"
+        # and the prompt as sent, with the system prompt as instructions
+        (prompt,) = json.loads(str((event.attributes or {})["gen_ai.input.messages"]))
+        assert prompt["role"] == "user" and prompt["parts"][0]["type"] == "text"
+        (system,) = json.loads(str((event.attributes or {})["gen_ai.system_instructions"]))
+        assert system["type"] == "text" and system["content"]
+    planning = json.loads(str((chats[0].events[0].attributes or {})["gen_ai.input.messages"]))
+    assert planning[0]["parts"][0]["content"].endswith("Request: add 5 and 10\nPlan:")
     assert json.loads(
         json.loads(str((chats[1].events[0].attributes or {})["gen_ai.output.messages"]))[0]["parts"][0][
             "content"
