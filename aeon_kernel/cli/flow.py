@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -96,6 +97,12 @@ def _run_options(command: Any) -> Any:
                 type=click.Path(dir_okay=False),
                 help="Append one JSON line per cycle here.",
             ),
+            click.option(
+                "--no-log",
+                is_flag=True,
+                help="Do not record the run (by default it is kept in the user data directory, like `aeon run`'s: "
+                "aeon runs, aeon flow resume, aeon inspect).",
+            ),
         ]
     ):
         command = option(command)
@@ -137,6 +144,7 @@ def run(
     config: str | None,
     as_json: bool,
     log_path: str | None,
+    no_log: bool,
 ) -> None:
     """Run the flow in DIRECTORY on an input, printing each stage as it ends."""
     if (input_text is None) == (input_file is None):
@@ -146,7 +154,7 @@ def run(
         value = json.loads(text)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         _fail(f"the input is not JSON: {exc}")
-    engine = _flow_engine(directory, config, record=record, replay=replay, log_path=log_path)
+    engine, note = _flow_engine(directory, config, log_path, no_log, record=record, replay=replay)
     try:
         if inspect:
             from aeon_kernel.cli.inspect.stepper import flow_stages  # the server and Jinja load only here
@@ -154,7 +162,7 @@ def run(
             stages = flow_stages(engine, value, start=start, ttl=ttl, no_browser=no_browser, as_json=as_json)
         else:
             stages = engine.iter(value, start=start, ttl=ttl)
-        _report(engine, stages, as_json)
+        _report(engine, stages, as_json, note)
     except AeonError as exc:
         _fail(exc)
     finally:
@@ -168,24 +176,53 @@ def run(
     is_flag=True,
     help="Also take a run held by a process on another host (which cannot be checked): say that it is gone.",
 )
+@click.option(
+    "--inspect",
+    is_flag=True,
+    help="Step through the rest of the run in the inspector: its stored stages shown, it pauses before each "
+    "new cycle of stages. Stop exits with status 130, the run resumable again.",
+)
+@click.option("--no-browser", is_flag=True, help="With --inspect: print the page's URL, open no browser.")
 @_run_options
-def resume(run_id: str, take_over: bool, config: str | None, as_json: bool, log_path: str | None) -> None:
+def resume(
+    run_id: str,
+    take_over: bool,
+    inspect: bool,
+    no_browser: bool,
+    config: str | None,
+    as_json: bool,
+    log_path: str | None,
+    no_log: bool,
+) -> None:
     """Continue the interrupted flow run RUN_ID from the state store, after its last committed stage."""
+    from aeon_kernel.cli.recording import with_default_store
+    from aeon_kernel.config import load_config
     from aeon_kernel.engine import Engine
 
     try:
-        with Engine(config) as plain:
+        chosen = load_config(config)
+        with Engine(chosen if no_log else with_default_store(chosen)) as plain:
             store = plain.state_store
             if store is None:
-                _fail('resuming needs a state store: set [state] use = "sqlite" in aeon.toml')
+                _fail(
+                    'resuming needs a state store: set [state] use = "sqlite" in aeon.toml, or drop --no-log'
+                )
             recorded = store.load(run_id).manifest.get("flow")
     except AeonError as exc:
         _fail(exc)
     if not isinstance(recorded, dict) or not recorded.get("directory"):
         _fail(f"run {run_id!r} is not a flow run; resume it with `aeon resume {run_id}`")
-    engine = _flow_engine(recorded["directory"], config, log_path=log_path)
+    engine, note = _flow_engine(recorded["directory"], config, log_path, no_log)
     try:
-        _report(engine, engine.iter_resume(run_id, take_over=take_over), as_json)
+        if inspect:
+            from aeon_kernel.cli.inspect.stepper import resumed_flow_stages  # the server loads only here
+
+            stages = resumed_flow_stages(
+                engine, run_id, take_over=take_over, no_browser=no_browser, as_json=as_json
+            )
+        else:
+            stages = engine.iter_resume(run_id, take_over=take_over)
+        _report(engine, stages, as_json, note)
     except AeonError as exc:
         _fail(exc)
     finally:
@@ -222,20 +259,36 @@ def _load(directory: str, config: str | None) -> Any:
 
 
 def _flow_engine(
-    directory: str, config: str | None, log_path: str | None = None, **options: Any
-) -> FlowEngine:
+    directory: str, config: str | None, log_path: str | None, no_log: bool, **options: Any
+) -> tuple[FlowEngine, Callable[[str], str] | None]:
+    """The flow's engine, and (unless ``--no-log``) what to say at the end about where its run was recorded: like
+    ``aeon run``, in the user data directory where the configuration names no state store or log (FR-037)."""
+    from pathlib import Path
+
+    from aeon_kernel.cli import recording
+    from aeon_kernel.config import load_config
     from aeon_kernel.engine import Engine
 
+    beside = Path(directory) / "aeon.toml"
     try:
-        engine = Engine.from_config_dir(directory, config, **options)
-        if log_path:
-            engine.engine.add_sink("jsonl", path=log_path)
+        chosen = load_config(config or (str(beside) if beside.is_file() else None))
+        log: str | Path | None = log_path
+        if not no_log:
+            chosen = recording.with_default_store(chosen)
+            log = log_path or recording.default_log(chosen)
+        engine = Engine.from_config_dir(directory, chosen, **options)
+        if log:
+            engine.engine.add_sink("jsonl", path=str(log))
     except AeonError as exc:
         _fail(exc)
-    return engine
+    if no_log:
+        return engine, None
+    return engine, lambda run_id: recording.note(chosen, run_id, Path(log) if log else None)
 
 
-def _report(engine: FlowEngine, stages: Any, as_json: bool) -> NoReturn:
+def _report(
+    engine: FlowEngine, stages: Any, as_json: bool, note: Callable[[str], str] | None = None
+) -> NoReturn:
     """Drain ``stages`` (a line per stage unless ``as_json``), print the result, exit with its status."""
     for stage in stages:
         if not as_json:
@@ -248,6 +301,8 @@ def _report(engine: FlowEngine, stages: Any, as_json: bool) -> NoReturn:
         click.echo(f"\n{result.status}: {scrub_secrets(result.message)}")
         echo_json(result.output, indent=2)
         click.echo(f"run {result.run_id}")
+    if note is not None:
+        click.echo(note(result.run_id), err=True)
     run_status = result.run.status
     sys.exit(3 if run_status == "ttl_expired" else 1 if result.status == "failure" else 0)
 

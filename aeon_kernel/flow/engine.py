@@ -223,11 +223,11 @@ class FlowEngine:
 
     def resume(self, run_id: str, *, take_over: bool = False) -> TaskResult:
         """Continue an interrupted run of this flow from the state store, at the stage after the last committed."""
-        run, history = self._resumed(run_id, take_over)
+        run, history = self.start_resume(run_id, take_over=take_over)
         return self._drain(run, history)
 
     def iter_resume(self, run_id: str, *, take_over: bool = False) -> Iterator[dict[str, Any]]:
-        run, history = self._resumed(run_id, take_over)
+        run, history = self.start_resume(run_id, take_over=take_over)
         yield from self._stages(run, history)
 
     def close(self) -> None:
@@ -243,7 +243,9 @@ class FlowEngine:
 
     # --- internals ---------------------------------------------------------------------------------------------
 
-    def _resumed(self, run_id: str, take_over: bool = False) -> tuple[Run, list[dict[str, Any]]]:
+    def start_resume(self, run_id: str, *, take_over: bool = False) -> tuple[Run, list[dict[str, Any]]]:
+        """An interrupted run of this flow, claimed from the state store and ready to continue (step or iterate
+        it), with the history records of the stages it had committed."""
         store = self.engine.state_store
         if store is None:
             raise OrchestrationError(

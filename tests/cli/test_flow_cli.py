@@ -328,8 +328,10 @@ def test_resume_of_a_plain_run_says_it_is_not_a_flow_run(home: Path) -> None:
 
 
 def test_resume_errors(home: Path) -> None:
-    result = aeon("flow", "resume", "abc")
+    result = aeon("flow", "resume", "abc", "--no-log")
     assert result.exit_code == 2 and "needs a state store" in result.stderr
+    result = aeon("flow", "resume", "abc")  # the data directory's store, where runs are recorded by default
+    assert result.exit_code == 2 and "no run 'abc' in" in result.stderr and "aeon-data" in result.stderr
     (home / "aeon.toml").write_text('[state]\nuse = "sqlite"\npath = "state.db"\n')
     result = aeon("flow", "resume", "abc")
     assert result.exit_code == 2 and "no run 'abc'" in result.stderr
@@ -360,3 +362,16 @@ def test_validate_reports_options_the_implementation_refuses(home: Path) -> None
     result = aeon("flow", "validate", str(flow), "--json")
     assert result.exit_code == 1, result.output
     assert "colour" in result.stdout
+
+
+def test_a_flow_run_is_recorded_by_default_and_not_with_no_log(home: Path, data_directory: Path) -> None:
+    """Like ``aeon run`` (FR-037): state store and log in the user data directory, said at the end; --no-log
+    keeps nothing."""
+    flow = make_flow(home)
+    kept = run_json(str(flow), "--input", '{"text": "t", "kind": "idea"}')
+    listed = [run["run_id"] for run in json.loads(aeon("runs", "--json").stdout)]
+    assert listed == [kept["run_id"]]
+    assert kept["run_id"] in (data_directory / "runs.jsonl").read_text(encoding="utf-8")
+    quiet = run_json(str(flow), "--input", '{"text": "t", "kind": "idea"}', "--no-log")
+    assert [run["run_id"] for run in json.loads(aeon("runs", "--json").stdout)] == [kept["run_id"]]
+    assert quiet["run_id"] not in (data_directory / "runs.jsonl").read_text(encoding="utf-8")

@@ -264,6 +264,36 @@ def test_resume_inspect_shows_the_stored_cycles_and_steps_through_the_rest(proje
     assert (result["run_id"], result["status"], result["answer"]) == (run_id, "completed", "15")
 
 
+def test_flow_resume_inspect_shows_the_stored_stages_and_steps_through_the_rest(project: Path) -> None:
+    """``aeon flow resume RUN_ID --inspect``: a flow run stopped after its first stage is claimed again, its stored
+    cycle shown, the next node pending; Step runs exactly one more stage and Continue ends it."""
+    with inspected(project, "flow", "run", "flow", "--input", '{"text": "hello"}') as run:
+        while run.live()["mode"] != "paused":
+            time.sleep(0.05)
+        control(run, "step")
+        assert run.live()["cycles"] == 1
+        control(run, "stop")
+        code, out, err = run.wait()
+    assert code == 130, err
+    run_id = json.loads(out)["run_id"]
+    assert f"aeon flow resume {run_id}" in err
+
+    with inspected(project, "flow", "resume", run_id) as resumed:
+        while resumed.live()["mode"] != "paused":
+            time.sleep(0.05)
+        assert resumed.live()["cycles"] == 1  # intake's stage, stored
+        status, _, page = resumed.request("GET", "/live")
+        assert status == 200 and "t1/tidy" in page  # the node that comes next
+        control(resumed, "step")
+        assert resumed.live()["cycles"] == 2
+        control(resumed, "continue")
+        code, out, err = resumed.wait()
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["run_id"] == run_id and result["status"] == "success", result
+    assert result["output"] == {"text": "hello", "lang": "en"}
+
+
 # --- in Chromium ----------------------------------------------------------------------------------------------
 
 

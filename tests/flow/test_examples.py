@@ -257,8 +257,9 @@ def test_a_readme_command_replays_from_the_cli() -> None:
     arguments = ["--input", json.dumps(case.input), "--replay", str(cassette(case.flow)), "--json"]
     outcome = CliRunner().invoke(cli, ["flow", "run", str(case.directory), *arguments])
     assert outcome.exit_code == 0, outcome.output
-    result = json.loads(outcome.output)
+    result = json.loads(outcome.stdout)
     assert (result["status"], result["output"]) == ("success", case.output)
+    assert f"run {result['run_id']} recorded" in outcome.stderr  # like aeon run's, by default
 
 
 # --- on the embedded model --------------------------------------------------------------------------------------

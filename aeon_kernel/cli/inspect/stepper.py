@@ -222,10 +222,31 @@ def flow_stages(
     return _flow(engine, run, cycles, as_json)
 
 
-def _flow(
-    engine: FlowEngine, run: Run, cycles: Iterator[LogEntry], as_json: bool
+def resumed_flow_stages(
+    engine: FlowEngine, run_id: str, *, take_over: bool, no_browser: bool, as_json: bool
 ) -> Iterator[dict[str, Any]]:
-    history: list[dict[str, Any]] = []
+    """``aeon flow resume RUN_ID --inspect``: the interrupted flow run continued one cycle of stages per Step, its
+    stored cycles shown on the page before the new ones."""
+    run, history = engine.start_resume(run_id, take_over=take_over)
+    store = engine.engine.state_store
+    assert store is not None  # start_resume needs one
+    earlier = [entry.model_dump(mode="json", exclude={"plan_state"}) for entry in store.load(run_id).entries]
+    session = Session(no_browser=no_browser, artifacts=getattr(engine.engine, "artifact_store", None))
+    # what comes next is read from the task book the run saved (no start node, no input)
+    cycles = session.drive(
+        run, lambda r: pending.flow_run(r, engine.setup, None, None), "aeon flow resume", earlier
+    )
+    return _flow(engine, run, cycles, as_json, history)
+
+
+def _flow(
+    engine: FlowEngine,
+    run: Run,
+    cycles: Iterator[LogEntry],
+    as_json: bool,
+    history: list[dict[str, Any]] | None = None,
+) -> Iterator[dict[str, Any]]:
+    history = history if history is not None else []
     try:
         for entry in cycles:
             for stage in entry.stages:
