@@ -93,7 +93,7 @@ class OpenAIAdapter(LLMAdapter):
     def __init__(
         self,
         model: str | None = None,
-        base_url: str = "https://api.openai.com/v1",
+        base_url: str | SecretStr = "https://api.openai.com/v1",
         api_key: str | SecretStr | None = None,
         preset: str = "openai",
         timeout: float = 60,
@@ -101,6 +101,8 @@ class OpenAIAdapter(LLMAdapter):
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError('openai LLM: set model = "<model name>" under [llm] in aeon.toml')
+        if isinstance(base_url, SecretStr):  # { "$env" = ... }: kept out of logs like every secret
+            base_url = base_url.get_secret_value()
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"openai LLM: base_url must be an http(s) URL, got {base_url!r}")
         if preset not in PRESETS:

@@ -390,6 +390,26 @@ def test_registered_as_openai_and_built_from_config() -> None:
         _ = Engine(missing, plugins=[openai_plugin], autoload=False).llm
 
 
+def test_the_base_url_may_come_from_the_environment_and_stays_out_of_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``base_url = { "$env" = ... }`` (a private gateway's address): used, and scrubbed like any secret."""
+    from aeon_kernel.config import parse_config
+    from aeon_kernel.engine import Engine
+
+    with scripted_server(lambda n: Reply() if n == 1 else Reply(status=400, body={"error": "no"})) as srv:
+        monkeypatch.setenv("AEON_TEST_GATEWAY", srv.base_url)
+        config = parse_config(
+            {"llm": {"use": "openai", "model": "m", "base_url": {"$env": "AEON_TEST_GATEWAY"}}}
+        )
+        with Engine(config, plugins=[openai_plugin], autoload=False) as engine:
+            assert engine.llm.generate("hi")["text"] == '{"answer": "42"}'
+            with pytest.raises(LLMError) as refused:
+                engine.llm.generate("hi again")
+    assert len(srv.requests) == 2 and "HTTP 400" in str(refused.value)
+    assert srv.base_url not in str(refused.value) and "***" in str(refused.value)
+
+
 def test_retry_after_parsing() -> None:
     now = time.time()
     later = format_datetime(datetime.fromtimestamp(now + 30, UTC), usegmt=True)
