@@ -31,7 +31,8 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain, repeat
@@ -92,6 +93,21 @@ def register_secret(value: str) -> None:
             logging.getLogger("aeon").addFilter(_ScrubLogRecords())
         _index = _extended(_index, _forms(value))  # a new index, swapped in whole: scrubbers take no lock
         _values.add(value)
+
+
+@contextmanager
+def new_secrets_forgotten() -> Iterator[None]:
+    """Forget, on leaving, the secrets registered inside: for test suites, whose tests share one process (the
+    registry is process-wide by design, so one module's secrets would otherwise scrub another's output)."""
+    global _index
+    with _lock:
+        kept, index = set(_values), _index
+    try:
+        yield
+    finally:
+        with _lock:
+            _values.intersection_update(kept)
+            _index = index
 
 
 def clean_secret(value: str, what: str) -> str:

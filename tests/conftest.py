@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +10,7 @@ import pytest
 
 from aeon_kernel import LogEntry, ModelClient, Orchestrator, Tool, ToolRegistry
 from aeon_kernel.plugins import build_plugin_manager
+from aeon_kernel.secrets import new_secrets_forgotten
 from aeon_kernel.testing import RecordingSink
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
@@ -37,6 +38,14 @@ class Harness:
 
 
 MakeHarness = Callable[..., Harness]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def secrets_of_this_module() -> Iterator[None]:
+    """The secrets a test module registers are forgotten after it: the registry is process-wide, and another
+    module's canary would otherwise scrub pieces of this one's output (a port, a digit run)."""
+    with new_secrets_forgotten():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,7 @@ import string
 import subprocess
 import sys
 import traceback
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from aeon_kernel import ConfigError, FunctionTool, LLMError, ToolError, hookimpl
 from aeon_kernel.config import SECRET_FILE_LIMIT, resolve_secrets
 from aeon_kernel.secrets import (
     MIN_FRAGMENT,
+    new_secrets_forgotten,
     register_secret,
     scrub_secrets,
     scrub_secrets_data,
@@ -512,3 +514,14 @@ def test_the_kernels_log_records_are_scrubbed(caplog: pytest.LogCaptureFixture) 
     assert len(caplog.records) == 2
     assert_no_leak({"log": caplog.text}, LEAKY_KEY)
     assert "sink failed: refused '***'" in caplog.text
+
+
+def test_secrets_registered_inside_new_secrets_forgotten_are_forgotten_on_leaving() -> None:
+    before, inside = f"kept-{uuid.uuid4().hex}", f"gone-{uuid.uuid4().hex}"
+    register_secret(before)
+    with new_secrets_forgotten():
+        register_secret(inside)
+        assert scrub_secrets(f"{before} {inside}") == "*** ***"
+    assert scrub_secrets(f"{before} {inside}") == f"*** {inside}"
+    register_secret(inside)  # and it can be registered again
+    assert scrub_secrets(inside) == "***"
