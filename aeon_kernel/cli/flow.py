@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from aeon_kernel.cli.options import step_through_options, take_over_option
 from aeon_kernel.cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
@@ -123,13 +124,10 @@ def _run_options(command: Any) -> Any:
 @click.option(
     "--replay", type=click.Path(dir_okay=False), help="Answer from this cassette instead of the model."
 )
-@click.option(
-    "--inspect",
-    is_flag=True,
-    help="Step through the run in the inspector (a local web page): it pauses before each cycle, showing the "
-    "next node and its assembled context; Step, Continue and Stop drive it (Stop: exit status 130).",
+@step_through_options(
+    "the run in the inspector (a local web page): it pauses before each cycle, showing the next node and its "
+    "assembled context"
 )
-@click.option("--no-browser", is_flag=True, help="With --inspect: print the page's URL, open no browser.")
 @_run_options
 def run(
     directory: str,
@@ -171,18 +169,10 @@ def run(
 
 @flow.command()
 @click.argument("run_id")
-@click.option(
-    "--take-over",
-    is_flag=True,
-    help="Also take a run held by a process on another host (which cannot be checked): say that it is gone.",
+@take_over_option
+@step_through_options(
+    "the rest of the run in the inspector: its stored stages shown, it pauses before each new cycle of stages"
 )
-@click.option(
-    "--inspect",
-    is_flag=True,
-    help="Step through the rest of the run in the inspector: its stored stages shown, it pauses before each "
-    "new cycle of stages. Stop exits with status 130, the run resumable again.",
-)
-@click.option("--no-browser", is_flag=True, help="With --inspect: print the page's URL, open no browser.")
 @_run_options
 def resume(
     run_id: str,

@@ -22,6 +22,7 @@ from typing import Any, Final, NoReturn
 
 import click
 
+from aeon_kernel.cli.options import step_through_options, take_over_option
 from aeon_kernel.cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
@@ -172,13 +173,9 @@ def _drive(
     help="Reason in several passes (spec 003): profile, plan, validate, execute, converge, refine; as "
     '[reasoning] mode = "multipass" in aeon.toml.',
 )
-@click.option(
-    "--inspect",
-    is_flag=True,
-    help="Step through the run in the inspector (a local web page): it pauses before each cycle, showing what "
-    "comes next; Step, Continue and Stop drive it. Stop exits with status 130, the run resumable.",
+@step_through_options(
+    "the run in the inspector (a local web page): it pauses before each cycle, showing what comes next"
 )
-@click.option("--no-browser", is_flag=True, help="With --inspect: print the page's URL, open no browser.")
 @_run_options
 def run(
     request: str,
@@ -213,18 +210,10 @@ def run(
 
 @cli.command()
 @click.argument("run_id")
-@click.option(
-    "--take-over",
-    is_flag=True,
-    help="Also take a run held by a process on another host (which cannot be checked): say that it is gone.",
+@take_over_option
+@step_through_options(
+    "the rest of the run in the inspector: its stored cycles shown, it pauses before each new one"
 )
-@click.option(
-    "--inspect",
-    is_flag=True,
-    help="Step through the rest of the run in the inspector: its stored cycles shown, it pauses before each "
-    "new one. Stop exits with status 130, the run resumable again.",
-)
-@click.option("--no-browser", is_flag=True, help="With --inspect: print the page's URL, open no browser.")
 @_run_options
 def resume(run_id: str, take_over: bool, inspect: bool, no_browser: bool, **options: Any) -> None:
     """Continue the interrupted run RUN_ID from the state store ([state] in aeon.toml).
