@@ -118,6 +118,14 @@ class Inspected:
         finally:
             connection.close()
 
+    def wait_paused(self) -> None:
+        """Until the run pauses (before its first cycle, or after a Step)."""
+        for _ in range(600):
+            if self.live()["mode"] == "paused":
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"the run did not pause: {self.live()}")
+
     def live(self) -> dict[str, Any]:
         status, _, body = self.request("GET", "/api/live")
         assert status == 200, body
@@ -163,8 +171,7 @@ def test_the_controls_refuse_a_request_without_the_page_s_token_or_from_elsewher
     cross-site fetch, or to another Host; 405 anywhere but the control endpoint; 409 from a page that is out of
     date. None of them moves the run; a POST with the token does, and Stop ends the command with status 130."""
     with inspected(project, "run", REQUEST) as run:
-        while run.live()["mode"] != "paused":
-            time.sleep(0.05)
+        run.wait_paused()
         status, headers, page = run.request("GET", "/live")
         assert status == 200 and headers["Referrer-Policy"] == "same-origin"
         assert "script-src 'self'" in headers["Content-Security-Policy"]
@@ -228,8 +235,7 @@ def test_resume_inspect_shows_the_stored_cycles_and_steps_through_the_rest(proje
     """``aeon resume RUN_ID --inspect``: the run stopped after its plan is claimed again; the page shows its stored
     cycle, pauses before each new one (Step runs exactly one), can be stopped again, and Continue ends it."""
     with inspected(project, "run", REQUEST) as run:
-        while run.live()["mode"] != "paused":
-            time.sleep(0.05)
+        run.wait_paused()
         control(run, "step")
         assert run.live()["cycles"] == 1
         control(run, "stop")
@@ -239,8 +245,7 @@ def test_resume_inspect_shows_the_stored_cycles_and_steps_through_the_rest(proje
 
     (project / "responses.json").write_text(json.dumps([answer("15")]))  # the plan is made: only the answer
     with inspected(project, "resume", run_id) as resumed:
-        while resumed.live()["mode"] != "paused":
-            time.sleep(0.05)
+        resumed.wait_paused()
         assert resumed.live()["cycles"] == 1  # the stored cycle, shown before any new one ran
         (listed,) = json.loads(resumed.request("GET", "/api/runs")[2])["runs"]
         assert (listed["run_id"], listed["cycles"]) == (run_id, 1)
@@ -254,8 +259,7 @@ def test_resume_inspect_shows_the_stored_cycles_and_steps_through_the_rest(proje
     assert json.loads(out)["cycles"] == 2 and f"aeon resume {run_id}" in err
 
     with inspected(project, "resume", run_id) as again:
-        while again.live()["mode"] != "paused":
-            time.sleep(0.05)
+        again.wait_paused()
         assert again.live()["cycles"] == 2
         control(again, "continue")
         code, out, err = again.wait()
@@ -268,8 +272,7 @@ def test_flow_resume_inspect_shows_the_stored_stages_and_steps_through_the_rest(
     """``aeon flow resume RUN_ID --inspect``: a flow run stopped after its first stage is claimed again, its stored
     cycle shown, the next node pending; Step runs exactly one more stage and Continue ends it."""
     with inspected(project, "flow", "run", "flow", "--input", '{"text": "hello"}') as run:
-        while run.live()["mode"] != "paused":
-            time.sleep(0.05)
+        run.wait_paused()
         control(run, "step")
         assert run.live()["cycles"] == 1
         control(run, "stop")
@@ -279,8 +282,7 @@ def test_flow_resume_inspect_shows_the_stored_stages_and_steps_through_the_rest(
     assert f"aeon flow resume {run_id}" in err
 
     with inspected(project, "flow", "resume", run_id) as resumed:
-        while resumed.live()["mode"] != "paused":
-            time.sleep(0.05)
+        resumed.wait_paused()
         assert resumed.live()["cycles"] == 1  # intake's stage, stored
         status, _, page = resumed.request("GET", "/live")
         assert status == 200 and "t1/tidy" in page  # the node that comes next
