@@ -147,6 +147,10 @@ if TYPE_CHECKING:
     from aeon_kernel.plan.context import (
         StepContext,
     )
+    from aeon_kernel.plan.grounding import (
+        facts_in,
+        numbers_in,
+    )
     from aeon_kernel.plan.parse import (
         PlanParse,
         normalize_plan,
@@ -428,6 +432,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "SemanticValidator",
     ),
     "aeon_kernel.reasoning.deltas": ("depth_of",),
+    "aeon_kernel.plan.grounding": ("facts_in", "numbers_in"),
     "aeon_kernel.reasoning.ttl": ("allocate_ttl",),
     "aeon_kernel.llm.structured": (
         "ModelBacked",
@@ -571,6 +576,7 @@ __all__ = [
     "ensure_no_new_tools",
     "ensure_repairable",
     "expand_log",
+    "facts_in",
     "failure_text",
     "hookimpl",
     "ignore_action",
@@ -579,6 +585,7 @@ __all__ = [
     "load_flow",
     "loads_strict",
     "normalize_plan",
+    "numbers_in",
     "parse_plan",
     "plan_progress",
     "plan_snapshots",

@@ -11,7 +11,8 @@ result to step 3", or "its result is the answer"). Raises ``LLMError`` or ``Supe
 **refine_plan** returns ``[]`` without asking the model when nothing calls for a change (no issues, reason codes
 or blocked steps). Otherwise it asks for at most 3 actions: ``action_type`` ADD (after the target), MODIFY,
 REMOVE or REPLACE; ``target`` restricted by the schema to the plan's pending or invalid steps that are not in
-``executed_step_ids``, plus ``"end"`` (ADD at the end); a ``reason``; and a ``step`` (``description``, and
+``executed_step_ids``, plus ``"end"`` (ADD at the end; when every step has run, ADD is the only action the
+schema offers); a ``reason``; and a ``step`` (``description``, and
 ``uses``: a tool or ``"llm"``). The tools a new step may use are the registry's when ``tool_registry`` is given,
 else only those the plan already uses (the contract passes no registry here). The answer is filtered, never
 trusted: actions on executed, running or unknown steps, a second action on the same step, and actions that do
@@ -25,12 +26,17 @@ gives ``[]``: refinement is best effort, and the kernel keeps the current plan. 
 fragment, 10 per run) are the kernel's to enforce, in the ledger that applies the actions.
 
 **create_subplan** raises :class:`~aeon_kernel.NestingDepthError` when ``current_depth >= max_depth`` (the depth
-of ``parent_step_id`` itself — ``"3.2"`` is at 2 — counts when it is deeper), before any model call; else it asks
-for 2 to 4 steps (``description`` and ``uses``) and returns a Plan whose goal is the parent's description and
-whose step ids are ``f"{parent_step_id}.{n}"``, numbered and linked like a generated plan (steps copied word
-for word from the worked example are dropped first). Subplan steps may use the registry's tools when
-``tool_registry`` is given, else they are ``"llm"`` steps. Raises ``LLMError`` or
-``SupervisorError`` when the model gives nothing usable.
+of ``parent_step_id`` itself — ``"3.2"`` is at 2 — counts when it is deeper), before any model call. Else the
+kernel's ``model`` planner writes a plan of at most 4 steps for the parent's description, as it writes any plan
+(its prompt with the worked examples most like the description, its schema naming the tools with their
+arguments, validation and supervisor repair); the subplan is that plan with
+the parent's description as its goal and step ids ``f"{parent_step_id}.{n}"``, numbered and linked like a
+generated plan. Its steps may use the registry's tools when ``tool_registry`` is given, else they are ``"llm"``
+steps. The multi-pass scheduler asks for a part of a request this way, with what the part before it found in
+the description ("multiply the result by 4, where the result is 5"). Raises ``LLMError``, ``SupervisorError``
+or ``ValidationError`` like any planner when the model gives nothing usable. (A prompt of its own — "split the
+step into 2 to 4 smaller steps", one worked example — was tried first: Gemma 3 270M returned the example's
+steps for every step it was given, 4 times in 4; bench/README.md.)
 """
 
 from __future__ import annotations
@@ -51,7 +57,6 @@ from aeon_kernel import (
     RefinementAction,
     Register,
     StepStatus,
-    SupervisorError,
     TaskProfile,
     ToolRegistry,
     ValidationError,
@@ -62,7 +67,6 @@ from aeon_kernel import (
 
 MAX_PLAN_STEPS: Final = 10
 MAX_ACTIONS: Final = 3
-MIN_SUBSTEPS: Final = 2
 MAX_SUBSTEPS: Final = 4
 MAX_PROBLEMS: Final = 6
 _SHORT_ID: Final = {"type": "string", "minLength": 1, "maxLength": 16}
@@ -132,6 +136,8 @@ def step_schema(uses: list[str]) -> dict[str, Any]:
 
 
 def refine_schema(targets: list[str], uses: list[str]) -> dict[str, Any]:
+    """At most 3 actions on ``targets``; only ADD when ``"end"`` is the only target (every step has run)."""
+    kinds = ["ADD"] if targets == ["end"] else ["ADD", "MODIFY", "REMOVE", "REPLACE"]
     return {
         "type": "object",
         "properties": {
@@ -141,7 +147,7 @@ def refine_schema(targets: list[str], uses: list[str]) -> dict[str, Any]:
                 "items": {
                     "type": "object",
                     "properties": {
-                        "action_type": {"enum": ["ADD", "MODIFY", "REMOVE", "REPLACE"]},
+                        "action_type": {"enum": kinds},
                         "target": {"enum": targets},
                         "reason": {"type": "string", "minLength": 1, "maxLength": 120},
                         "step": step_schema(uses),
@@ -187,41 +193,6 @@ def new_step(step_id: str, description: str, uses: str) -> PlanStep:
     if uses == "llm":
         return PlanStep(step_id=step_id, description=description, agent="llm")
     return PlanStep(step_id=step_id, description=description, tool=uses)
-
-
-# --- create_subplan -----------------------------------------------------------------------------------------------
-
-#: The worked example's substeps. A small model copies them word for word; copied steps are dropped.
-EXAMPLE_SUBSTEPS: Final = ("Add 2 and 3", "Multiply the result by 4")
-
-SUBPLAN_PROMPT: Final = (
-    'Split the step into 2 to 4 smaller steps, in order. Reply as JSON with a list "steps"; each has a '
-    '"description" and "uses" (a tool, or "llm" for a step that thinks or writes).\n'
-    "Example:\n"
-    "Step: add 2 and 3, then multiply the result by 4\n"
-    f'Substeps: {{"steps": [{{"description": "{EXAMPLE_SUBSTEPS[0]}", "uses": "calculator"}}, '
-    f'{{"description": "{EXAMPLE_SUBSTEPS[1]}", "uses": "calculator"}}]}}\n\n'
-)
-
-
-def subplan_schema(uses: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "steps": {
-                "type": "array",
-                "minItems": MIN_SUBSTEPS,
-                "maxItems": MAX_SUBSTEPS,
-                "items": step_schema(uses),
-            }
-        },
-        "required": ["steps"],
-        "additionalProperties": False,
-    }
-
-
-def subplan_prompt(description: str, tools: list[str]) -> str:
-    return f"{SUBPLAN_PROMPT}Tools: {', '.join(tools) or 'none'}\nStep: {description[:300]}\nSubsteps:"
 
 
 def _same_text(a: Any, b: Any) -> bool:
@@ -379,28 +350,24 @@ class ModelRecursivePlanner(ModelBacked, RecursivePlanner):
                 depth=depth + 1,
                 max_depth=max_depth,
             )
-        tools = tool_registry.list_all() if tool_registry is not None else []
-        value = self.ask(
-            subplan_prompt(parent_step_description, tools), subplan_schema([*tools, "llm"]), record=record
+        writer = ModelPlanner(
+            self.llm,
+            self.validator,
+            self.supervisor,
+            self.max_tokens,
+            self.temperature,
+            max_steps=MAX_SUBSTEPS,
         )
-        try:
-            parts = [
-                (str(item["description"]).strip(), str(item["uses"]))
-                for item in value["steps"][:MAX_SUBSTEPS]
-                if not any(_same_text(item["description"], copied) for copied in EXAMPLE_SUBSTEPS)
-            ]
-            steps = [new_step(f"{parent_step_id}.{n}", d, u) for n, (d, u) in enumerate(parts, start=1)]
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-        ) as exc:  # a validator plugin let through a value out of shape
-            raise SupervisorError(f"the model's subplan is unusable: {exc}", last_error=str(exc)) from None
-        if len(steps) < MIN_SUBSTEPS:
-            raise SupervisorError(
-                f"the model's subplan has {len(steps)} usable step(s), fewer than {MIN_SUBSTEPS} (steps copied "
-                "from the worked example do not count)"
-            )
+        plan = writer.generate_plan(
+            parent_step_description,
+            None,
+            tool_registry if tool_registry is not None else ToolRegistry(),
+            record=record,
+        )
+        steps = [
+            step.model_copy(update={"step_id": f"{parent_step_id}.{n}"})
+            for n, step in enumerate(plan.steps, start=1)
+        ]
         return Plan(goal=parent_step_description, steps=linked(steps))
 
 

@@ -13,10 +13,24 @@ two steps with the same ``step_id``                    consistency        CRITIC
 a step without ``step_id`` / without ``description``   consistency        HIGH        the step id or ``steps[i]``
 a step or tool call naming an unregistered tool        hallucination      HIGH        the step id (or call)
 a dependency on a step the plan does not have          consistency        MEDIUM      the step id
+results: a number the request states that no tool      consistency        HIGH        ``request``
+call used
 =====================================================  =================  ==========  =========================
 
 Unknown tools are only checked when a ``tool_registry`` is given. A CRITICAL structural finding decides the
 report alone: the artifact is not what it claims to be, and the model is not asked.
+
+**The request's numbers** (results only: ``execution_artifact`` and ``cross_phase`` artifacts that hold the
+``request`` and at least one tool call that did not fail, to a registered tool when a ``tool_registry`` is
+given): each number the request states in digits
+(:func:`~aeon_kernel.numbers_in`) must be among the numbers of some successful tool call's arguments
+(:func:`~aeon_kernel.facts_in`); a percentage ("20%", "20 percent") may be used as a share (0.2). One that is
+not was dropped: "what is 20 percent of 150, plus 7" run as ``150 * 20 / 100`` never added the 7. The finding
+names the numbers and says the part of the request that uses them was not done; its repair says to add a step
+that does it. The tool calls of every pass count, and so does nothing else (a step's description restates the
+request as often as it does it). Numbers in words are not read, and a run with no tool call is not checked: what
+a model wrote is beyond a deterministic check. :meth:`validate_structure` runs these checks alone, without the
+model (the multi-pass scheduler's shallow tasks).
 
 **Semantic judgement** (best effort): one :func:`~aeon_kernel.ask_json` call with a short prompt (one worked
 example) and a bounded schema: at most 3 issues, each with a ``type`` from the five issue types, a ``severity``
@@ -33,6 +47,8 @@ artifact that is not a JSON object, an unknown artifact type).
 
 from __future__ import annotations
 
+import math
+import re
 import uuid
 from collections import Counter
 from typing import Any, Final, Literal
@@ -51,7 +67,9 @@ from aeon_kernel import (
     ValidationIssue,
     Validator,
     dumps_lenient,
+    facts_in,
     hookimpl,
+    numbers_in,
 )
 
 #: the kernel's ``ArtifactType`` (not exported), spelled out for the type checker
@@ -149,6 +167,24 @@ class ModelSemanticValidator(ModelBacked, SemanticValidator):
         *,
         record: RecordAction | None = None,
     ) -> SemanticValidationReport:
+        validation_id, issues = self._structural(artifact, artifact_type, tool_registry)
+        if not any(i.severity == "CRITICAL" for i in issues):
+            issues += self._judged(artifact, artifact_type, validation_id, record)
+        return SemanticValidationReport.of(validation_id, ARTIFACT_TYPES[artifact_type], issues)
+
+    def validate_structure(
+        self,
+        artifact: dict[str, Any],
+        artifact_type: str,
+        tool_registry: ToolRegistry | None = None,
+    ) -> SemanticValidationReport:
+        """The structural checks alone (the module docstring's table): no model call."""
+        validation_id, issues = self._structural(artifact, artifact_type, tool_registry)
+        return SemanticValidationReport.of(validation_id, ARTIFACT_TYPES[artifact_type], issues)
+
+    def _structural(
+        self, artifact: Any, artifact_type: Any, tool_registry: Any
+    ) -> tuple[str, list[ValidationIssue]]:
         if not isinstance(artifact, dict):
             raise ValidationError(f"an artifact must be a JSON object, got {type(artifact).__name__}")
         if not isinstance(artifact_type, str) or artifact_type not in ARTIFACT_TYPES:
@@ -159,10 +195,7 @@ class ModelSemanticValidator(ModelBacked, SemanticValidator):
             raise ValidationError("tool_registry must be a ToolRegistry")
         validation_id = f"sv-{uuid.uuid4().hex[:12]}"
         found = structural_findings(artifact, artifact_type, tool_registry)
-        issues = [_issue(f"{validation_id}-s{n}", *f) for n, f in enumerate(found, start=1)]
-        if not any(i.severity == "CRITICAL" for i in issues):
-            issues += self._judged(artifact, artifact_type, validation_id, record)
-        return SemanticValidationReport.of(validation_id, ARTIFACT_TYPES[artifact_type], issues)
+        return validation_id, [_issue(f"{validation_id}-s{n}", *f) for n, f in enumerate(found, start=1)]
 
     def _judged(
         self, artifact: dict[str, Any], artifact_type: str, validation_id: str, record: RecordAction | None
@@ -205,7 +238,8 @@ class ModelSemanticValidator(ModelBacked, SemanticValidator):
             return []
 
 
-Finding = tuple[str, str, str, str | None]  # type, severity, description, location
+#: type, severity, description, location, and maybe the repair it proposes
+Finding = tuple[str, str, str, str | None] | tuple[str, str, str, str | None, str]
 
 
 def structural_findings(
@@ -262,7 +296,51 @@ def structural_findings(
             if isinstance(name, str) and name not in tool_registry:
                 where = str(call.get("step_id") or "tool_call")
                 findings.append(("hallucination", "HIGH", f"a call to the unknown tool {name!r}", where))
+    if artifact_type in ("execution_artifact", "cross_phase"):
+        findings += unused_request_numbers(artifact, tool_registry)
     return findings
+
+
+_PERCENT: Final = r"\s*(?:%|per\s?cent\b)"
+
+
+def unused_request_numbers(
+    artifact: dict[str, Any], tool_registry: ToolRegistry | None = None
+) -> list[Finding]:
+    """The request's numbers that no successful tool call used (the module docstring), as one finding."""
+    request = artifact.get("request")
+    calls = [
+        c
+        for c in _tool_calls(artifact)
+        if isinstance(c.get("arguments"), dict)
+        and not c.get("error")
+        and isinstance(c.get("tool_name"), str)
+        and (tool_registry is None or c["tool_name"] in tool_registry)
+    ]
+    if not isinstance(request, str) or not calls:
+        return []
+    used = facts_in([c["arguments"] for c in calls])
+    missing: list[str] = []
+    for written, value in numbers_in(request):
+        percent = re.search(rf"(?<![\w.]){re.escape(written)}{_PERCENT}", request, re.IGNORECASE)
+        shares = (value, value / 100) if percent else (value,)
+        if written not in missing and not any(
+            math.isclose(share, fact, rel_tol=1e-9) for share in shares for fact in used
+        ):
+            missing.append(written)
+    if not missing:
+        return []
+    listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+    return [
+        (
+            "consistency",
+            "HIGH",
+            f"the request states {listed}, which no tool call used: the part of the request that uses "
+            f"{'it' if len(missing) == 1 else 'them'} was not done",
+            "request",
+            f"add a step that does the part of the request with {listed}",
+        )
+    ]
 
 
 def _steps(artifact: dict[str, Any], artifact_type: str) -> list[Any] | None:
@@ -316,7 +394,12 @@ def _same_text(a: Any, b: Any) -> bool:
 
 
 def _issue(
-    issue_id: str, type_: str, severity: str, description: str, location: str | None
+    issue_id: str,
+    type_: str,
+    severity: str,
+    description: str,
+    location: str | None,
+    repair: str | None = None,
 ) -> ValidationIssue:
     return ValidationIssue.model_validate(
         {
@@ -325,6 +408,7 @@ def _issue(
             "severity": severity,
             "description": description,
             "location": location,
+            "proposed_repair": repair,
         }
     )
 

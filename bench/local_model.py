@@ -6,8 +6,9 @@ Run by hand, not in the test suite (timings are noisy on shared machines):
     python bench/local_model.py --only constrained --record tests/cassettes   # also record cassettes
 
 Prints, per mode: time to a valid plan (median, max), end-to-end time, model calls and tokens per request,
-first-attempt schema validity (plan and all cycles), supervisor repairs, and task success (the right final
-answer). Writes the same as JSON next to this file (``local_model.json``). Spec SC-001: a valid plan in < 10 s.
+first-attempt schema validity (plan and all cycles), supervisor repairs, plans the plan check asked for again
+(and how many of those second plans ran), and task success (the right final answer). Writes the same as JSON
+next to this file (``local_model.json``). Spec SC-001: a valid plan in < 10 s.
 """
 
 from __future__ import annotations
@@ -108,6 +109,11 @@ def states(answer: str, expect: str) -> bool:
     return bool(numbers) and abs(numbers[-1][1] - wanted) < 1e-9
 
 
+def plan_check(action: Any) -> bool:
+    """The action is the model planner's plan check asking for the plan again (not a repair of invalid output)."""
+    return action.action_type == "plan_repair" and bool(action.original_output.get("errors"))
+
+
 def run_case(engine: Engine, case: Case) -> dict[str, Any]:
     orchestrator = engine.orchestrator(ttl=12)
     started = time.perf_counter()
@@ -122,6 +128,8 @@ def run_case(engine: Engine, case: Case) -> dict[str, Any]:
     assert result is not None
     llm_cycles = [e for e in cycles if e.usage.get("llm_calls", 0) > 0]
     tokens = sum(e.usage.get("total_tokens", 0) for e in cycles)
+    checks = [a for e in cycles for a in e.supervisor_actions if plan_check(a)]
+    repairs = [[a for a in e.supervisor_actions if not plan_check(a)] for e in cycles]
     success = succeeded(case, result, engine.tools.list_all())
     return {
         "case": case.name,
@@ -137,10 +145,15 @@ def run_case(engine: Engine, case: Case) -> dict[str, Any]:
         "plan_first_attempt_valid": bool(cycles)
         and cycles[0].phase == "plan"
         and plan_seconds is not None
-        and not cycles[0].supervisor_actions,
-        "cycles_first_attempt_valid": sum(1 for e in llm_cycles if not e.supervisor_actions),
+        and not repairs[0],
+        "cycles_first_attempt_valid": sum(
+            1 for e, r in zip(cycles, repairs, strict=True) if e.usage.get("llm_calls", 0) > 0 and not r
+        ),
         "llm_cycles": len(llm_cycles),
-        "repairs": sum(len(e.supervisor_actions) for e in cycles),
+        "repairs": sum(len(r) for r in repairs),
+        "plan_check": None
+        if not checks
+        else ("replaced" if checks[0].repaired_output is not None else "kept"),
         "tools": [
             [c["tool_name"], c["arguments"], c["result"]] for c in result["final_state"]["tool_history"]
         ],
@@ -162,6 +175,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "cycle_first_attempt_validity": sum(r["cycles_first_attempt_valid"] for r in rows)
         / max(1, sum(r["llm_cycles"] for r in rows)),
         "supervisor_repairs": sum(r["repairs"] for r in rows),
+        "plans_asked_again": sum(r["plan_check"] is not None for r in rows),
+        "second_plans_run": sum(r["plan_check"] == "replaced" for r in rows),
         "task_success": sum(r["success"] for r in rows) / len(rows),
         "answers_contradicting_a_tool": sum(r["contradicts_tools"] for r in rows),
     }
@@ -183,6 +198,7 @@ def run_mode(constrained: bool, record: Path | None, cases: list[Case]) -> dict[
         print(
             f"  {case.name:15} {row['status']:12} plan {row['plan_seconds'] or float('nan'):5.1f}s "
             f"total {row['seconds']:5.1f}s calls {row['llm_calls']} repairs {row['repairs']} "
+            f"{'check ' + row['plan_check'] + ' ' if row['plan_check'] else ''}"
             f"{'OK ' if row['success'] else 'BAD'} {str(row['answer'])[:60]!r}",
             flush=True,
         )

@@ -52,11 +52,15 @@ _SHORT_ID: Final = {"type": "string", "minLength": 1, "maxLength": 16}
 _TEXT: Final = {"type": "string", "minLength": 1, "maxLength": 200}
 
 
-def plan_schema(tools: list[dict[str, Any]], max_steps: int = MAX_PLAN_STEPS) -> dict[str, Any]:
+def plan_schema(
+    tools: list[dict[str, Any]], max_steps: int = MAX_PLAN_STEPS, goal: str | None = None
+) -> dict[str, Any]:
     """The plan a model may write: each step either uses one registered tool (with its arguments) or thinks.
 
     Naming the tools in the schema lets a constrained decoder only write tools that exist; the validator and
-    the supervisor still check everything, for models that cannot be constrained.
+    the supervisor still check everything, for models that cannot be constrained. A ``goal`` fixes the plan's
+    goal to that text (the model planner's second attempt: a small model that has just written the request out
+    as the goal plans for all of it more often than for the part its own goal kept).
     """
     tool_steps = [
         {
@@ -85,7 +89,7 @@ def plan_schema(tools: list[dict[str, Any]], max_steps: int = MAX_PLAN_STEPS) ->
     return {
         "type": "object",
         "properties": {
-            "goal": _TEXT,
+            "goal": _TEXT if goal is None else {"const": goal},
             "steps": {
                 "type": "array",
                 "items": {"anyOf": [*tool_steps, thinking_step]},

@@ -8,6 +8,10 @@ answer's own precision implies, and thousands separators). An answer that fails 
 The number check runs once a tool step has ended (without one there is nothing to contradict), and it reads
 numbers only: a claim in words is beyond a deterministic check. An answer that is the prompt's worked example,
 copied for another request, is refused whether a tool ran or not.
+
+The same reading checks a plan before it runs (:func:`plan_problems`): a plan that never uses a number the request
+states ("10 - 4" for "(10 - 4) * 3"), or that gives a tool a worked example's text instead of the request's, was
+not written for this request; the model planner then asks for it once more.
 """
 
 from __future__ import annotations
@@ -17,12 +21,16 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
+from aeon_kernel.llm.examples import example_arguments
 from aeon_kernel.llm.prompts import EXAMPLE_ANSWER, EXAMPLE_REQUEST, compact
 from aeon_kernel.models import PlanStep, StepStatus
 
 #: A number as an answer writes it: thousands separators, decimals, exponent (the sign is not compared). Not a
 #: digit run that is part of a word or an identifier ("3-day" counts; "mp3" and "step_2" do not).
 _NUMBER: Final = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\w)")
+#: what makes a number a percentage: a plan may use "15%" as 15 or as 0.15
+_PERCENT: Final = re.compile(r"\s*(?:%|per\s?cent\b)", re.IGNORECASE)
+_TOKEN: Final = re.compile(r"[^\W_]+")
 
 
 def numbers_in(text: str) -> list[tuple[str, float]]:
@@ -111,6 +119,82 @@ def grounding_problem(answer: str, request: str, steps: Sequence[PlanStep], *, f
     if final and found and not any(_supported(w, v, found) for w, v in numbers_in(answer)):
         return "It does not state the result the tools gave."
     return None
+
+
+def plan_problems(steps: Sequence[PlanStep], request: str) -> list[str]:
+    """What shows that a plan was not written for ``request``, each as a sentence (empty: nothing does).
+
+    Each number the request states in digits must be used: in a tool step's arguments, or in the description of
+    a step that thinks (which may use it in words: "write a 3-line poem"); a percentage may be used as a share
+    (0.15 for 15%). The tools' arguments may not use one of them more often than the request states it ("12 ^
+    12" for "the square of 12", "200 * 15 / 200" for "15% of 200"). And no tool may be given a worked example's
+    text that the request does not say ("the sky is blue" for "repeat back exactly: Aeon is small"). The goal
+    and a tool step's description do not count: a model restates the request there, then leaves a number out
+    of the call. Numbers in words are not read.
+    """
+    stated = _request_numbers(request)
+    in_calls = [value for step in steps if step.tool is not None for value in _numbers(step.arguments)]
+    used = {
+        *in_calls,
+        *(value for step in steps if step.tool is None for value in _numbers(step.description)),
+    }
+    values = [value for _, value, _ in stated]
+    missing = _unique(written for written, _, shares in stated if not any(_is_in(v, used) for v in shares))
+    repeated = _unique(
+        written for written, value, _ in stated if sum(v == value for v in in_calls) > values.count(value)
+    )
+    problems = []
+    if missing:
+        problems.append(f"The plan does not use {_listed(missing)} from the request.")
+    if repeated:
+        problems.append(f"The plan uses {_listed(repeated)} more often than the request states it.")
+    examples = {text.casefold() for text in example_arguments()}
+    said = set(_TOKEN.findall(request.casefold()))
+    for value in _leaves([step.arguments for step in steps if step.tool is not None]):
+        if (
+            isinstance(value, str)
+            and value.strip().casefold() in examples
+            and not set(_TOKEN.findall(value.casefold())) <= said
+        ):
+            problems.append(f"{value.strip()!r} is a worked example's text, not the request's.")
+    return _unique(problems)
+
+
+def _request_numbers(request: str) -> list[tuple[str, float, tuple[float, ...]]]:
+    """Each number ``request`` states: as written, its value, and the values a plan may use it as."""
+    found: list[tuple[str, float, tuple[float, ...]]] = []
+    for match in _NUMBER.finditer(request):
+        written = match.group()
+        value = float(written.replace(",", ""))
+        if math.isfinite(value):
+            percent = _PERCENT.match(request, match.end()) is not None
+            found.append((written, value, (value, value / 100) if percent else (value,)))
+    return found
+
+
+def _numbers(value: Any) -> list[float]:
+    """Every number in ``value``, each time it occurs: JSON numbers and numbers written inside strings."""
+    found: list[float] = []
+    for item in _leaves([value]):
+        if isinstance(item, str):
+            found += [number for _, number in numbers_in(item)]
+        elif (isinstance(item, int) and not isinstance(item, bool) and abs(item) < 10**308) or (
+            isinstance(item, float) and math.isfinite(item)
+        ):
+            found.append(float(item))
+    return found
+
+
+def _is_in(value: float, values: Iterable[float]) -> bool:
+    return any(math.isclose(value, other, rel_tol=1e-9) for other in values)
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _listed(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def tool_answer(steps: Sequence[PlanStep]) -> str | None:

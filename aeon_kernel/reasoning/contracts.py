@@ -69,6 +69,17 @@ class SemanticValidator(ABC):
         record: RecordAction | None = None,
     ) -> SemanticValidationReport: ...
 
+    def validate_structure(
+        self,
+        artifact: dict[str, Any],
+        artifact_type: ArtifactType,
+        tool_registry: ToolRegistry | None = None,
+    ) -> SemanticValidationReport:
+        """The checks that need no model (an Aeon addition): what the multi-pass scheduler asks for where a model
+        call would cost more than the task is worth (a shallow task's results). Deterministic, and never raises
+        for the artifact's content. By default there are none: a report without issues."""
+        return SemanticValidationReport.of("structure-unchecked", artifact_type)
+
 
 class RecursivePlanner(Planner):
     """A planner that can also refine a plan with deltas and decompose a step into a subplan."""

@@ -59,6 +59,16 @@ class RefinementLedger:
             "max_depth": self.max_depth,
         }
 
+    def refusal(self, fragment: str) -> str | None:
+        """Why one more refinement of ``fragment`` would be refused (a limit), or None when it may be tried."""
+        if fragment in self.manual:
+            return f"{fragment} is marked for manual intervention"
+        if self.total >= self.limit:
+            return f"the run has used all {self.limit} refinements"
+        if self.attempts.get(fragment, 0) >= self.per_fragment:
+            return f"{fragment} has had {self.per_fragment} refinements; it is marked for manual intervention"
+        return None
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RefinementLedger:
         return cls(
@@ -119,15 +129,8 @@ def _fragment(action: RefinementAction) -> str:
 
 def _apply(steps: list[PlanStep], action: RefinementAction, ledger: RefinementLedger) -> list[PlanStep]:
     fragment = _fragment(action)
-    if fragment in ledger.manual:
-        raise RefinementLimitError(f"{fragment} is marked for manual intervention", fragment)
-    if ledger.total >= ledger.limit:
-        raise RefinementLimitError(f"the run has used all {ledger.limit} refinements", fragment)
-    if ledger.attempts.get(fragment, 0) >= ledger.per_fragment:
-        raise RefinementLimitError(
-            f"{fragment} has had {ledger.per_fragment} refinements; it is marked for manual intervention",
-            fragment,
-        )
+    if (refused := ledger.refusal(fragment)) is not None:
+        raise RefinementLimitError(refused, fragment)
     result = _changed(steps, action, ledger)
     _check_plan(result)
     ledger.attempts[fragment] = ledger.attempts.get(fragment, 0) + 1

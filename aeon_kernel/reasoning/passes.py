@@ -7,14 +7,31 @@ Every cycle is one unit of work, in an order that does not depend on what the mo
                 validate         the semantic validator judges it          } deep tasks only
                 refine           deltas for what it found, applied         } (when it found something)
     pass k   C  step …           the plan's steps, strictly in order, until none is left or one is invalid
-                evaluate         the results are validated (deep tasks) and the convergence engine assesses them
-                refine           not converged: the planner's deltas, applied by the kernel
+                evaluate         the results are validated and the convergence engine assesses them
+                refine           not converged: deltas, applied by the kernel — the request's parts (once,
+                                 when it sequences several) or the planner's refinements
+                refine           (a decomposed request) before each part runs: its subplan, in its place
              D  update_profile   the profile is updated when the pass showed a mismatch (deep tasks)
 
-A *shallow* task — ``reasoning_depth`` at most ``shallow_depth`` (2), or a plan of at most ``shallow_plan_steps``
-steps (1) — skips the semantic validation and is assessed without a model call (every step complete, nothing
-failed): adaptive depth keeps easy tasks at one model call more than single-pass (the profile). The plan's size is
-the second signal because a small model's profile of itself is the less reliable one (bench/README.md).
+A *shallow* task — ``reasoning_depth`` at most ``shallow_depth`` (2), or a plan written with at most
+``shallow_plan_steps`` steps (1) — gets no model call to judge it: its results get the semantic validator's
+structural checks only (:meth:`~aeon_kernel.SemanticValidator.validate_structure`: duplicate ids, unknown tools,
+a number the request states that no tool call used), and it has converged when every step completed and those
+checks found nothing HIGH or CRITICAL. Adaptive depth so keeps an easy task that goes right at one model call more
+than single-pass (the profile); one that goes wrong gets the next pass. The plan's size is the second signal
+because a small model's profile of itself is the less reliable one (bench/README.md). A deep task's results get
+the semantic validator's full validation (the same structural checks, then the model) and the convergence engine.
+
+When a pass does not converge because the plan lost part of the request — a blocking semantic issue (its
+results left out a number the request gave) or a failed step — and the request sequences several parts ("…,
+then …"), the next pass does what one pass cannot: it plans the parts one at a time, each part's subplan written
+by the planner's ``create_subplan`` with the previous part's result (:mod:`aeon_kernel.reasoning.decompose`).
+That happens once per run. Otherwise, and after it, the planner's ``refine_plan`` proposes deltas for the issues
+and reason codes the pass left (their text is in its prompt).
+
+The scheduler also records each step's ``clarity_state`` as the step ends — CLEAR (done as asked),
+PARTIALLY_CLEAR (done another way: a fallback, an answer the kernel grounded) or BLOCKED (failed) — derived from
+the step's outcome, since the kernel's step executor does not ask the model for it; phase D reads them.
 
 A run ends when a pass converges (``completed``), when it cannot (``failed``: no plan, nothing left to refine, or
 ``max_passes``), or when the TTL runs out (the run's ``ttl_expired``; the result is the latest completed pass with
@@ -28,11 +45,27 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-from aeon_kernel.errors import AeonError
-from aeon_kernel.models import ConvergenceAssessment, OrchestrationState, Phase, Plan, StepStatus, utc_now
+from aeon_kernel.errors import AeonError, NestingDepthError
+from aeon_kernel.models import (
+    ClarityState,
+    ConvergenceAssessment,
+    OrchestrationState,
+    Phase,
+    Plan,
+    StepExecutionResult,
+    StepStatus,
+    utc_now,
+)
 from aeon_kernel.plan.linear import LinearPlanScheduler
 from aeon_kernel.reasoning.contracts import AdaptiveDepth, RecursivePlanner, SemanticValidator
-from aeon_kernel.reasoning.deltas import RefinementLedger, apply_refinements
+from aeon_kernel.reasoning.decompose import (
+    part_context,
+    part_record,
+    part_steps,
+    sequenced_parts,
+    with_context,
+)
+from aeon_kernel.reasoning.deltas import RefinementLedger, apply_refinements, depth_of
 from aeon_kernel.reasoning.models import (
     SEVERITY_ORDER,
     ExecutionHistory,
@@ -55,8 +88,15 @@ STAGES: Final[dict[str, tuple[Phase, PassPhase]]] = {
     "execute": ("step", "C"),
     "evaluate": ("evaluate", "C"),
     "refine": ("refine", "C"),
+    "subplan": ("refine", "C"),
     "update_profile": ("update_profile", "D"),
 }
+#: issue severities that hold a shallow task's convergence back (as the ``model`` convergence engine's do)
+BLOCKING: Final = ("HIGH", "CRITICAL")
+
+
+class Decomposition(list[RefinementAction]):
+    """The refine stage's outcome when the request is decomposed: the ADD deltas of its part steps."""
 
 
 class MultiPassScheduler(Scheduler):
@@ -115,10 +155,13 @@ class MultiPassScheduler(Scheduler):
 
     def _deep(self, run: RunContext) -> bool:
         """Whether the task gets the semantic validation and the judge: its profile says it is not shallow, and
-        its plan (once written) has more than ``shallow_plan_steps`` steps."""
+        its plan (as written: steps added later do not count) has more than ``shallow_plan_steps`` steps."""
         if self._profile(run).reasoning_depth <= self.shallow_depth:
             return False
-        return run.state.goal is None or len(run.state.steps) > self.shallow_plan_steps
+        written = self._memo(run).get("plan_steps")
+        if written is None:
+            written = len(run.state.steps) if run.state.goal is not None else None
+        return written is None or written > self.shallow_plan_steps
 
     def _event(self, run: RunContext, event: str, record: dict[str, Any]) -> None:
         if run.hooks.listens("aeon_pass_event"):
@@ -160,7 +203,12 @@ class MultiPassScheduler(Scheduler):
         if memo.get("stage") != "done":
             return None
         assessment = memo.get("assessment")
-        converged = bool(memo.get("converged")) and run.state.goal is not None and run.state.all_complete()
+        plan = run.state.plan()
+        converged = (
+            bool(memo.get("converged"))
+            and plan is not None
+            and all(s.status is StepStatus.COMPLETE for s in self._attempt(memo, plan).steps)
+        )
         return Verdict(
             "completed" if converged else "failed",
             ConvergenceAssessment.model_validate(assessment) if assessment else None,
@@ -170,6 +218,14 @@ class MultiPassScheduler(Scheduler):
         stage = self._memo(run)["stage"]
         if stage == "execute":
             current = run.state.current_step_id
+            if current is not None and self._part(run, current, "pending") is not None:
+                refused = RefinementLedger.from_json(self._memo(run)["ledger"]).refusal(current)
+                if refused is None:
+                    self._stage(run, "subplan")  # a part of a decomposed request: its subplan first
+                    return Work(STAGES["subplan"][0])
+                # a subplan the limits would refuse is not asked for: the part runs as it is
+                self._mark_part(run, current, "unplanned", error=refused)
+                self._event(run, "subplan", {"part": current, "applied": False, "refused": refused})
             if current is not None and run.state.step(current).status is not StepStatus.INVALID:
                 return self.linear.next_work(run)
             self._stage(run, "evaluate")  # nothing (more) to run in this pass
@@ -198,6 +254,8 @@ class MultiPassScheduler(Scheduler):
             )
         if stage in ("refine_plan", "refine"):
             return self._proposals(run)
+        if stage == "subplan":
+            return self._subplan(run)
         if stage == "evaluate":
             return self._evaluate(run)
         if stage == "update_profile":
@@ -207,6 +265,8 @@ class MultiPassScheduler(Scheduler):
     def apply(self, work: Work, outcome: Any, run: RunContext) -> None:
         if work.phase == "step":
             self.linear.apply(work, outcome, run)
+            if work.step_id is not None:
+                self._clarity(run, work.step_id, outcome)
             return  # next_work moves on to evaluate when nothing is left
         stage = self._memo(run)["stage"]
         if stage == "profile":
@@ -215,6 +275,7 @@ class MultiPassScheduler(Scheduler):
             self._stage(run, "plan")
         elif stage == "plan":
             self.linear.apply(Work("plan"), outcome, run)
+            self._set(run, plan_steps=len(run.state.steps))
             if self._deep(run):
                 self._stage(run, "validate")
             else:
@@ -229,8 +290,13 @@ class MultiPassScheduler(Scheduler):
         elif stage == "refine_plan":
             self._refine(run, outcome)
             self._next_pass(run)
+        elif stage == "subplan":
+            self._use_subplan(run, *outcome)
         elif stage == "refine":
-            if not self._refine(run, outcome):
+            changed = self._refine(run, outcome)
+            if isinstance(outcome, Decomposition):
+                self._decomposed(run, outcome)
+            if not changed:
                 self._finish(run)  # not converged, and nothing left to change
             elif self._deep(run):
                 self._stage(run, "update_profile")
@@ -258,6 +324,16 @@ class MultiPassScheduler(Scheduler):
             self._finish(run)  # no usable plan; or nothing more to try
         elif stage in ("validate", "refine_plan", "update_profile"):
             self._next_pass(run)  # advisory or best effort: go on with the plan and profile as they are
+        elif stage == "subplan":  # no subplan: the part runs as it is, an llm step (best effort)
+            part = run.state.current_step_id
+            if isinstance(error, NestingDepthError) and part is not None:
+                ledger = RefinementLedger.from_json(self._memo(run)["ledger"])
+                ledger.manual.add(part)  # past the nesting limit: the fragment needs a person (spec 003)
+                self._set(run, ledger=ledger.to_json())
+            why = f"{type(error).__name__}: {error}"
+            self._mark_part(run, part, "unplanned", error=why)
+            self._event(run, "subplan", {"part": part, "applied": False, "error": why})
+            self._stage(run, "execute")
         elif stage == "evaluate":
             failed = ConvergenceAssessment(converged=False, reason_codes=("evaluation_error",))
             self._record_evaluation(run, failed, None)
@@ -267,6 +343,15 @@ class MultiPassScheduler(Scheduler):
         history = self._history(state, verdict, linear.answer)
         best = next((p for p in reversed(history.passes) if p.completed and p.assessment), None)
         message = linear.message
+        if verdict.status == "completed" and state.plan is not None:
+            attempt = self._attempt(state.scheduler_state.get(KEY, {}), state.plan)
+            earlier = state.plan.steps[: len(state.plan.steps) - len(attempt.steps)]
+            superseded = [s.step_id for s in earlier if s.status is not StepStatus.COMPLETE]
+            if superseded:
+                message = (
+                    f"every step of the request's parts completed (steps {superseded} of the attempt before "
+                    "them did not: the parts superseded it)"
+                )
         if verdict.status == "ttl_expired" and best is not None and best.assessment is not None:
             message += (
                 f" The latest completed pass ({best.pass_number}) scored completeness "
@@ -315,6 +400,10 @@ class MultiPassScheduler(Scheduler):
         if not isinstance(planner, RecursivePlanner) or plan is None:
             return []  # a planner that cannot refine: the plan stays as it is
         memo = self._memo(run)
+        if memo["stage"] == "refine" and _dropped_part(memo) and not memo.get("decomposed"):
+            parts = sequenced_parts(run.state.request)
+            if len(parts) > 1:  # what one pass could not do: the parts, one at a time
+                return self._decomposition(run, plan, parts)
         issues = SemanticValidationReport.model_validate(memo["report"]).issues if memo.get("report") else ()
         reasons = list((memo.get("assessment") or {}).get("reason_codes") or [])
         blocked = [s.step_id for s in run.state.steps if s.status is StepStatus.INVALID]
@@ -348,26 +437,42 @@ class MultiPassScheduler(Scheduler):
         return bool(applied)
 
     def _evaluate(self, run: RunContext) -> tuple[ConvergenceAssessment, SemanticValidationReport | None]:
-        """Phase C's judgement: the results validated (deep tasks), then assessed for convergence."""
-        plan = run.state.plan()
-        assert plan is not None
-        if not self._deep(run):
-            return _finished_plan(plan), None
+        """Phase C's judgement: the results validated (only structurally for a shallow task: no model call),
+        then assessed for convergence."""
+        whole = run.state.plan()
+        assert whole is not None
+        plan = self._attempt(self._memo(run), whole)
         results = [{"step_id": s.step_id, "status": s.status.value, "result": s.result} for s in plan.steps]
-        validator: SemanticValidator = run.components.component("semantic_validators")
+        # What the run did: every tool call of every pass (a number the request states may have been used in
+        # an earlier one), without results (they are in ``results``).
+        calls = [
+            {
+                "step_id": c.step_id,
+                "tool_name": c.tool_name,
+                "arguments": c.arguments,
+                **({"error": True} if c.error is not None else {}),
+            }
+            for c in run.state.tool_history
+        ]
+        artifact = {"request": run.state.request, "goal": plan.goal, "results": results, "tool_calls": calls}
         report: SemanticValidationReport | None = None
+        deep = self._deep(run)
         try:
-            report = validator.validate(
-                {"request": run.state.request, "goal": plan.goal, "results": results},
-                "execution_artifact",
-                run.components.tools,
-                record=run.record_action,
-            )
+            validator: SemanticValidator = run.components.component("semantic_validators")
+            if deep:
+                report = validator.validate(
+                    artifact, "execution_artifact", run.components.tools, record=run.record_action
+                )
+            else:
+                found = validator.validate_structure(artifact, "execution_artifact", run.components.tools)
+                report = found if found.issues else None
         except AeonError as exc:  # advisory: the assessment goes on without it
             run.fail_cycle(error_record(exc, phase="evaluate"))
+        if not deep:
+            return _finished_plan(plan, report, "structural checks only (shallow task)"), report
         engine = run.components.convergence
         if engine is None:
-            return _finished_plan(plan), report
+            return _finished_plan(plan, report, "no convergence engine"), report
         # The plan's state, with the request it answers (for an engine that judges the answer against it).
         plan_state = {**plan.model_dump(mode="json"), "request": run.state.request}
         return engine.assess(plan_state, results, report, dict(self.criteria)), report
@@ -404,6 +509,135 @@ class MultiPassScheduler(Scheduler):
         return depth.update_task_profile(
             self._profile(run), assessment, report, clarity, record=run.record_action
         )
+
+    # --- decomposition (aeon_kernel/reasoning/decompose.py) ------------------------------------------------------
+
+    @staticmethod
+    def _attempt(memo: dict[str, Any], plan: Plan) -> Plan:
+        """The steps a pass is judged on: all of them; after a decomposition, its parts' and what came after.
+
+        The steps before the parts are the attempt that lost a part of the request. They stay in the plan as they
+        ended (finished steps are never touched), but the parts redo the whole request, so a step of the earlier
+        attempt that failed does not hold the run back for good.
+        """
+        parts = memo.get("parts")
+        if not parts:
+            return plan
+        first = parts[0]["step_id"]
+        start = next(
+            (k for k, s in enumerate(plan.steps) if s.step_id == first or s.step_id.startswith(f"{first}.")),
+            0,
+        )
+        return plan if start == 0 else plan.model_copy(update={"steps": plan.steps[start:]})
+
+    def _decomposition(self, run: RunContext, plan: Plan, parts: list[str]) -> Decomposition:
+        """ADD deltas for one part step per part, after the plan's last step (the kernel proposes them; the
+        ledger applies them like any other)."""
+        ledger = RefinementLedger.from_json(self._memo(run)["ledger"])
+        steps = part_steps(parts, {*(s.step_id for s in plan.steps), *ledger.retired})
+        after = [plan.steps[-1].step_id, *(s.step_id for s in steps[:-1])]
+        return Decomposition(
+            RefinementAction(
+                action_type="ADD",
+                target_step_id=target,
+                new_step=step,
+                reason=f"the request sequences {len(parts)} parts: part {k} is planned on its own",
+            )
+            for k, (target, step) in enumerate(zip(after, steps, strict=True), start=1)
+        )
+
+    def _decomposed(self, run: RunContext, actions: Decomposition) -> None:
+        ids = set(run.state.index)
+        parts = [part_record(a.new_step) for a in actions if a.new_step and a.new_step.step_id in ids]
+        self._set(run, decomposed=True, parts=parts)
+        self._event(run, "decomposition", {"request": run.state.request, "parts": parts})
+
+    def _part(self, run: RunContext, step_id: str, subplan: str | None = None) -> dict[str, Any] | None:
+        """The part step ``step_id`` is (with its subplan's state ``subplan``, when given), or None."""
+        return next(
+            (
+                p
+                for p in self._memo(run).get("parts") or ()
+                if p["step_id"] == step_id and (subplan is None or p["subplan"] == subplan)
+            ),
+            None,
+        )
+
+    def _mark_part(self, run: RunContext, step_id: str | None, subplan: str, **extra: Any) -> None:
+        part = self._part(run, step_id) if step_id is not None else None
+        if part is not None:
+            part.update(subplan=subplan, **extra)
+            run.state.changed()
+
+    def _subplan(self, run: RunContext) -> tuple[str, Plan, str | None]:
+        """The current part's subplan, asked for with the previous part's result (perform: no state change)."""
+        part_id = run.state.current_step_id
+        assert part_id is not None
+        parts = [p["step_id"] for p in self._memo(run)["parts"]]
+        index = parts.index(part_id)
+        context = part_context(run.state.steps, parts[index - 1] if index else None)
+        planner = run.components.planner
+        assert isinstance(planner, RecursivePlanner)  # decomposition needs one (see _proposals)
+        subplan = planner.create_subplan(
+            part_id,
+            with_context(run.state.step(part_id).description, context),
+            depth_of(part_id),
+            self.limits["max_depth"],
+            record=run.record_action,
+            tool_registry=run.components.tools,
+        )
+        return part_id, subplan, context
+
+    def _use_subplan(self, run: RunContext, part_id: str, subplan: Plan, context: str | None) -> None:
+        """The part step gives way to its subplan (a REPLACE delta, applied by the kernel), checked by the
+        validator like any plan; when either refuses it, the part runs as it is.
+
+        A part that is not the last hands its result on through its tool's result (:func:`part_context`), so
+        its subplan's closing ``llm`` steps after its last tool step — a report of that result — are left out:
+        they would cost a model call each and tell the next part nothing more.
+        """
+        record: dict[str, Any] = {
+            "part": part_id,
+            "context": context,
+            "subplan": subplan.model_dump(mode="json"),
+        }
+        steps = list(subplan.steps)
+        last_part = self._memo(run)["parts"][-1]["step_id"] == part_id
+        tools = [k for k, s in enumerate(steps) if s.tool is not None]
+        if not last_part and tools and tools[-1] < len(steps) - 1:
+            steps = steps[: tools[-1] + 1]
+            record["left_out"] = [s.step_id for s in subplan.steps[len(steps) :]]
+        try:
+            run.components.validator.validate_plan(subplan.model_dump())
+        except AeonError as exc:
+            run.fail_cycle(error_record(exc, phase="refine"))
+            applied = False
+        else:
+            action = RefinementAction(
+                action_type="REPLACE",
+                target_step_id=part_id,
+                new_step=steps[0],
+                new_steps=tuple(steps),
+                reason=f"the part's subplan: {subplan.goal[:120]}",
+            )
+            applied = self._refine(run, [action])
+        self._mark_part(run, part_id, "planned" if applied else "unplanned", context=context)
+        self._event(run, "subplan", {**record, "applied": applied})
+        self._stage(run, "execute")
+
+    def _clarity(self, run: RunContext, step_id: str, outcome: Any) -> None:
+        """The step's clarity, as its outcome shows it (the module docstring)."""
+        if step_id not in run.state.index or not isinstance(outcome, StepExecutionResult):
+            return
+        step = run.state.step(step_id)
+        clarity: ClarityState = (
+            "BLOCKED"
+            if step.status is not StepStatus.COMPLETE
+            else "PARTIALLY_CLEAR"
+            if outcome.error or outcome.execution_mode == "fallback"
+            else "CLEAR"
+        )
+        run.state.replace_step(step.model_copy(update={"clarity_state": clarity}))
 
     # --- passes ------------------------------------------------------------------------------------------------------
 
@@ -489,15 +723,28 @@ class MultiPassScheduler(Scheduler):
         )
 
 
-def _finished_plan(plan: Plan) -> ConvergenceAssessment:
-    """The deterministic verdict (no model call): every step complete."""
+def _dropped_part(memo: dict[str, Any]) -> bool:
+    """Whether the pass shows the plan lost part of the request — a blocking semantic issue (the results left
+    out what the request gave) or a failed step — rather than a poor answer (a low score: ``refine_plan``'s)."""
+    reasons = (memo.get("assessment") or {}).get("reason_codes") or ()
+    return any(r == "semantic_issues" or str(r).startswith("step_failed:") for r in reasons)
+
+
+def _finished_plan(plan: Plan, report: SemanticValidationReport | None, judge: str) -> ConvergenceAssessment:
+    """The deterministic verdict (no model call): every step complete, and no HIGH or CRITICAL issue in the
+    ``report``."""
     unfinished = [
         f"step_{s.status.value}:{s.step_id}" for s in plan.steps if s.status is not StepStatus.COMPLETE
     ]
+    blocking = [i for i in (report.issues if report else ()) if i.severity in BLOCKING]
     score = 1.0 - len(unfinished) / len(plan.steps)
     return ConvergenceAssessment(
-        converged=not unfinished,
-        reason_codes=tuple(unfinished),
+        converged=not unfinished and not blocking,
+        reason_codes=(*unfinished, *(("semantic_issues",) if blocking else ())),
         completeness_score=score,
         coherence_score=1.0 if not unfinished else score,
+        detected_issues=tuple(
+            f"{i.severity} {i.type} at {i.location or '-'}: {i.description}" for i in blocking
+        ),
+        metadata={"judge": judge},
     )

@@ -36,6 +36,9 @@ _NO_SYSTEM_ROLE = frozenset({"gemma"})
 _CONSTRAIN = {True: "top", False: None, "top": "top", "grammar": "grammar"}
 #: llama-cpp-python's own default, passed explicitly: the "top" path relies on it to stop looking for tokens.
 _MIN_P = 0.05
+#: Grammars kept converted, the least recently added dropped first: a schema can be one request's own (the model
+#: planner's second attempt fixes the plan's goal to the request), so the cache must not grow without bound.
+_GRAMMARS_KEPT = 64
 
 
 def _quiet_stderr() -> Any:
@@ -103,6 +106,7 @@ class LlamaCppAdapter(LLMAdapter):
         self.chat_format = chat_format
         self.seed, self.top_k, self.top_p, self.repeat_penalty = seed, top_k, top_p, repeat_penalty
         self._grammars: dict[str, str] = {}
+        self._grammars_lock = threading.Lock()
         self._lock = threading.Lock()  # a llama.cpp context serves one request at a time
 
     def _grammar(self, schema: dict[str, Any]) -> str:
@@ -115,7 +119,10 @@ class LlamaCppAdapter(LLMAdapter):
                 grammar = str(self._llama_cpp.llama_grammar.json_schema_to_gbnf(json.dumps(schema)))
             except Exception as exc:  # the converter rejects some schema features
                 raise LLMError(f"llama_cpp: cannot turn the JSON Schema into a grammar: {exc}") from None
-            self._grammars[key] = grammar
+            with self._grammars_lock:
+                while len(self._grammars) >= _GRAMMARS_KEPT:
+                    del self._grammars[next(iter(self._grammars))]
+                self._grammars[key] = grammar
         return grammar
 
     def _complete(self, messages: list[Any], max_tokens: int, temperature: float, gbnf: str | None) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from aeon_plugins.llama_cpp import LlamaCppAdapter
 np = pytest.importorskip("numpy")
 token_masks = pytest.importorskip("aeon_plugins.llama_cpp.token_masks")
 GrammarMask, candidates, margin = token_masks.GrammarMask, token_masks.candidates, token_masks.margin
+TOOLS = ToolRegistry([CalculatorTool(), EchoTool()]).export_tools_for_llm()
 
 
 class SetGrammar:
@@ -155,9 +157,21 @@ def test_constrain_accepts_only_true_false_top_and_grammar(value: Any) -> None:
         LlamaCppAdapter(constrain=value)
 
 
+def test_converted_grammars_are_kept_for_at_most_64_schemas() -> None:
+    """The model planner's second attempt fixes the goal to the request: a schema per request must not pile up."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    adapter = LlamaCppAdapter.__new__(LlamaCppAdapter)  # the conversion needs no model
+    adapter._llama_cpp, adapter._grammars = llama_cpp, {}
+    adapter._grammars_lock = threading.Lock()
+    schemas = [plan_schema(TOOLS, goal=f"request {n}") for n in range(70)]
+    grammars = [adapter._grammar(schema) for schema in schemas]
+    assert len(adapter._grammars) == 64 and len(set(grammars)) == 70
+    assert adapter._grammar(schemas[-1]) is grammars[-1]  # the latest are kept, the first dropped
+    assert json.dumps(schemas[0], sort_keys=True) not in adapter._grammars
+
+
 # --- the real model -------------------------------------------------------------------------------------------
 
-TOOLS = ToolRegistry([CalculatorTool(), EchoTool()]).export_tools_for_llm()
 PLAN_REQUESTS = ["calculate the sum of 5 and 10", "echo hello", "what is the weather in Paris?"]
 
 

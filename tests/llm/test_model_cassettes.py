@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CASSETTES = ROOT / "tests" / "cassettes"
 EXPECTED: dict[str, Any] = json.loads((CASSETTES / "expected.json").read_text(encoding="utf-8"))
 sys.path.insert(0, str(ROOT / "bench"))
-from local_model import CASES  # noqa: E402
+from local_model import CASES, states  # noqa: E402
 
 BY_NAME = {case.name: case for case in CASES}
 
@@ -44,15 +44,51 @@ def test_replay_reproduces_the_recorded_run(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_constrained_plans_are_schema_valid_at_the_first_attempt(name: str) -> None:
     result, engine = replay(name)
-    first = result["final_state"]["llm_outputs"][0]
-    assert first["constrained"] is True
-    schema = plan_schema(engine.tools.export_tools_for_llm())
-    written = json.loads(first["text"])
-    assert schema_errors(schema, written) == []
-    # the plan that ran is the one the model wrote: no repair touched it (a later answer may still need one)
+    outputs = result["final_state"]["llm_outputs"]
+    tools = engine.tools.export_tools_for_llm()
+    assert outputs[0]["constrained"] is True
+    written = json.loads(outputs[0]["text"])
+    assert schema_errors(plan_schema(tools), written) == []
+    # no repair touched the plan that ran (a later answer may still need one): it is the model's first plan, or,
+    # when the plan check asked again (its findings recorded as the original's errors), the model's second one
+    checks = [a for a in result["final_state"]["supervisor_actions"] if a["action_type"] == "plan_repair"]
+    assert all(a["original_output"].get("errors") for a in checks)
+    if checks and checks[0]["repaired_output"] is not None:
+        assert outputs[1]["constrained"] is True
+        written = json.loads(outputs[1]["text"])
+        assert schema_errors(plan_schema(tools, goal=BY_NAME[name].request), written) == []
     ran = [(s["step_id"], s.get("tool"), s.get("arguments")) for s in result["final_state"]["plan"]["steps"]]
     assert ran == [(s["step_id"], s.get("tool"), s.get("arguments")) for s in written["steps"]]
-    assert not [a for a in result["final_state"]["supervisor_actions"] if a["action_type"] == "plan_repair"]
+
+
+@pytest.mark.parametrize(
+    ("name", "first", "second"),
+    [
+        ("repeat", {"message": "the sky is blue"}, {"message": "Aeon is small"}),  # the example's text
+        ("chain_divide", {"expression": "20 - 5"}, {"expression": "(20 - 5) / 3"}),  # 3 left out
+        ("square", {"expression": "12 ^ 12"}, {"expression": "12^2"}),  # 12 used twice
+    ],
+)
+def test_the_plan_check_replaces_a_plan_the_model_did_not_write_for_the_request(
+    name: str, first: dict[str, Any], second: dict[str, Any]
+) -> None:
+    result, _ = replay(name)
+    (check,) = [a for a in result["final_state"]["supervisor_actions"] if a["action_type"] == "plan_repair"]
+    assert check["original_output"]["steps"][0]["arguments"] == first and check["original_output"]["errors"]
+    assert check["repaired_output"]["steps"][0]["arguments"] == second
+    assert check["repaired_output"]["goal"] == BY_NAME[name].request  # the second plan's goal: the request
+    assert result["final_state"]["tool_history"][0]["arguments"] == second
+    answer = result["answer"] if isinstance(result["answer"], str) else json.dumps(result["answer"])
+    assert states(answer, str(BY_NAME[name].expect))  # the right value, as the answer's last number
+
+
+def test_a_plan_that_repeats_a_number_rightly_costs_one_call_and_runs_as_written() -> None:
+    result, _ = replay("cube")  # "what is 3 cubed?": 3 ^ 3 uses 3 twice, and is right
+    (check,) = [a for a in result["final_state"]["supervisor_actions"] if a["action_type"] == "plan_repair"]
+    assert check["original_output"]["errors"] == ["The plan uses 3 more often than the request states it."]
+    assert check["repaired_output"] is None and check["error"]["message"].endswith("The first plan is kept.")
+    assert result["final_state"]["tool_history"][0]["arguments"] == {"expression": "3 ^ 3"}
+    assert result["answer"] == "3 cubed is 27."
 
 
 def test_sum_of_5_and_10_calls_the_calculator_and_reports_15() -> None:

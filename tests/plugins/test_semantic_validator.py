@@ -197,6 +197,78 @@ def test_execution_artifacts_check_their_tool_calls() -> None:
     assert "\nResults: " in scripted.prompts[0]["prompt"]
 
 
+def call(expression: str, **extra: Any) -> dict[str, Any]:
+    return {"tool_name": "calculator", "step_id": "1", "arguments": {"expression": expression}, **extra}
+
+
+def test_a_number_the_request_states_that_no_tool_call_used_is_a_high_issue() -> None:
+    validator, scripted = make([NONE])
+    artifact = {
+        "request": "what is 20 percent of 150, plus 7?",
+        "results": [],
+        "tool_calls": [call("150 * 0.2")],
+    }
+    report = validator.validate(artifact, "execution_artifact", TOOLS)
+    (issue,) = report.issues
+    assert (issue.type, issue.severity, issue.location) == ("consistency", "HIGH", "request")
+    assert issue.description == (
+        "the request states 7, which no tool call used: the part of the request that uses it was not done"
+    )
+    assert issue.proposed_repair == "add a step that does the part of the request with 7"
+    assert len(scripted.prompts) == 1  # a HIGH structural finding does not stop the model's judgement
+
+
+def test_validate_structure_checks_without_the_model() -> None:
+    validator, scripted = make([])
+    missing = {"request": "add 2, 3 and 4", "results": [], "tool_calls": [call("2 + 3")]}
+    report = validator.validate_structure(missing, "execution_artifact", TOOLS)
+    assert [i.description.split(",")[0] for i in report.issues] == ["the request states 4"]
+    both = {"request": "add 2 and 5, then 3 and 4", "results": [], "tool_calls": [call("2 + 5")]}
+    assert "the request states 3 and 4, which no tool call used: the part of the request that uses them" in (
+        validator.validate_structure(both, "execution_artifact", TOOLS).issues[0].description
+    )
+    assert scripted.prompts == []  # never the model
+
+
+@pytest.mark.parametrize(
+    ("request_text", "calls"),
+    [
+        ("what is 20% of 150?", [call("150 * 0.2")]),  # a percentage used as a share
+        ("what is 20 percent of 150?", [call("150 * 20 / 100")]),
+        ("add 2 and 3, then multiply by 4", [call("2 + 3"), call("5 * 4")]),  # across calls (and passes)
+        ("what is twelve times 7?", [call("12 * 7")]),  # numbers in words are not read
+        ("add 2 and 3", []),  # no tool call: nothing to compare with
+        ("add 2 and 3", [call("9 * 9", error=True)]),  # a failed call is not counted, nor checked
+        ("add 2 and 3", [{"tool_name": "teleport", "step_id": "1", "arguments": {"x": 5}}]),  # unknown tool
+        ("write 3 lines", [{"tool_name": "echo", "step_id": "1", "arguments": {"message": "a 3-line poem"}}]),
+    ],
+)
+def test_no_issue_when_every_stated_number_was_used_or_nothing_can_tell(
+    request_text: str, calls: list[dict[str, Any]]
+) -> None:
+    validator, _ = make([])
+    artifact = {"request": request_text, "results": [], "tool_calls": calls}
+    report = validator.validate_structure(artifact, "execution_artifact", TOOLS)
+    assert [i for i in report.issues if i.location == "request"] == []
+
+
+def test_a_plan_is_not_checked_against_the_request_numbers() -> None:
+    validator, _ = make([])
+    plan = {**GOOD_PLAN, "request": "add 5 and 10 and 99"}
+    assert validator.validate_structure(plan, "plan", TOOLS).issues == ()
+
+
+def test_the_contracts_default_structure_check_finds_nothing() -> None:
+    class OnlyModel(SemanticValidator):
+        def validate(
+            self, artifact: Any, artifact_type: Any, tool_registry: Any = None, *, record: Any = None
+        ) -> Any:
+            raise AssertionError("not asked")
+
+    report = OnlyModel().validate_structure({"request": "add 2 and 3"}, "execution_artifact")
+    assert report.issues == () and report.overall_severity == "LOW"
+
+
 def test_cross_phase_artifacts() -> None:
     validator, _ = make([NONE])
     report = validator.validate({"plan": GOOD_PLAN, "results": RESULTS["results"]}, "cross_phase", TOOLS)

@@ -1,0 +1,161 @@
+"""Decomposition (spec 003's ``create_subplan``, driven by the multi-pass scheduler): a request made of sequenced
+parts is planned one part at a time once a pass over the whole of it did not converge.
+
+A small model plans one operation well and drops the later ones of a chain: "subtract 5 from 20, then divide
+the result by 3" becomes "20 - 5". What one pass cannot do, the next can — plan the parts separately, each
+knowing the result of the one before:
+
+1. the request is split into parts (:func:`sequenced_parts`, deterministic, no model);
+2. one pending *part step* per part is added at the end of the plan (ADD deltas the kernel applies, like any
+   refinement: limits, stable ids, finished steps untouched). A part step is an ``llm`` step whose description
+   is the part, with ids ``part1``, ``part2``, … (fresh variants when those are taken);
+3. before a part step runs, the planner's ``create_subplan(part id, the part with its context, depth, max
+   depth)`` writes its subplan, and the kernel REPLACEs the part step with it (ids ``part1.1``, ``part1.2``, …,
+   nested one level under the part). The *context* is the previous part's result (:func:`part_context`), added
+   to the part's text: "multiply the result by 4, where the result is 5". So the subplan of part 2 is asked
+   for only once part 1's steps have run. (Of the wordings tried on Gemma 3 270M, "(the result so far: 5)"
+   made it copy a worked example's chain — ``(5 * 4) / 4`` — where this one gave ``5 * 4``; bench/README.md.)
+
+A part whose subplan cannot be had (the model fails, the nesting limit) stays what it is, an ``llm`` step that
+answers the part from the results so far. Decomposition is tried once per run.
+
+**The split.** A request is cut where it sequences its parts:
+
+* ``;``, and the connectives *then*, *after that*, *afterwards*, *finally* (alone or after a comma or *and*):
+  "add 2 and 3, then multiply the result by 4" → "add 2 and 3" | "multiply the result by 4". *then* after an
+  *if* in the same part is a condition, not a sequence, and is not cut;
+* a comma followed by an operation on what came before — *plus*, *minus*, *times*, *multiplied by*,
+  *divided by* — which stays in the part it starts: "what is 20 percent of 150, plus 7" → "what is 20 percent
+  of 150" | "plus 7".
+
+Parts are stripped of spaces and end punctuation; empty ones are dropped; a request with more than
+:data:`MAX_PARTS` parts keeps the rest in its last part (the refinement limit is 10 per run: each part costs an
+ADD and a REPLACE). A request of one part is not decomposed. Commas before a number ("the average of 3, 9 and
+12") and plain *and* never cut: they list operands rather than sequence operations. The heuristic reads
+English connectives only; any other request is one part and is refined the ordinary way.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+from aeon_kernel.llm.prompts import compact
+from aeon_kernel.models import PlanStep, StepStatus
+from aeon_kernel.plan.grounding import facts_in
+
+MAX_PARTS: Final = 4
+#: how much of a previous result goes into the next part's text when it is not a number
+MAX_CONTEXT_CHARS: Final = 160
+
+_CONNECTIVE: Final = r"(?:and\s+)?(?:then|after\s+that|afterwards|finally)\b\s*,?\s*"
+#: cut here, and drop the marker
+_SEQUENCE: Final = re.compile(rf"\s*;\s*(?:{_CONNECTIVE})?|(?:\s*,\s*|\s+){_CONNECTIVE}", re.IGNORECASE)
+#: cut before the operation word, which stays in the new part
+_CHAINED: Final = re.compile(r"\s*,\s*(?=(?:plus|minus|times|multiplied\s+by|divided\s+by)\b)", re.IGNORECASE)
+_IF: Final = re.compile(r"\bif\b", re.IGNORECASE)
+_TRIM: Final = " \t\n,.;:!?"
+
+
+def sequenced_parts(request: str) -> list[str]:
+    """The parts ``request`` sequences, in order (see the module docstring); ``[request]`` when it has one."""
+    parts = [request]
+    for pattern, conditional in ((_SEQUENCE, True), (_CHAINED, False)):
+        parts = [piece for part in parts for piece in _cut(part, pattern, conditional)]
+    parts = [p.strip(_TRIM) for p in parts]
+    parts = [p for p in parts if re.search(r"\w", p)]
+    if len(parts) > MAX_PARTS:
+        parts = [*parts[: MAX_PARTS - 1], ", ".join(parts[MAX_PARTS - 1 :])]
+    return parts if len(parts) > 1 else [request]
+
+
+def _cut(text: str, pattern: re.Pattern[str], conditional: bool) -> list[str]:
+    pieces, start, conditions = [], 0, 0
+    for match in pattern.finditer(text):
+        before = text[start : match.start()]
+        if conditional and "then" in match.group().lower() and len(_IF.findall(before)) > conditions:
+            conditions += 1  # "if it rains then ...": a condition (each "if" takes one "then")
+            continue
+        pieces.append(before)
+        start, conditions = match.end(), 0
+    pieces.append(text[start:])
+    return pieces
+
+
+def fresh_id(base: str, taken: Iterable[str]) -> str:
+    """``base``, or ``base`` with a letter after it, whichever no step has had (ids are never reused)."""
+    used = set(taken)
+    for suffix in ("", *"abcdefghijklmnopqrstuvwxyz"):
+        if f"{base}{suffix}" not in used:
+            return f"{base}{suffix}"
+    n = 2
+    while f"{base}_{n}" in used:
+        n += 1
+    return f"{base}_{n}"
+
+
+def part_steps(parts: Sequence[str], taken: Iterable[str]) -> list[PlanStep]:
+    """One pending ``llm`` step per part, with fresh ids, numbered and linked for the record."""
+    used = set(taken)
+    steps = []
+    for k, part in enumerate(parts, start=1):
+        step_id = fresh_id(f"part{k}", used)
+        used.add(step_id)
+        steps.append(
+            PlanStep(
+                step_id=step_id,
+                description=part,
+                agent="llm",
+                incoming_context="the request" if k == 1 else f"the result of part {k - 1}",
+                handoff_to_next=f"hands its result to part {k + 1}"
+                if k < len(parts)
+                else "its result is the answer",
+            )
+        )
+    return steps
+
+
+def part_context(steps: Sequence[PlanStep], previous_part: str | None) -> str | None:
+    """What the previous part found, for the next part's text; None for the first part or when it found nothing.
+
+    The previous part's steps are the part step itself or its subplan (ids under it). When one of them called a
+    tool, the context is the numbers that tool's result holds beyond its arguments (``{"expression": "2 + 3",
+    "value": 5}`` → ``5``): what a small model needs, without the operands it would reuse. Otherwise it is the
+    last result, as compact text.
+    """
+    if previous_part is None:
+        return None
+    own = [
+        s
+        for s in steps
+        if (s.step_id == previous_part or s.step_id.startswith(f"{previous_part}."))
+        and s.status is StepStatus.COMPLETE
+    ]
+    if not own:
+        return None
+    tools = [s for s in own if s.tool is not None]
+    if tools:
+        last = tools[-1]
+        found = facts_in([last.result]) - facts_in([last.arguments or {}])
+        if found:
+            return ", ".join(_number(v) for v in sorted(found))
+        return compact(last.result, MAX_CONTEXT_CHARS)
+    return compact(own[-1].result, MAX_CONTEXT_CHARS)
+
+
+def with_context(part: str, context: str | None) -> str:
+    """The text the planner decomposes: the part, and what the part before it found."""
+    return part if not context else f"{part}, where the result is {context}"
+
+
+def _number(value: float) -> str:
+    if math.isfinite(value) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+def part_record(step: PlanStep) -> dict[str, Any]:
+    """A part as the scheduler remembers it (JSON in the run's state)."""
+    return {"step_id": step.step_id, "text": step.description, "subplan": "pending"}

@@ -1,0 +1,111 @@
+"""The decomposition helpers (aeon_kernel/reasoning/decompose.py): the split, the part steps and their context."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aeon_kernel import PlanStep, StepStatus
+from aeon_kernel.reasoning.decompose import (
+    MAX_PARTS,
+    fresh_id,
+    part_context,
+    part_steps,
+    sequenced_parts,
+    with_context,
+)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "parts"),
+    [
+        ("add 2 and 3, then multiply the result by 4", ["add 2 and 3", "multiply the result by 4"]),
+        ("subtract 5 from 20, then divide the result by 3", ["subtract 5 from 20", "divide the result by 3"]),
+        ("calculate 9 times 9 and then echo the result", ["calculate 9 times 9", "echo the result"]),
+        ("add 1 and 2; double it", ["add 1 and 2", "double it"]),
+        ("add 1 and 2; and then double it", ["add 1 and 2", "double it"]),
+        ("add 1 and 2, after that double it", ["add 1 and 2", "double it"]),
+        ("add 1 and 2 then double it, finally echo it", ["add 1 and 2", "double it", "echo it"]),
+        # an operation on what came before starts a part, and stays in it
+        ("what is 20 percent of 150, plus 7?", ["what is 20 percent of 150", "plus 7"]),
+        ("take 8 squared, divided by 4", ["take 8 squared", "divided by 4"]),
+        # not sequences: operands, a condition, a single operation
+        ("what is the average of 3, 9 and 12?", ["what is the average of 3, 9 and 12?"]),
+        ("add 2 and 3 and 4", ["add 2 and 3 and 4"]),
+        ("if it is over 10 then halve it", ["if it is over 10 then halve it"]),
+        ("if it is over 10 then halve it, then add 1", ["if it is over 10 then halve it", "add 1"]),
+        ("compute (3 + 4) * 5", ["compute (3 + 4) * 5"]),
+        ("Then what?", ["Then what?"]),
+        (" ; then ", [" ; then "]),  # nothing but markers: one (empty) part, the request as it is
+    ],
+)
+def test_sequenced_parts(request_text: str, parts: list[str]) -> None:
+    assert sequenced_parts(request_text) == parts
+
+
+def test_a_long_chain_keeps_the_rest_in_its_last_part() -> None:
+    parts = sequenced_parts("a; b; c; d; e; f")
+    assert len(parts) == MAX_PARTS and parts == ["a", "b", "c", "d, e, f"]
+
+
+def test_part_steps_get_fresh_ids_and_are_linked() -> None:
+    steps = part_steps(["add 2 and 3", "double it"], taken={"1", "2", "part1"})
+    assert [s.step_id for s in steps] == ["part1a", "part2"]
+    assert all(s.agent == "llm" and s.status is StepStatus.PENDING for s in steps)
+    assert steps[1].incoming_context == "the result of part 1"
+    assert steps[1].handoff_to_next == "its result is the answer"
+    assert fresh_id("p", {"p", *(f"p{c}" for c in "abcdefghijklmnopqrstuvwxyz")}) == "p_2"
+
+
+def _done(step_id: str, result: object, **fields: object) -> PlanStep:
+    return PlanStep(step_id=step_id, description="d", status=StepStatus.COMPLETE, result=result, **fields)  # type: ignore[arg-type]
+
+
+def test_the_context_is_what_the_previous_parts_tool_found() -> None:
+    steps = [
+        _done(
+            "1", {"expression": "20 - 5", "value": 15}, tool="calculator", arguments={"expression": "20 - 5"}
+        ),
+        _done(
+            "part1.1",
+            {"expression": "2 + 3", "value": 5},
+            tool="calculator",
+            arguments={"expression": "2 + 3"},
+        ),
+        _done("part1.2", "2 + 3 is 5.", agent="llm"),
+        PlanStep(step_id="part2", description="multiply the result by 4", agent="llm"),
+    ]
+    assert part_context(steps, "part1") == "5"  # the tool's new number, not its operands nor step 1's
+    assert part_context(steps, None) is None  # the first part has none
+    assert part_context(steps, "part9") is None  # nothing of that part completed
+    assert with_context("multiply the result by 4", "5") == "multiply the result by 4, where the result is 5"
+    assert with_context("add 2 and 3", None) == "add 2 and 3"
+
+
+def test_a_part_without_a_tool_hands_on_its_answer() -> None:
+    steps = [_done("part1", "Lisbon is the capital of Portugal", agent="llm")]
+    assert part_context(steps, "part1") == "Lisbon is the capital of Portugal"
+    echoed = [_done("part1.1", {"message": "hi"}, tool="echo", arguments={"message": "hi"})]
+    assert part_context(echoed, "part1") == '{"message": "hi"}'  # no new number: the result, as text
+    failed = [
+        PlanStep(step_id="part1.1", description="d", tool="calculator", status=StepStatus.FAILED, failure="x")
+    ]
+    assert part_context(failed, "part1") is None
+
+
+@given(
+    st.lists(
+        st.sampled_from(["add 2", "then", "and then", ";", ",", "plus 7", "if", "x", "after that"]),
+        max_size=12,
+    )
+)
+def test_the_split_never_makes_up_text_nor_too_many_parts(words: list[str]) -> None:
+    request = " ".join(words) or "x"
+    parts = sequenced_parts(request)
+    assert 1 <= len(parts) <= MAX_PARTS
+    assert all(part.strip() for part in parts)
+    said = set(re.findall(r"\w+", request))
+    assert all(set(re.findall(r"\w+", part)) <= said for part in parts)
