@@ -27,7 +27,6 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib.util import find_spec
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -43,6 +42,7 @@ from aeon_kernel.cli.inspect.sources import Catalog, JsonlRuns, SqliteRuns, Stor
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.secrets import register_secret
 from aeon_plugins.sqlite_state import SqliteStateStore
+from tests.support.browser import needs_browser
 from tests.support.inspector_runs import (
     SCRIPT,
     TRIAGE_NODES,
@@ -87,13 +87,6 @@ FAN = {
         ["join", "done"],
     ],
 }
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-#: CI sets AEON_REQUIRE_BROWSER: there a missing browser fails the browser tests instead of skipping them
-needs_browser = pytest.mark.skipif(
-    (CHROMIUM is None or find_spec("playwright") is None) and not os.environ.get("AEON_REQUIRE_BROWSER"),
-    reason="needs Debian's chromium and playwright (scripts/setup.sh --dev installs them: apt-get install "
-    "chromium; pip install -e '.[dev]')",
-)
 
 
 @dataclass(frozen=True)
@@ -546,16 +539,6 @@ class Browsing:
     requests: list[str]
     dialogs: list[str]
     errors: list[str]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

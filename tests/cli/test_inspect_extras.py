@@ -23,7 +23,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from aeon_kernel.cli.inspect.sources import Catalog, JsonlRuns, SqliteRuns, open
 from aeon_kernel.config import parse_config
 from aeon_kernel.secrets import register_secret
 from aeon_plugins.sqlite_artifacts import SQLiteArtifactStore
+from tests.support.browser import needs_browser
 from tests.support.builders import answer, llm_step, plan, tool_step
 from tests.support.inspector_runs import build_big_run
 
@@ -49,13 +49,7 @@ THREE_STEPS = plan(
 )
 #: put raw into the artifact store (as a store written before it was registered would hold it)
 CANARY = "artf-5e0c27b9d4-k3mq"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ROOT = Path(__file__).resolve().parents[2]
-needs_browser = pytest.mark.skipif(
-    (CHROMIUM is None or find_spec("playwright") is None) and not os.environ.get("AEON_REQUIRE_BROWSER"),
-    reason="needs Debian's chromium and playwright (scripts/setup.sh --dev installs them: apt-get install "
-    "chromium; pip install -e '.[dev]')",
-)
 
 
 def environment(project: Path) -> dict[str, str]:
@@ -222,16 +216,6 @@ def test_a_replay_is_the_same_run_as_its_recording_over_http(server: InspectorSe
 
 
 # --- in Chromium ----------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

@@ -24,13 +24,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 
+from tests.support.browser import needs_browser
 from tests.support.builders import answer, llm_step, plan, tool_step
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,13 +52,6 @@ edges:
   - [intake, tidy]
   - [tidy, done]
 """
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-#: as in test_inspect.py: CI sets AEON_REQUIRE_BROWSER, and there a missing browser fails instead of skipping
-needs_browser = pytest.mark.skipif(
-    (CHROMIUM is None or find_spec("playwright") is None) and not os.environ.get("AEON_REQUIRE_BROWSER"),
-    reason="needs Debian's chromium and playwright (scripts/setup.sh --dev installs them: apt-get install "
-    "chromium; pip install -e '.[dev]')",
-)
 
 
 @pytest.fixture
@@ -307,16 +300,6 @@ class Browsing:
     requests: list[str]
     dialogs: list[str]
     errors: list[str]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture
