@@ -10,12 +10,12 @@ which the run page shows in place of the list.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -99,51 +99,45 @@ class SqliteArtifacts(ArtifactReader):
                     "SELECT run_id, kind, node, task, schema_name, cycle, timestamp, value FROM artifacts LIMIT 1"
                 )
             except sqlite3.Error as exc:
-                raise Unreadable(f"cannot read the artifact store {self.where}: {exc}") from None
+                raise self._unreadable(exc) from None
             self._db = db
         return self._db
 
-    def page(self, run_id: str, offset: int, limit: int, kind: str | None = None) -> Found:
+    def _unreadable(self, exc: sqlite3.Error) -> Unreadable:
+        return Unreadable(f"cannot read the artifact store {self.where}: {exc}")
+
+    def _fetch(self, *queries: tuple[str, Sequence[Any]]) -> list[list[Any]] | None:
+        """Each query's rows, read together under the lock; None while the store's file does not exist."""
         with self._lock:
             db = self._connection()
             if db is None:
-                return Found(0, [])
+                return None
             try:
-                kinds = [(str(k), int(n)) for k, n in db.execute(_KINDS, (run_id,)).fetchall()]
-                total = sum(n for k, n in kinds if kind is None or k == kind)
-                if kind is None:
-                    rows = db.execute(_PAGE, (run_id, limit, offset)).fetchall()
-                else:
-                    rows = db.execute(_PAGE_OF_KIND, (run_id, kind, limit, offset)).fetchall()
+                return [db.execute(sql, parameters).fetchall() for sql, parameters in queries]
             except sqlite3.Error as exc:
-                raise Unreadable(f"cannot read the artifact store {self.where}: {exc}") from None
-        found = []
-        for row in rows:
-            fields = dict(zip(_COLUMNS, row, strict=True))
-            with contextlib.suppress(TypeError, ValueError):  # else shown as the text the store holds
-                fields["value"] = json.loads(fields["value"])
-            found.append(fields)
+                raise self._unreadable(exc) from None
+
+    def page(self, run_id: str, offset: int, limit: int, kind: str | None = None) -> Found:
+        listing = (
+            (_PAGE, (run_id, limit, offset))
+            if kind is None
+            else (_PAGE_OF_KIND, (run_id, kind, limit, offset))
+        )
+        fetched = self._fetch((_KINDS, (run_id,)), listing)
+        if fetched is None:
+            return Found(0, [])
+        counted, rows = fetched
+        kinds = [(str(name), int(count)) for name, count in counted]
+        total = sum(count for name, count in kinds if kind is None or name == kind)
+        found = [{**dict(zip(_COLUMNS, row, strict=True)), "value": _decoded(row[-1])} for row in rows]
         return Found(total, found, kinds)
 
     def of_kind(self, run_id: str, kind: str, cycle: int | None = None) -> list[tuple[int, Any]]:
-        parameters: list[Any] = [run_id, kind]
-        query = _OF_KIND
-        if cycle is not None:
-            query, parameters = _OF_KIND_IN_CYCLE, [*parameters, cycle]
-        with self._lock:
-            db = self._connection()
-            if db is None:
-                return []
-            try:
-                rows = db.execute(query, [*parameters, MOST]).fetchall()
-            except sqlite3.Error as exc:
-                raise Unreadable(f"cannot read the artifact store {self.where}: {exc}") from None
-        found = []
-        for at, value in rows:
-            with contextlib.suppress(TypeError, ValueError):  # else the text the store holds
-                value = json.loads(value)
-            found.append((int(at), value))
-        return found
+        if cycle is None:
+            fetched = self._fetch((_OF_KIND, (run_id, kind, MOST)))
+        else:
+            fetched = self._fetch((_OF_KIND_IN_CYCLE, (run_id, kind, cycle, MOST)))
+        return [] if fetched is None else [(int(at), _decoded(value)) for at, value in fetched[0]]
 
     def close(self) -> None:
         with self._lock:
@@ -159,13 +153,16 @@ class StoredArtifacts(ArtifactReader):
         super().__init__(where)
         self.store = store
 
-    def page(self, run_id: str, offset: int, limit: int, kind: str | None = None) -> Found:
+    def _find(self, run_id: str, **filters: Any) -> list[Any]:
         from aeon_kernel.errors import AeonError
 
         try:
-            every = self.store.find(run_id)
+            return list(self.store.find(run_id, **filters))
         except AeonError as exc:
             raise Unreadable(str(exc)) from None
+
+    def page(self, run_id: str, offset: int, limit: int, kind: str | None = None) -> Found:
+        every = self._find(run_id)
         kinds = Counter(artifact.kind for artifact in every)
         found = [artifact for artifact in every if kind is None or artifact.kind == kind]
         rows = [
@@ -175,10 +172,13 @@ class StoredArtifacts(ArtifactReader):
         return Found(len(found), rows, list(kinds.items()))
 
     def of_kind(self, run_id: str, kind: str, cycle: int | None = None) -> list[tuple[int, Any]]:
-        from aeon_kernel.errors import AeonError
-
-        try:
-            found = self.store.find(run_id, kind=kind)
-        except AeonError as exc:
-            raise Unreadable(str(exc)) from None
+        found = self._find(run_id, kind=kind)
         return [(a.cycle, a.value) for a in found if cycle is None or a.cycle == cycle][:MOST]
+
+
+def _decoded(value: Any) -> Any:
+    """A stored value as the JSON it holds; the text itself where it is not JSON."""
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value
