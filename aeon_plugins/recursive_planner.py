@@ -207,6 +207,12 @@ _REFINABLE: Final = (StepStatus.PENDING, StepStatus.INVALID)
 class ModelRecursivePlanner(ModelBacked, RecursivePlanner):
     """Plans, refines and decomposes with the run's model; everything it returns is checked in code first."""
 
+    def _writer(self, max_steps: int) -> ModelPlanner:
+        """The kernel's planner on this one's model and settings, writing at most ``max_steps`` steps."""
+        return ModelPlanner(
+            self.llm, self.validator, self.supervisor, self.max_tokens, self.temperature, max_steps=max_steps
+        )
+
     def generate_plan(
         self,
         task_description: str,
@@ -218,14 +224,7 @@ class ModelRecursivePlanner(ModelBacked, RecursivePlanner):
         if not isinstance(task_description, str) or not task_description.strip():
             raise ValidationError("task_description must be a non-empty string")
         # The kernel's planner writes it (its prompt, its schema, validation and repair), sized by the profile.
-        writer = ModelPlanner(
-            self.llm,
-            self.validator,
-            self.supervisor,
-            self.max_tokens,
-            self.temperature,
-            max_steps=max_plan_steps(task_profile),
-        )
+        writer = self._writer(max_plan_steps(task_profile))
         plan = writer.generate_plan(task_description, task_profile, tool_registry, record=record)
         return plan.model_copy(update={"steps": linked(plan.steps)})
 
@@ -350,15 +349,7 @@ class ModelRecursivePlanner(ModelBacked, RecursivePlanner):
                 depth=depth + 1,
                 max_depth=max_depth,
             )
-        writer = ModelPlanner(
-            self.llm,
-            self.validator,
-            self.supervisor,
-            self.max_tokens,
-            self.temperature,
-            max_steps=MAX_SUBSTEPS,
-        )
-        plan = writer.generate_plan(
+        plan = self._writer(MAX_SUBSTEPS).generate_plan(
             parent_step_description,
             None,
             tool_registry if tool_registry is not None else ToolRegistry(),
