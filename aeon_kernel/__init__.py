@@ -226,6 +226,9 @@ if TYPE_CHECKING:
         Verdict,
         Work,
     )
+    from aeon_kernel.runtime.sqlite_wal import (
+        use_wal,
+    )
     from aeon_kernel.runtime.state import (
         RunState,
     )
@@ -353,6 +356,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "aeon_kernel.runtime.executor": ("BackpressureError", "Executor", "ExecutorSettings", "LocalExecutor"),
     "aeon_kernel.runtime.ray_executor": ("RayExecutor",),
+    "aeon_kernel.runtime.sqlite_wal": ("use_wal",),
     "aeon_kernel.runtime.state": ("RunState",),
     "aeon_kernel.runtime.tasks": ("TaskCancelledError", "TaskHandle", "TaskStatus", "Tasks"),
     "aeon_kernel.runtime.store": (
@@ -603,6 +607,7 @@ __all__ = [
     "stored_state",
     "tool_names",
     "tools_not_in",
+    "use_wal",
     "utc_now",
     "validate_against",
     "workspace_root",

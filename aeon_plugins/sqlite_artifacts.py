@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from aeon_kernel import Artifact, ArtifactStore, Register, RunStoreError, hookimpl
+from aeon_kernel import Artifact, ArtifactStore, Register, RunStoreError, hookimpl, use_wal
 
 DEFAULT_PATH: Final = "aeon-artifacts.db"
 _SCHEMA: Final = """
@@ -49,13 +49,15 @@ _FIND: Final = (
 
 
 class SQLiteArtifactStore(ArtifactStore):
-    def __init__(self, path: str | Path = DEFAULT_PATH) -> None:
+    def __init__(self, path: str | Path = DEFAULT_PATH, timeout: float = 30.0) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db = sqlite3.connect(
+                self.path, timeout=timeout, check_same_thread=False, isolation_level=None
+            )
+            use_wal(self._db, timeout)
             self._db.executescript(_SCHEMA)
             columns = [row[1] for row in self._db.execute("PRAGMA table_info(artifacts)")]
             if tuple(columns[1:]) != _COLUMNS:

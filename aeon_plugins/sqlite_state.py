@@ -47,6 +47,7 @@ from aeon_kernel import (
     storable_result,
     storable_text,
     stored_state,
+    use_wal,
     utc_now,
 )
 
@@ -144,7 +145,7 @@ class SqliteStateStore(StateStore):
         try:
             self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
             existing = self._check_tables()  # before anything is written to the file
-            self._db.execute("PRAGMA journal_mode=WAL")
+            use_wal(self._db, timeout)
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._db.executescript(_SCHEMA)
             for column in _ADDED:
