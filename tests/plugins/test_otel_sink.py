@@ -8,6 +8,7 @@ import importlib
 import itertools
 import json
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -233,10 +234,20 @@ class Counted(ScriptedLLM):
         )
 
 
+class Slow(ScriptedLLM):
+    """The scripted model taking milliseconds, as a real one does: a reply in microseconds could begin and end
+    within the millisecond a tool call's record is stamped with, and nothing could tell which came first."""
+
+    def generate(self, *args: Any, **kwargs: Any) -> LLMResponse:
+        time.sleep(0.005)
+        return super().generate(*args, **kwargs)
+
+
 class CountedPlugin:
     @hookimpl
     def aeon_register_llm_adapters(self, register: Any) -> None:
         register("counted", Counted)
+        register("slow", Slow)
 
 
 def test_model_calls_carry_token_usage_and_finish_reasons_and_content_on_request(tmp_path: Path) -> None:
@@ -306,7 +317,7 @@ def test_a_supervisor_repair_is_an_event_of_its_cycle_and_its_model_call_a_span(
         json.dumps(plan(tool_step("1", "calculator", {"expression": 15}))),
         json.dumps({"expression": "15"}),
     ]
-    with engine_for(tmp_path, replies) as engine:
+    with engine_for(tmp_path, replies, plugins=(CountedPlugin(),), llm="slow") as engine:
         assert engine.run("add 5 and 10")["status"] == "completed"
         spans = finished(engine)
     _, step = children(spans, check_tree(spans))
