@@ -176,4 +176,31 @@ def pass_line(event: str, record: dict[str, Any]) -> Text | None:
             target = action.get("target_step_id") or action.get("target_plan_section")
             done.append(f"{action['action_type']} {target}" + ("" if outcome["applied"] else " (refused)"))
         return Text("refinement: " + ", ".join(done))
+    if event == "decomposition":
+        parts = record.get("parts") or []
+        listed = " | ".join(f"{p['step_id']}: {compact(p['text'], 40)}" for p in parts)
+        return Text(f"decomposed into {len(parts)} parts: {listed}")
+    if event == "subplan":
+        return _subplan_line(record)
     return None
+
+
+def _subplan_line(record: dict[str, Any]) -> Text:
+    """A part's subplan: its steps (a tool call as the tool and its arguments), or why the part runs as it is."""
+    part = record.get("part")
+    if not record.get("applied"):
+        why = record.get("refused") or record.get("error") or "the plan validator refused it"
+        return Text(f"{part}: no subplan, runs as it is ({compact(why, 80)})", style="yellow")
+    context = record.get("context")
+    left_out = set(record.get("left_out") or ())
+    steps = [s for s in (record.get("subplan") or {}).get("steps") or [] if s.get("step_id") not in left_out]
+    shown = "; ".join(
+        f"{s['tool']} {compact(s.get('arguments') or {}, 40)}"
+        if s.get("tool")
+        else compact(s["description"], 40)
+        for s in steps[:3]
+    )
+    more = f" (+{len(steps) - 3})" if len(steps) > 3 else ""
+    return Text(
+        f"{part} planned" + (f" (given the result {context})" if context else "") + f": {shown}{more}"
+    )

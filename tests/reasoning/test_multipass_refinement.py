@@ -5,13 +5,16 @@ limits hold; an easy task stays cheap; a model that answers nonsense ends in a s
 from __future__ import annotations
 
 import importlib
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from aeon_kernel import Engine, hookimpl
+from aeon_kernel.cli.live import LiveView, pass_line
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.testing import RecordingSink
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
@@ -195,6 +198,40 @@ def test_a_failed_step_is_superseded_by_the_parts_that_redo_the_request() -> Non
     assert (first["step_id"], first["status"], first["clarity_state"]) == ("1", "failed", "BLOCKED")
     assert len(events.named("decomposition")) == 1
     assert history["passes"][2]["assessment"]["converged"] and result["answer"] == "15 / 3 is 5."
+
+
+def test_the_live_view_shows_the_parts_and_their_subplans() -> None:
+    """What `aeon run --multipass` prints of a decomposition: the parts, then each part's subplan as it is made."""
+    built, _, _ = engine(CHAIN_SCRIPT)
+    out = io.StringIO()
+    with built:
+        orchestrator = built.orchestrator()
+        view = LiveView(CHAIN, console=Console(file=out, width=200, force_terminal=False))
+        result = view.run(built, orchestrator, orchestrator.iter(CHAIN))
+    assert result["status"] == "completed"
+    shown = out.getvalue()
+    for text in (
+        "pass 1 decomposed into 2 parts: part1: subtract 5 from 20 | part2: divide the result by 3",
+        'pass 2 part1 planned: calculator {"expression": "20 - 5"}',
+        'pass 2 part2 planned (given the result 15): calculator {"expression": "15 / 3"}; Report the result',
+    ):
+        assert text in shown, shown
+
+
+def test_the_live_view_says_why_a_part_runs_without_a_subplan() -> None:
+    refused = {
+        "part": "part3",
+        "applied": False,
+        "refused": "part3 reached the 3 refinements a fragment may have",
+    }
+    failed = {"part": "part2", "applied": False, "error": "LLMError: the model is unavailable"}
+    assert str(pass_line("subplan", refused)) == (
+        "part3: no subplan, runs as it is (part3 reached the 3 refinements a fragment may have)"
+    )
+    assert (
+        str(pass_line("subplan", failed))
+        == "part2: no subplan, runs as it is (LLMError: the model is unavailable)"
+    )
 
 
 def test_decomposition_happens_once_and_only_for_a_lost_part() -> None:
