@@ -11,7 +11,8 @@ Every cycle is one unit of work, in an order that does not depend on what the mo
                 refine           not converged: deltas, applied by the kernel — the request's parts (once,
                                  when it sequences several) or the planner's refinements
                 refine           (a decomposed request) before each part runs: its subplan, in its place
-             D  update_profile   the profile is updated when the pass showed a mismatch (deep tasks)
+             D  update_profile   the profile is updated when the pass showed a mismatch (deep tasks, and
+                                 any task just decomposed: its new profile's TTL pays for the parts)
 
 A *shallow* task — ``reasoning_depth`` at most ``shallow_depth`` (2), or a plan written with at most
 ``shallow_plan_steps`` steps (1) — gets no model call to judge it: its results get the semantic validator's
@@ -26,8 +27,12 @@ When a pass does not converge because the plan lost part of the request — a bl
 results left out a number the request gave) or a failed step — and the request sequences several parts ("…,
 then …"), the next pass does what one pass cannot: it plans the parts one at a time, each part's subplan written
 by the planner's ``create_subplan`` with the previous part's result (:mod:`aeon_kernel.reasoning.decompose`).
-That happens once per run. Otherwise, and after it, the planner's ``refine_plan`` proposes deltas for the issues
-and reason codes the pass left (their text is in its prompt).
+That happens once per run, and is followed by phase D even for a shallow task: the request turned out to
+be several tasks, and a deeper profile (the default heuristic's rule for a HIGH issue or a BLOCKED step) gets
+the TTL its formula gives — without that, a request of four parts used the 17 cycles of a depth-1 profile to
+the last one. The task is still judged as it was when its plan was written (shallow stays shallow; decision
+0014). Otherwise, and after it, the planner's ``refine_plan`` proposes deltas for the issues and reason codes
+the pass left (their text is in its prompt).
 
 The scheduler also records each step's ``clarity_state`` as the step ends — CLEAR (done as asked),
 PARTIALLY_CLEAR (done another way: a fallback, an answer the kernel grounded) or BLOCKED (failed) — derived from
@@ -155,7 +160,11 @@ class MultiPassScheduler(Scheduler):
 
     def _deep(self, run: RunContext) -> bool:
         """Whether the task gets the semantic validation and the judge: its profile says it is not shallow, and
-        its plan (as written: steps added later do not count) has more than ``shallow_plan_steps`` steps."""
+        its plan (as written: steps added later do not count) has more than ``shallow_plan_steps`` steps.
+        Decided when the plan is written: a profile deepened later buys cycles, not a judge."""
+        memo = self._memo(run)
+        if "deep" in memo:
+            return bool(memo["deep"])
         if self._profile(run).reasoning_depth <= self.shallow_depth:
             return False
         written = self._memo(run).get("plan_steps")
@@ -276,6 +285,7 @@ class MultiPassScheduler(Scheduler):
         elif stage == "plan":
             self.linear.apply(Work("plan"), outcome, run)
             self._set(run, plan_steps=len(run.state.steps))
+            self._set(run, deep=self._deep(run))
             if self._deep(run):
                 self._stage(run, "validate")
             else:
@@ -298,7 +308,7 @@ class MultiPassScheduler(Scheduler):
                 self._decomposed(run, outcome)
             if not changed:
                 self._finish(run)  # not converged, and nothing left to change
-            elif self._deep(run):
+            elif self._deep(run) or isinstance(outcome, Decomposition):  # parts: the task was under-profiled
                 self._stage(run, "update_profile")
             else:
                 self._next_pass(run)

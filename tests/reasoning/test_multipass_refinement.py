@@ -127,6 +127,7 @@ def test_a_chain_one_plan_lost_is_planned_part_by_part(monkeypatch: pytest.Monke
         "step:2",
         "evaluate",  # the structural check: 3 was not used
         "refine",  # the kernel adds the part steps (no model call)
+        "update_profile",  # phase D: the task was under-profiled (no model call), a longer TTL
         "refine",  # part 1's subplan replaces it
         "step:part1.1",
         "refine",  # part 2's subplan, with part 1's result
@@ -200,6 +201,59 @@ def test_a_failed_step_is_superseded_by_the_parts_that_redo_the_request() -> Non
     assert history["passes"][2]["assessment"]["converged"] and result["answer"] == "15 / 3 is 5."
 
 
+FOUR_PARTS = "add 2 and 3, then multiply the result by 4, then subtract 6, then divide the result by 7"
+
+
+@pytest.mark.parametrize(("depth", "ttls"), [(1, [17, 20]), (2, [20, 23])])
+def test_a_decomposed_task_is_profiled_deeper_and_gets_the_cycles_its_parts_need(
+    depth: int, ttls: list[int]
+) -> None:
+    """Four parts, one of them planned in two tool steps: 19 cycles, more than the 17 of a depth-1 profile.
+    Phase D deepens the profile after the decomposition, and the formula's TTL for the next depth pays for them;
+    the task is still judged as the shallow one it was planned as (no model judge, even at depth 3)."""
+    first = calc_plan("Add 2 and 3", "2 + 3")
+    first["steps"].insert(
+        1,
+        {
+            "step_id": "3",
+            "description": "Times 4",
+            "tool": "calculator",
+            "arguments": {"expression": "5 * 4"},
+        },
+    )
+    two_steps = calc_plan("Multiply 5 by 4", "5 * 2", report=False)
+    two_steps["steps"].append(
+        {
+            "step_id": "2",
+            "description": "Double it",
+            "tool": "calculator",
+            "arguments": {"expression": "10 * 2"},
+        }
+    )
+    script = [
+        profile(depth),
+        first,
+        answer("20."),
+        calc_plan("Add 2 and 3", "2 + 3"),
+        two_steps,
+        calc_plan("Subtract 6 from 20", "20 - 6"),
+        calc_plan("Divide 14 by 7", "14 / 7"),
+        answer("14 / 7 is 2."),
+    ]
+    built, sink, events = engine(script)
+    with built:
+        result = built.run(FOUR_PARTS)
+        asked = prompts(built)
+    assert result["status"] == "completed", result["message"]
+    assert result["final_state"]["cycle"] == 19 and result["answer"] == "14 / 7 is 2."
+    assert phases(sink)[6:8] == ["refine", "update_profile"]  # the parts added, then phase D
+    (update,) = events.named("profile_update")
+    assert update["reasoning_depth"] == depth + 1
+    assert update["raw_inference"].startswith("update (deeper): 1 HIGH")
+    assert [t["allocated"] for t in events.named("ttl")] == ttls
+    assert "validate" not in phases(sink) and len(asked) == model_calls(sink) == len(script)  # no model judge
+
+
 def test_the_live_view_shows_the_parts_and_their_subplans() -> None:
     """What `aeon run --multipass` prints of a decomposition: the parts, then each part's subplan as it is made."""
     built, _, _ = engine(CHAIN_SCRIPT)
@@ -252,7 +306,7 @@ def test_a_decomposed_run_resumes_between_its_parts(tmp_path: Path) -> None:
     first, sink, _ = engine(CHAIN_SCRIPT[:4], state_db=db)
     with first:
         run = first.start(CHAIN)
-        for _ in range(8):  # profile .. part 1's step
+        for _ in range(9):  # profile .. part 1's step
             run.next()
         run.close()
     assert phases(sink)[-1] == "step:part1.1"
@@ -368,6 +422,7 @@ def test_decomposition_stays_within_the_refinement_limit() -> None:
         "step:2",
         "evaluate",
         "refine",
+        "update_profile",
         "step:part1",
         "step:part2",
         "evaluate",
