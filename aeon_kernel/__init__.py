@@ -150,6 +150,7 @@ if TYPE_CHECKING:
     from aeon_kernel.plan.grounding import (
         facts_in,
         numbers_in,
+        unused_numbers,
     )
     from aeon_kernel.plan.parse import (
         PlanParse,
@@ -436,7 +437,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "SemanticValidator",
     ),
     "aeon_kernel.reasoning.deltas": ("depth_of",),
-    "aeon_kernel.plan.grounding": ("facts_in", "numbers_in"),
+    "aeon_kernel.plan.grounding": ("facts_in", "numbers_in", "unused_numbers"),
     "aeon_kernel.reasoning.ttl": ("allocate_ttl",),
     "aeon_kernel.llm.structured": (
         "ModelBacked",
@@ -607,6 +608,7 @@ __all__ = [
     "stored_state",
     "tool_names",
     "tools_not_in",
+    "unused_numbers",
     "use_wal",
     "utc_now",
     "validate_against",

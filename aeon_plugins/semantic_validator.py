@@ -22,9 +22,9 @@ report alone: the artifact is not what it claims to be, and the model is not ask
 
 **The request's numbers** (results only: ``execution_artifact`` and ``cross_phase`` artifacts that hold the
 ``request`` and at least one tool call that did not fail, to a registered tool when a ``tool_registry`` is
-given): each number the request states in digits
-(:func:`~aeon_kernel.numbers_in`) must be among the numbers of some successful tool call's arguments
-(:func:`~aeon_kernel.facts_in`); a percentage ("20%", "20 percent") may be used as a share (0.2). One that is
+given): each number the request states in digits must be among the numbers of some successful tool call's
+arguments (:func:`~aeon_kernel.unused_numbers`, the plan check's rule); a percentage ("20%", "20 percent") may be
+used as a share (0.2) where it is written as one. One that is
 not was dropped: "what is 20 percent of 150, plus 7" run as ``150 * 20 / 100`` never added the 7. The finding
 names the numbers and says the part of the request that uses them was not done; its repair says to add a step
 that does it. The tool calls of every pass count, and so does nothing else (a step's description restates the
@@ -47,8 +47,6 @@ artifact that is not a JSON object, an unknown artifact type).
 
 from __future__ import annotations
 
-import math
-import re
 import uuid
 from collections import Counter
 from typing import Any, Final, Literal
@@ -69,7 +67,7 @@ from aeon_kernel import (
     dumps_lenient,
     facts_in,
     hookimpl,
-    numbers_in,
+    unused_numbers,
 )
 
 #: the kernel's ``ArtifactType`` (not exported), spelled out for the type checker
@@ -301,9 +299,6 @@ def structural_findings(
     return findings
 
 
-_PERCENT: Final = r"\s*(?:%|per\s?cent\b)"
-
-
 def unused_request_numbers(
     artifact: dict[str, Any], tool_registry: ToolRegistry | None = None
 ) -> list[Finding]:
@@ -319,15 +314,7 @@ def unused_request_numbers(
     ]
     if not isinstance(request, str) or not calls:
         return []
-    used = facts_in([c["arguments"] for c in calls])
-    missing: list[str] = []
-    for written, value in numbers_in(request):
-        percent = re.search(rf"(?<![\w.]){re.escape(written)}{_PERCENT}", request, re.IGNORECASE)
-        shares = (value, value / 100) if percent else (value,)
-        if written not in missing and not any(
-            math.isclose(share, fact, rel_tol=1e-9) for share in shares for fact in used
-        ):
-            missing.append(written)
+    missing = unused_numbers(request, facts_in([c["arguments"] for c in calls]))
     if not missing:
         return []
     listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"

@@ -139,7 +139,7 @@ def plan_problems(steps: Sequence[PlanStep], request: str) -> list[str]:
         *(value for step in steps if step.tool is None for value in _numbers(step.description)),
     }
     values = [value for _, value, _ in stated]
-    missing = _unique(written for written, _, shares in stated if not any(_is_in(v, used) for v in shares))
+    missing = unused_numbers(request, used)
     repeated = _unique(
         written for written, value, _ in stated if sum(v == value for v in in_calls) > values.count(value)
     )
@@ -158,6 +158,21 @@ def plan_problems(steps: Sequence[PlanStep], request: str) -> list[str]:
         ):
             problems.append(f"{value.strip()!r} is a worked example's text, not the request's.")
     return _unique(problems)
+
+
+def unused_numbers(request: str, used: Iterable[float]) -> list[str]:
+    """The numbers ``request`` states in digits of which ``used`` holds none, as written, each once.
+
+    A percentage may be used as its share (0.15 for "15%"), decided where it is written: in "20% of 20" the
+    second 20 must be used as 20. Numbers in words are not read. The plan check (:func:`plan_problems`) and the
+    semantic validator's check of a run's tool calls both ask this.
+    """
+    values = list(used)
+    return _unique(
+        written
+        for written, _, shares in _request_numbers(request)
+        if not any(_is_in(v, values) for v in shares)
+    )
 
 
 def _request_numbers(request: str) -> list[tuple[str, float, tuple[float, ...]]]:

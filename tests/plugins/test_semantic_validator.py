@@ -230,6 +230,16 @@ def test_validate_structure_checks_without_the_model() -> None:
     assert scripted.prompts == []  # never the model
 
 
+def test_a_percentage_counts_as_a_share_only_where_it_is_written_as_one() -> None:
+    """The plan check's rule (aeon_kernel.unused_numbers): in "20% of 20" the second 20 is no percentage."""
+    validator, _ = make([])
+    shares_only = {"request": "what is 20% of 20?", "results": [], "tool_calls": [call("0.2 * 0.2")]}
+    (issue,) = validator.validate_structure(shares_only, "execution_artifact", TOOLS).issues
+    assert issue.description.startswith("the request states 20, which no tool call used")
+    both = {"request": "what is 20% of 20?", "results": [], "tool_calls": [call("0.2 * 20")]}
+    assert validator.validate_structure(both, "execution_artifact", TOOLS).issues == ()
+
+
 @pytest.mark.parametrize(
     ("request_text", "calls"),
     [
