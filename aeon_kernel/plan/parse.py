@@ -100,8 +100,13 @@ def parse_plan(
     *,
     deterministic_only: bool = False,
     record: RecordAction | None = None,
+    schema: dict[str, Any] | None = None,
 ) -> PlanParse:
     """The plan ``text`` describes, checked by ``validator``; each repair attempt is also passed to ``record``.
+
+    ``schema`` is the JSON Schema the model was asked to write to, given when its decoding was constrained to
+    it: text that is not JSON (cut off by ``max_tokens``) is then repaired to that schema, so the supervisor's
+    model repair is constrained too (unconstrained, a small model echoes the repair prompt back).
 
     Raises SupervisorError (or ValidationError) when no plan can be had: with ``deterministic_only`` or no
     supervisor, whenever a repair would need the model.
@@ -116,7 +121,7 @@ def parse_plan(
     if not isinstance(text, str):
         raise ValidationError(f"a plan is read from text, got {type(text).__name__}")
     model = None if deterministic_only else supervisor
-    value = parse_json(text, model, keep) if model is not None else _load(text, keep)
+    value = parse_json(text, model, keep, schema) if model is not None else _load(text, keep)
     if not _is_plan(value, tools, validator):
         original = value
         if model is None:

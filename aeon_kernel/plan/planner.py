@@ -76,7 +76,10 @@ class ModelPlanner(ModelBacked, Planner):
         self, prompt: str, schema: dict[str, Any], tool_registry: ToolRegistry, record: RecordAction | None
     ) -> Plan:
         text = self.llm.generate(prompt, SYSTEM_PROMPT, self.max_tokens, self.temperature, json_schema=schema)
-        return parse_plan(text["text"], tool_registry, self.supervisor, self.validator, record=record).plan
+        constrained = schema if self.llm.supports_json_schema else None
+        return parse_plan(
+            text["text"], tool_registry, self.supervisor, self.validator, record=record, schema=constrained
+        ).plan
 
     def _again(
         self,

@@ -26,6 +26,8 @@ from typing import Any
 
 from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register, hookimpl
 
+from .bounded import bounded
+
 INSTALL_HINT = (
     'install the local backend with: CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON '
     "-DGGML_F16C=ON\" pip install 'aeon-core[local]'  (or choose another [llm] in aeon.toml)"
@@ -110,13 +112,14 @@ class LlamaCppAdapter(LLMAdapter):
         self._lock = threading.Lock()  # a llama.cpp context serves one request at a time
 
     def _grammar(self, schema: dict[str, Any]) -> str:
-        """The schema as GBNF. The grammar writes properties in the schema's order, so it is built from the schema
-        as given (a plan step names its tool before its arguments); only the cache key is canonical."""
+        """The schema as GBNF (its string lengths kept: :mod:`aeon_plugins.llama_cpp.bounded`). The grammar writes
+        properties in the schema's order, so it is built from the schema as given (a plan step names its tool
+        before its arguments); only the cache key is canonical."""
         key = json.dumps(schema, sort_keys=True)
         grammar = self._grammars.get(key)
         if grammar is None:
             try:
-                grammar = str(self._llama_cpp.llama_grammar.json_schema_to_gbnf(json.dumps(schema)))
+                grammar = str(self._llama_cpp.llama_grammar.json_schema_to_gbnf(json.dumps(bounded(schema))))
             except Exception as exc:  # the converter rejects some schema features
                 raise LLMError(f"llama_cpp: cannot turn the JSON Schema into a grammar: {exc}") from None
             with self._grammars_lock:

@@ -20,6 +20,7 @@ from aeon_kernel.schemas import schema_errors
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.llama_cpp import LlamaCppAdapter
+from aeon_plugins.llama_cpp.bounded import bounded
 
 np = pytest.importorskip("numpy")
 token_masks = pytest.importorskip("aeon_plugins.llama_cpp.token_masks")
@@ -168,6 +169,40 @@ def test_converted_grammars_are_kept_for_at_most_64_schemas() -> None:
     assert len(adapter._grammars) == 64 and len(set(grammars)) == 70
     assert adapter._grammar(schemas[-1]) is grammars[-1]  # the latest are kept, the first dropped
     assert json.dumps(schemas[0], sort_keys=True) not in adapter._grammars
+
+
+@pytest.mark.parametrize(
+    ("given", "written"),
+    [
+        ({"pattern": "^[-+*/%^().0-9eE ]+$", "minLength": 1, "maxLength": 200}, "^[-+*/%^().0-9eE ]{1,200}$"),
+        ({"pattern": "^a+$", "minLength": 3}, "^a{3,}$"),
+        ({"pattern": r"^\d*$", "maxLength": 4}, r"^\d{0,4}$"),
+        ({"pattern": "^[a-z]+@x$", "maxLength": 3}, "^[a-z]+@x$"),  # not one repeated atom: as it is
+        ({"pattern": "^a+$", "minLength": 5, "maxLength": 2}, "^a+$"),  # bounds no string meets: as it is
+        ({"pattern": "^a+$", "maxLength": True}, "^a+$"),  # not a length
+    ],
+)
+def test_a_repeated_pattern_takes_the_length_bounds_the_grammar_converter_ignores(
+    given: dict[str, Any], written: str
+) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "string", **given}}}
+    assert bounded(schema)["properties"]["x"]["pattern"] == written
+    assert (
+        schema["properties"]["x"]["pattern"] == given["pattern"]
+    )  # a copy: the kernel validates the original
+
+
+def test_the_calculators_expression_grammar_is_bounded_to_its_200_characters() -> None:
+    """llama.cpp's converter follows a pattern and drops maxLength: Gemma 3 270M wrote 467 zeros into one."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    adapter = LlamaCppAdapter.__new__(LlamaCppAdapter)
+    adapter._llama_cpp, adapter._grammars = llama_cpp, {}
+    adapter._grammars_lock = threading.Lock()
+    calculator = next(t for t in TOOLS if t["name"] == "calculator")
+    grammar = adapter._grammar(calculator["input_schema"])
+    unbounded = str(llama_cpp.llama_grammar.json_schema_to_gbnf(json.dumps(calculator["input_schema"])))
+    assert ")*" in unbounded or ")+" in unbounded or "]*" in unbounded or "]+" in unbounded
+    assert grammar.count("?") >= 199  # 200 characters at most: one optional per character after the first
 
 
 # --- the real model -------------------------------------------------------------------------------------------

@@ -157,6 +157,25 @@ def generate(model: ModelPlanner, request: str = REQUEST) -> tuple[Plan, list[Su
     return model.generate_plan(request, None, TOOLS, record=actions.append), actions
 
 
+CUT_OFF = (
+    '{"goal": "(10 - 4) * 3", "steps": [{"step_id": "1", "description": "Compute", "tool": "calculator", '
+    + ('"arguments": {"expression": "1000000000000')
+)
+
+
+@pytest.mark.parametrize("constrained", [True, False])
+def test_a_plan_cut_off_by_max_tokens_is_repaired_under_the_plan_schema_when_decoding_can_be_constrained(
+    constrained: bool,
+) -> None:
+    """Unconstrained, Gemma 3 270M echoed the repair prompt back (twice) and the run failed with no plan."""
+    model, script = planner([CUT_OFF, WHOLE], constrained=constrained)
+    result, actions = generate(model)
+    assert result.steps[0].arguments == {"expression": "(10 - 4) * 3"}
+    first, repair = script.prompts
+    assert repair["json_schema"] == (first["json_schema"] if constrained else None)
+    assert [(a.action_type, a.method) for a in actions] == [("json_repair", "llm")]
+
+
 def test_a_plan_that_drops_a_number_is_asked_for_again_with_the_goal_fixed_to_the_request() -> None:
     model, script = planner([DROPPED, WHOLE])
     result, actions = generate(model)
