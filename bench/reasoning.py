@@ -4,12 +4,13 @@ Run by hand (it takes a while: every task runs twice on Gemma 3 270M through lla
 
     python bench/reasoning.py                    # every task, both modes
     python bench/reasoning.py --tasks sum,two_steps --modes multipass
+    python bench/reasoning.py --set sequenced    # the second set: sequenced requests only
 
 Per task and mode: success (the expected text in the answer or a tool result; for the ambiguous and missing-tool
 tasks, a structured ending that calls no tool that does not exist and gives an answer), the run's status, passes,
 TTL allocated and used (cycles), model calls, and wall time. Then the issue's two questions: does multi-pass solve
 strictly more tasks, and what does it cost on the simple ones (at most one extra model call is the target)?
-Writes ``bench/reasoning.json``.
+Writes ``bench/reasoning.json`` (``bench/reasoning-sequenced.json`` for the second set).
 """
 
 from __future__ import annotations
@@ -61,6 +62,24 @@ TASKS = [
         "translate", "translate 'good morning' into Japanese with a translation service", None, "missing tool"
     ),
 ]
+
+#: A second set, written after decomposition was (so not a neutral sample): requests that sequence two or three
+#: operations the ways people write them, each answered by one number. ``--set sequenced`` runs it.
+SEQUENCED = [
+    Task("mul_sub", "multiply 6 by 7, then subtract 2", "40", "multi-step"),
+    Task("add_div", "add 15 and 27; divide the result by 6", "7", "multi-step"),
+    Task("square_minus", "what is 9 squared, minus 1?", "80", "multi-step"),
+    Task("three_ops", "start with 50, then add 25, then divide by 3", "25", "multi-step"),
+    Task("sub_mul", "subtract 8 from 30, then multiply the result by 2", "44", "multi-step"),
+    Task("times_plus", "what is 12 times 12, plus 6?", "150", "multi-step"),
+    Task("div_add_mul", "divide 90 by 9, then add 5, then multiply by 4", "60", "multi-step"),
+    Task("power_sub", "compute 2 to the power of 5, then subtract 7", "25", "multi-step"),
+    Task("after_that", "add 11 and 4, after that multiply by 3", "45", "multi-step"),
+    Task("div_times", "what is 100 divided by 4, times 3?", "75", "multi-step"),
+    Task("and_then", "take 18, add 6, and then divide by 4", "6", "multi-step"),
+    Task("plus_times", "what is 7 plus 8, multiplied by 2?", "30", "multi-step"),
+]
+SETS = {"main": TASKS, "sequenced": SEQUENCED}
 
 
 def _texts(result: dict[str, Any]) -> str:
@@ -148,11 +167,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--set", choices=sorted(SETS), default="main", help="the task set (default: main)")
     parser.add_argument("--tasks", help="comma-separated task names (default: all)")
     parser.add_argument("--modes", default="single,multipass")
     parser.add_argument("--ttl", type=int, default=30)
     args = parser.parse_args()
-    tasks = [t for t in TASKS if not args.tasks or t.name in args.tasks.split(",")]
+    tasks = [t for t in SETS[args.set] if not args.tasks or t.name in args.tasks.split(",")]
     results = {mode: run_mode(mode, tasks, args.ttl) for mode in args.modes.split(",")}
     summary = {mode: summarise(rows) for mode, rows in results.items()}
     if {"single", "multipass"} <= set(results):
@@ -170,7 +190,7 @@ def main() -> None:
             "extra_calls_on_simple_tasks_max": max(extra) if extra else None,
         }
     print("\n" + json.dumps(summary, indent=2))
-    out = Path(__file__).with_name("reasoning.json")
+    out = Path(__file__).with_name("reasoning.json" if args.set == "main" else f"reasoning-{args.set}.json")
     out.write_text(
         json.dumps(
             {
