@@ -83,8 +83,24 @@ SETS = {"main": TASKS, "sequenced": SEQUENCED}
 
 
 def _texts(result: dict[str, Any]) -> str:
+    """The answer and what the tools found: a tool result (also one that is the answer, as when a run fails)
+    without the arguments it repeats (the calculator's ``expression``), else an "expected 6" would be met by a
+    call of ``18 + 6``; a result that is all arguments (``echo``'s) is kept whole: repeating them is its work."""
     calls = result["final_state"]["tool_history"]
-    return json.dumps([result["answer"], [c.get("result") for c in calls]], ensure_ascii=False)
+    found = [_found_by(c) for c in calls]
+    answer = next(
+        (f for c, f in zip(calls, found, strict=True) if c.get("result") == result["answer"]),
+        result["answer"],
+    )
+    return json.dumps([answer, found], ensure_ascii=False)
+
+
+def _found_by(call: dict[str, Any]) -> Any:
+    found, given = call.get("result"), call.get("arguments") or {}
+    if not isinstance(found, dict):
+        return found
+    new = {key: value for key, value in found.items() if given.get(key) != value}
+    return new or found
 
 
 def _found(expected: str, text: str) -> bool:
@@ -116,6 +132,7 @@ def run_task(engine: Engine, task: Task, ttl: int) -> dict[str, Any]:
         "status": result["status"],
         "success": _success(engine, task, result),
         "answer": result["answer"],
+        "found": [_found_by(c) for c in result["final_state"]["tool_history"]],
         "passes": history.get("total_passes"),
         "refinements": history.get("total_refinements"),
         "depth": (history.get("profile") or {}).get("reasoning_depth"),
