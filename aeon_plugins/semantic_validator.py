@@ -24,8 +24,8 @@ report alone: the artifact is not what it claims to be, and the model is not ask
 ``request`` and at least one tool call that did not fail, to a registered tool when a ``tool_registry`` is
 given): each number the request states in digits must be among the numbers of some successful tool call's
 arguments (:func:`~aeon_kernel.unused_numbers`, the plan check's rule); a percentage ("20%", "20 percent") may be
-used as a share (0.2) where it is written as one. One that is
-not was dropped: "what is 20 percent of 150, plus 7" run as ``150 * 20 / 100`` never added the 7. The finding
+used as a share (0.2) where it is written as one. One that is not was dropped: "what is 20 percent of 150, plus
+7" run as ``150 * 20 / 100`` never added the 7. The finding
 names the numbers and says the part of the request that uses them was not done; its repair says to add a step
 that does it. The tool calls of every pass count, and so does nothing else (a step's description restates the
 request as often as it does it). Numbers in words are not read, and a run with no tool call is not checked: what
