@@ -30,7 +30,7 @@ import pytest
 
 from aeon_kernel import Artifact, Engine
 from aeon_kernel.cli.inspect.app import Inspector
-from aeon_kernel.cli.inspect.artifacts import SqliteArtifacts
+from aeon_kernel.cli.inspect.artifacts import Narrowed, SqliteArtifacts, StoredArtifacts
 from aeon_kernel.cli.inspect.server import InspectorServer, serving
 from aeon_kernel.cli.inspect.sources import Catalog, JsonlRuns, SqliteRuns, open_catalog
 from aeon_kernel.config import parse_config
@@ -457,3 +457,80 @@ def test_the_artifacts_are_narrowed_to_one_kind(server: InspectorServer, runs: R
     assert "None of kind <code>evaluation</code>" in none
     _, _, odd = fetch(server, f"/run/store/{runs.recorded}?kind=%3Cscript%3E")  # not a kind: not narrowed
     assert "14 of 14" in odd and "kind=%3C" not in odd
+
+
+def artifact_rows(page: str) -> list[tuple[str, str, str]]:
+    """(kind, node, schema) of each artifact listed on a run page."""
+    section = page[page.index('<section class="artifacts"') :]
+    section = section[: section.index("</section>")]
+    rows = re.findall(r'<tr class="artifact" data-kind="(\w+)">(.*?)</tr>', section, re.DOTALL)
+    listed = []
+    for kind, cells in rows:
+        node = re.search(r"data-node>([^<]*)</a>", cells)
+        schema = re.search(r"data-schema>([^<]*)</a>", cells)
+        listed.append((kind, node.group(1) if node else "", schema.group(1) if schema else ""))
+    return listed
+
+
+def test_the_artifacts_are_narrowed_to_a_node_or_a_schema(server: InspectorServer, runs: Runs) -> None:
+    """As `aeon artifacts --node/--schema` does; each node and schema in the list is a link that narrows to it."""
+    _, _, whole = fetch(server, f"/run/store/{runs.recorded}")
+    every = artifact_rows(whole)
+    schemas = {schema for _, _, schema in every if schema}
+    nodes = {node for _, node, _ in every if node}
+    assert "tool:calculator" in schemas and nodes
+    _, _, by_schema = fetch(server, f"/run/store/{runs.recorded}?schema=tool%3Acalculator")
+    assert artifact_rows(by_schema) == [row for row in every if row[2] == "tool:calculator"]
+    assert "schema <strong>tool:calculator</strong>" in by_schema and 'data-clear="schema"' in by_schema
+    node = sorted(nodes)[0]
+    _, _, by_node = fetch(server, f"/run/store/{runs.recorded}?node={node}&kind=step_output")
+    assert (
+        artifact_rows(by_node) == [row for row in every if row[1] == node and row[0] == "step_output"] != []
+    )
+    # the links in the list narrow further and keep what is already chosen
+    link = re.search(r'<a href="([^"]*)" data-schema>', by_schema)
+    assert link is not None and "schema=tool%3Acalculator" in link.group(1)
+    node_link = re.search(r'<a href="([^"]*)" data-node>', by_schema)
+    assert node_link is not None and "schema=tool%3Acalculator" in node_link.group(1)
+    assert "node=" in node_link.group(1)
+    _, _, none = fetch(server, f"/run/store/{runs.recorded}?node=%3Cscript%3Ex")
+    assert "None at node <code>&lt;script&gt;x</code> for this run." in none and "<script>x" not in none
+
+
+@pytest.mark.parametrize(
+    ("narrowed", "total"),
+    [
+        (Narrowed(), 4),
+        (Narrowed(kind="tool_result"), 2),
+        (Narrowed(node="2"), 1),
+        (Narrowed(node="1"), 2),
+        (Narrowed(schema="tool:echo"), 1),
+        (Narrowed(kind="tool_result", node="1", schema="tool:calculator"), 1),
+        (Narrowed(node="nowhere"), 0),
+    ],
+)
+def test_the_sqlite_reader_and_the_contract_reader_narrow_alike(
+    tmp_path: Path, narrowed: Narrowed, total: int
+) -> None:
+    """The page reads the `sqlite` store's file with its own SQL, any other store through `find`: same rows."""
+    store = SQLiteArtifactStore(tmp_path / "a.db")
+    store.put(
+        [
+            Artifact(run_id="r", kind="plan", cycle=1, value={"steps": 2}),
+            Artifact(
+                run_id="r", kind="tool_result", node="1", schema_name="tool:calculator", cycle=2, value=5
+            ),
+            Artifact(run_id="r", kind="step_output", node="1", cycle=2, value=5),
+            Artifact(run_id="r", kind="tool_result", node="2", schema_name="tool:echo", cycle=3, value="hi"),
+            Artifact(run_id="other", kind="tool_result", node="1", schema_name="tool:calculator", value=9),
+        ]
+    )
+    by_sql, by_contract = SqliteArtifacts(tmp_path / "a.db"), StoredArtifacts(store, "store")
+    try:
+        pages = [reader.page("r", 0, 10, narrowed) for reader in (by_sql, by_contract)]
+    finally:
+        by_sql.close()
+        store.close()
+    assert pages[0] == pages[1]
+    assert pages[0].total == total == len(pages[0].rows)
+    assert pages[0].kinds == [("plan", 1), ("tool_result", 2), ("step_output", 1)]

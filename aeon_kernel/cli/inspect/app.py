@@ -15,7 +15,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any, Final
 from urllib.parse import parse_qs, quote, unquote
@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, quote, unquote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from aeon_kernel.cli.inspect import diff, views
+from aeon_kernel.cli.inspect.artifacts import EVERY, Narrowed
 from aeon_kernel.cli.inspect.chart import time_chart
 from aeon_kernel.cli.inspect.flowgraph import NODE_HEIGHT, NODE_WIDTH, flow_graph
 from aeon_kernel.cli.inspect.problems import Unreadable
@@ -146,10 +147,12 @@ def _page(query: Mapping[str, list[str]], name: str = "page") -> int:
         return 1
 
 
-def _kind(query: Mapping[str, list[str]]) -> str | None:
-    """The artifact kind the page is narrowed to (``?kind=``): a plain name, else none."""
+def _narrowed(query: Mapping[str, list[str]]) -> Narrowed:
+    """What the page's artifacts are narrowed to: ``?kind=`` (a plain name, else none), ``?node=`` and
+    ``?schema=`` (any text up to 200 characters: they are compared, never run)."""
     kind = query.get("kind", [""])[0]
-    return kind if _KIND.fullmatch(kind) else None
+    node, schema = (query.get(name, [""])[0][:200] or None for name in ("node", "schema"))
+    return Narrowed(kind if _KIND.fullmatch(kind) else None, node, schema)
 
 
 class Inspector:
@@ -190,7 +193,7 @@ class Inspector:
         if found:
             data = self.catalog.run(unquote(found["key"]), unquote(found["run"]))
             if found["cycle"] is None:
-                return self._run_page(data, _page(query), _page(query, "artifacts"), _kind(query))
+                return self._run_page(data, _page(query), _page(query, "artifacts"), _narrowed(query))
             index = self._index(data, found["cycle"])
             return self._cycle_page(data, index, fragment=bool(query.get("fragment")))
         found = _API_RUN.match(path)
@@ -258,9 +261,9 @@ class Inspector:
             ),
         }
 
-    def _artifacts(self, data: RunData, page: int, timeline_page: int, kind: str | None) -> dict[str, Any]:
-        """The run's artifacts for its page (of one kind, when asked): one page of them, its pager, the kinds
-        to narrow them to, or why they cannot be shown."""
+    def _artifacts(self, data: RunData, page: int, timeline_page: int, narrowed: Narrowed) -> dict[str, Any]:
+        """The run's artifacts for its page (those ``narrowed`` matches): one page of them, its pager, the kinds,
+        nodes and schemas to narrow them to, or why they cannot be shown."""
         reader = self.catalog.artifacts
         shown: dict[str, Any] = {
             "where": None,
@@ -274,17 +277,25 @@ class Inspector:
             return shown
         shown["where"] = reader.where
         base = run_url(data.info.key, data.info.run_id)
-        narrowed = f"&kind={kind}" if kind else ""  # a plain name (_kind)
-        shown["url"] = lambda number: f"{base}?page={timeline_page}&artifacts={number}{narrowed}#artifacts"
-        shown["kind_url"] = lambda name: (
-            f"{base}?page={timeline_page}{f'&kind={_quoted(name)}' if name else ''}#artifacts"
-        )
-        shown["kind"] = kind
+
+        def url(to: Narrowed, number: int = 1) -> str:
+            given = (("kind", to.kind), ("node", to.node), ("schema", to.schema))
+            query = "".join(f"&{name}={_quoted(value)}" for name, value in given if value is not None)
+            return (
+                f"{base}?page={timeline_page}{f'&artifacts={number}' if number > 1 else ''}{query}#artifacts"
+            )
+
+        shown["url"] = lambda number: url(narrowed, number)
+        shown["kind_url"] = lambda name: url(replace(narrowed, kind=name))
+        shown["node_url"] = lambda node: url(replace(narrowed, node=node))
+        shown["schema_url"] = lambda schema: url(replace(narrowed, schema=schema))
+        shown["narrowed"] = narrowed
+        shown["kind"] = narrowed.kind
         try:
-            counted = reader.page(data.info.run_id, 0, 0, kind).total
+            counted = reader.page(data.info.run_id, 0, 0, narrowed).total
             page = views.clamp_page(page, counted, views.ARTIFACTS_PAGE)
             offset = (page - 1) * views.ARTIFACTS_PAGE
-            found = reader.page(data.info.run_id, offset, views.ARTIFACTS_PAGE, kind)
+            found = reader.page(data.info.run_id, offset, views.ARTIFACTS_PAGE, narrowed)
         except Unreadable as exc:
             shown["problem"] = str(exc)
             return shown
@@ -301,7 +312,7 @@ class Inspector:
         return shown
 
     def _run_page(
-        self, data: RunData, page: int, artifacts_page: int = 1, kind: str | None = None
+        self, data: RunData, page: int, artifacts_page: int = 1, narrowed: Narrowed = EVERY
     ) -> Response:
         total = len(data.entries)
         page = views.clamp_page(page, total, views.PAGE)
@@ -335,7 +346,7 @@ class Inspector:
             api_url=f"/api{run_url(data.info.key, data.info.run_id)}",
             cassette=cassette_path(data.manifest),
             chart=time_chart(data, page),
-            artifacts=self._artifacts(data, artifacts_page, page, kind),
+            artifacts=self._artifacts(data, artifacts_page, page, narrowed),
             passes=views.pass_rows(data),
             **urls,
         )

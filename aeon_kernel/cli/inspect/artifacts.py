@@ -35,6 +35,26 @@ class Found:
     kinds: list[tuple[str, int]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Narrowed:
+    """What a run's artifacts are narrowed to on its page (``?kind=``, ``?node=``, ``?schema=``); None: any."""
+
+    kind: str | None = None
+    node: str | None = None
+    schema: str | None = None
+
+    def conditions(self) -> list[tuple[str, str]]:
+        """(column, value) for each condition set, the columns as the store names them."""
+        given = (("kind", self.kind), ("node", self.node), ("schema_name", self.schema))
+        return [(column, value) for column, value in given if value is not None]
+
+    def matches(self, artifact: Any) -> bool:
+        return all(getattr(artifact, column) == value for column, value in self.conditions())
+
+
+EVERY: Final = Narrowed()
+
+
 class ArtifactReader(ABC):
     """Where a run's artifacts are read from. ``where`` says what it is, for the page."""
 
@@ -42,8 +62,8 @@ class ArtifactReader(ABC):
         self.where = where
 
     @abstractmethod
-    def page(self, run_id: str, offset: int, limit: int, kind: str | None = None) -> Found:
-        """The artifacts ``offset`` to ``offset + limit`` of ``run_id`` (of one kind when given), in the order
+    def page(self, run_id: str, offset: int, limit: int, narrowed: Narrowed = EVERY) -> Found:
+        """The artifacts ``offset`` to ``offset + limit`` of ``run_id`` (those ``narrowed`` matches), in the order
         they were put."""
 
     @abstractmethod
@@ -61,14 +81,10 @@ class ArtifactReader(ABC):
 
 _COLUMNS = ("kind", "node", "task", "schema_name", "cycle", "timestamp", "value")
 _PAGE = (
-    "SELECT kind, node, task, schema_name, cycle, timestamp, value FROM artifacts WHERE run_id = ? "
+    "SELECT kind, node, task, schema_name, cycle, timestamp, value FROM artifacts WHERE {} "
     "ORDER BY id LIMIT ? OFFSET ?"
 )
-
-_PAGE_OF_KIND = (
-    "SELECT kind, node, task, schema_name, cycle, timestamp, value FROM artifacts WHERE run_id = ? AND kind = ? "
-    "ORDER BY id LIMIT ? OFFSET ?"
-)
+_COUNT = "SELECT count(*) FROM artifacts WHERE {}"
 _KINDS = "SELECT kind, count(*) FROM artifacts WHERE run_id = ? GROUP BY kind ORDER BY min(id)"
 _OF_KIND = "SELECT cycle, value FROM artifacts WHERE run_id = ? AND kind = ? ORDER BY id LIMIT ?"
 _OF_KIND_IN_CYCLE = (
@@ -117,20 +133,21 @@ class SqliteArtifacts(ArtifactReader):
             except sqlite3.Error as exc:
                 raise self._unreadable(exc) from None
 
-    def page(self, run_id: str, offset: int, limit: int, kind: str | None = None) -> Found:
-        listing = (
-            (_PAGE, (run_id, limit, offset))
-            if kind is None
-            else (_PAGE_OF_KIND, (run_id, kind, limit, offset))
+    def page(self, run_id: str, offset: int, limit: int, narrowed: Narrowed = EVERY) -> Found:
+        conditions = narrowed.conditions()
+        where = " AND ".join(["run_id = ?", *(f"{column} = ?" for column, _ in conditions)])  # columns: ours
+        values = (run_id, *(value for _, value in conditions))
+        fetched = self._fetch(
+            (_KINDS, (run_id,)),
+            (_COUNT.format(where), values),
+            (_PAGE.format(where), (*values, limit, offset)),
         )
-        fetched = self._fetch((_KINDS, (run_id,)), listing)
         if fetched is None:
             return Found(0, [])
-        counted, rows = fetched
+        counted, ((total,),), rows = fetched
         kinds = [(str(name), int(count)) for name, count in counted]
-        total = sum(count for name, count in kinds if kind is None or name == kind)
         found = [{**dict(zip(_COLUMNS, row, strict=True)), "value": _decoded(row[-1])} for row in rows]
-        return Found(total, found, kinds)
+        return Found(int(total), found, kinds)
 
     def of_kind(self, run_id: str, kind: str, cycle: int | None = None) -> list[tuple[int, Any]]:
         if cycle is None:
@@ -161,10 +178,10 @@ class StoredArtifacts(ArtifactReader):
         except AeonError as exc:
             raise Unreadable(str(exc)) from None
 
-    def page(self, run_id: str, offset: int, limit: int, kind: str | None = None) -> Found:
+    def page(self, run_id: str, offset: int, limit: int, narrowed: Narrowed = EVERY) -> Found:
         every = self._find(run_id)
         kinds = Counter(artifact.kind for artifact in every)
-        found = [artifact for artifact in every if kind is None or artifact.kind == kind]
+        found = [artifact for artifact in every if narrowed.matches(artifact)]
         rows = [
             {name: getattr(artifact, name) for name in _COLUMNS}
             for artifact in found[offset : offset + limit]
