@@ -290,7 +290,6 @@ class Inspector:
         shown["node_url"] = lambda node: url(replace(narrowed, node=node))
         shown["schema_url"] = lambda schema: url(replace(narrowed, schema=schema))
         shown["narrowed"] = narrowed
-        shown["kind"] = narrowed.kind
         try:
             counted = reader.page(data.info.run_id, 0, 0, narrowed).total
             page = views.clamp_page(page, counted, views.ARTIFACTS_PAGE)
