@@ -291,10 +291,14 @@ class Inspector:
         shown["schema_url"] = lambda schema: url(replace(narrowed, schema=schema))
         shown["narrowed"] = narrowed
         try:
-            counted = reader.page(data.info.run_id, 0, 0, narrowed).total
-            page = views.clamp_page(page, counted, views.ARTIFACTS_PAGE)
-            offset = (page - 1) * views.ARTIFACTS_PAGE
-            found = reader.page(data.info.run_id, offset, views.ARTIFACTS_PAGE, narrowed)
+            found = reader.page(
+                data.info.run_id, (page - 1) * views.ARTIFACTS_PAGE, views.ARTIFACTS_PAGE, narrowed
+            )
+            clamped = views.clamp_page(page, found.total, views.ARTIFACTS_PAGE)
+            if clamped != page:  # past the last page: read the last one
+                page = clamped
+                offset = (page - 1) * views.ARTIFACTS_PAGE
+                found = reader.page(data.info.run_id, offset, views.ARTIFACTS_PAGE, narrowed)
         except Unreadable as exc:
             shown["problem"] = str(exc)
             return shown
