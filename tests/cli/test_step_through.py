@@ -224,17 +224,23 @@ def control(run: Inspected, action: str) -> None:
         time.sleep(0.05)
 
 
-def test_resume_inspect_shows_the_stored_cycles_and_steps_through_the_rest(project: Path) -> None:
-    """``aeon resume RUN_ID --inspect``: the run stopped after its plan is claimed again; the page shows its stored
-    cycle, pauses before each new one (Step runs exactly one), can be stopped again, and Continue ends it."""
-    with inspected(project, "run", REQUEST) as run:
+def stopped_after_one_cycle(project: Path, *command: str) -> tuple[str, str]:
+    """``aeon *command --inspect`` stepped through one cycle, then stopped: the run id and what it printed to
+    stderr."""
+    with inspected(project, *command) as run:
         run.wait_paused()
         control(run, "step")
         assert run.live()["cycles"] == 1
         control(run, "stop")
         code, out, err = run.wait()
     assert code == 130, err
-    run_id = json.loads(out)["run_id"]
+    return json.loads(out)["run_id"], err
+
+
+def test_resume_inspect_shows_the_stored_cycles_and_steps_through_the_rest(project: Path) -> None:
+    """``aeon resume RUN_ID --inspect``: the run stopped after its plan is claimed again; the page shows its stored
+    cycle, pauses before each new one (Step runs exactly one), can be stopped again, and Continue ends it."""
+    run_id, _ = stopped_after_one_cycle(project, "run", REQUEST)
 
     (project / "responses.json").write_text(json.dumps([answer("15")]))  # the plan is made: only the answer
     with inspected(project, "resume", run_id) as resumed:
@@ -264,14 +270,7 @@ def test_resume_inspect_shows_the_stored_cycles_and_steps_through_the_rest(proje
 def test_flow_resume_inspect_shows_the_stored_stages_and_steps_through_the_rest(project: Path) -> None:
     """``aeon flow resume RUN_ID --inspect``: a flow run stopped after its first stage is claimed again, its stored
     cycle shown, the next node pending; Step runs exactly one more stage and Continue ends it."""
-    with inspected(project, "flow", "run", "flow", "--input", '{"text": "hello"}') as run:
-        run.wait_paused()
-        control(run, "step")
-        assert run.live()["cycles"] == 1
-        control(run, "stop")
-        code, out, err = run.wait()
-    assert code == 130, err
-    run_id = json.loads(out)["run_id"]
+    run_id, err = stopped_after_one_cycle(project, "flow", "run", "flow", "--input", '{"text": "hello"}')
     assert f"aeon flow resume {run_id}" in err
 
     with inspected(project, "flow", "resume", run_id) as resumed:

@@ -5,21 +5,20 @@ limits hold; an easy task stays cheap; a model that answers nonsense ends in a s
 from __future__ import annotations
 
 import importlib
-import io
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from aeon_kernel import Engine, hookimpl
-from aeon_kernel.cli.live import LiveView, pass_line
+from aeon_kernel.cli.live import pass_line
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.testing import RecordingSink
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from aeon_plugins.recursive_planner import ModelRecursivePlanner
 from aeon_plugins.scripted import ScriptedLLM
+from tests.support.builders import answer, llm_step, plan, tool_step
+from tests.support.live import live_view_of
 
 
 def profile(depth: int = 1) -> dict[str, Any]:
@@ -34,17 +33,13 @@ def profile(depth: int = 1) -> dict[str, Any]:
     }
 
 
+def calc_step(step_id: str, description: str, expression: str) -> dict[str, Any]:
+    return tool_step(step_id, "calculator", {"expression": expression}, description=description)
+
+
 def calc_plan(goal: str, expression: str, report: bool = True) -> dict[str, Any]:
-    steps: list[dict[str, Any]] = [
-        {"step_id": "1", "description": goal, "tool": "calculator", "arguments": {"expression": expression}}
-    ]
-    if report:
-        steps.append({"step_id": "2", "description": "Report the result", "agent": "llm"})
-    return {"goal": goal, "steps": steps}
-
-
-def answer(text: str) -> str:
-    return json.dumps({"answer": text})
+    report_step = [llm_step("2", "Report the result")] if report else []
+    return plan(calc_step("1", goal, expression), *report_step, goal=goal)
 
 
 class Events:
@@ -212,24 +207,9 @@ def test_a_decomposed_task_is_profiled_deeper_and_gets_the_cycles_its_parts_need
     Phase D deepens the profile after the decomposition, and the formula's TTL for the next depth pays for them;
     the task is still judged as the shallow one it was planned as (no model judge, even at depth 3)."""
     first = calc_plan("Add 2 and 3", "2 + 3")
-    first["steps"].insert(
-        1,
-        {
-            "step_id": "3",
-            "description": "Times 4",
-            "tool": "calculator",
-            "arguments": {"expression": "5 * 4"},
-        },
-    )
+    first["steps"].insert(1, calc_step("3", "Times 4", "5 * 4"))
     two_steps = calc_plan("Multiply 5 by 4", "5 * 2", report=False)
-    two_steps["steps"].append(
-        {
-            "step_id": "2",
-            "description": "Double it",
-            "tool": "calculator",
-            "arguments": {"expression": "10 * 2"},
-        }
-    )
+    two_steps["steps"].append(calc_step("2", "Double it", "10 * 2"))
     script = [
         profile(depth),
         first,
@@ -256,14 +236,8 @@ def test_a_decomposed_task_is_profiled_deeper_and_gets_the_cycles_its_parts_need
 
 def test_the_live_view_shows_the_parts_and_their_subplans() -> None:
     """What `aeon run --multipass` prints of a decomposition: the parts, then each part's subplan as it is made."""
-    built, _, _ = engine(CHAIN_SCRIPT)
-    out = io.StringIO()
-    with built:
-        orchestrator = built.orchestrator()
-        view = LiveView(CHAIN, console=Console(file=out, width=200, force_terminal=False))
-        result = view.run(built, orchestrator, orchestrator.iter(CHAIN))
+    result, shown = live_view_of(engine(CHAIN_SCRIPT)[0], CHAIN)
     assert result["status"] == "completed"
-    shown = out.getvalue()
     for text in (
         "pass 1 decomposed into 2 parts: part1: subtract 5 from 20 | part2: divide the result by 3",
         'pass 2 part1 planned: calculator {"expression": "20 - 5"}',
@@ -522,26 +496,14 @@ def test_a_refinement_the_model_garbles_ends_failed_with_the_reasons() -> None:
 
 
 def test_each_step_records_its_clarity() -> None:
-    plan = {
-        "goal": "divide and report",
-        "steps": [
-            {
-                "step_id": "1",
-                "description": "Divide by zero",
-                "tool": "calculator",
-                "arguments": {"expression": "1 / 0"},
-            },
-            {
-                "step_id": "2",
-                "description": "Add 5 and 10",
-                "tool": "calculator",
-                "arguments": {"expression": "5 + 10"},
-            },
-            {"step_id": "3", "description": "Report the sum", "agent": "llm"},
-        ],
-    }
+    two_calls = plan(
+        calc_step("1", "Divide by zero", "1 / 0"),
+        calc_step("2", "Add 5 and 10", "5 + 10"),
+        llm_step("3", "Report the sum"),
+        goal="divide and report",
+    )
     # the report states 99 twice: nothing grounds it, so the kernel answers with the tool's result
-    script = [profile(), plan, answer("It is 99."), answer("It is 99."), {"actions": []}]
+    script = [profile(), two_calls, answer("It is 99."), answer("It is 99."), {"actions": []}]
     built, _, _ = engine(script)
     with built:
         result = built.run("divide 1 by 0, and add 5 and 10")

@@ -26,6 +26,7 @@ from aeon_kernel import (
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.testing import RecordingSink
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
+from tests.support.live import live_view_of
 
 
 def profile(depth: int) -> TaskProfile:
@@ -440,12 +441,6 @@ def test_the_jsonl_log_has_a_line_for_every_cycle_and_every_pass_event(tmp_path:
 
 def test_the_live_view_shows_each_pass() -> None:
     """What `aeon run --multipass` prints: the profile and TTL, the issues, the scores and the deltas."""
-    import io
-
-    from rich.console import Console
-
-    from aeon_kernel.cli.live import LiveView
-
     issue = ValidationIssue(
         issue_id="i1", type="specificity", severity="MEDIUM", description="step 2 is vague"
     )
@@ -459,14 +454,8 @@ def test_the_live_view_shows_each_pass() -> None:
         assessments=[NOT_YET, CONVERGED],
         refinements=[[], [add]],
     )
-    engine, _ = engine_for(script)
-    out = io.StringIO()
-    with engine:
-        orchestrator = engine.orchestrator()
-        view = LiveView("say a, b and c", console=Console(file=out, width=150, force_terminal=False))
-        result = view.run(engine, orchestrator, orchestrator.iter("say a, b and c"))
+    result, shown = live_view_of(engine_for(script)[0], "say a, b and c", width=150)
     assert result["status"] == "completed"
-    shown = out.getvalue()
     for text in (
         "pass 0 profile: depth 3",
         "TTL",
