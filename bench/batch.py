@@ -473,7 +473,7 @@ def memory_cli(n: int, no_log: bool = True, memory: str = "in_memory") -> dict[s
             "AEON_BENCH_BATCH_PLUGIN": "1",
             "AEON_DATA_DIR": str(tmp / "data"),
         }
-        command = [sys.executable, "-m", "aeon_kernel", "batch", "requests.jsonl", "--out", "out.jsonl"]
+        command = [sys.executable, "-m", "aeon_cli", "batch", "requests.jsonl", "--out", "out.jsonl"]
         started = time.perf_counter()
         proc = subprocess.Popen(
             [*command, "--concurrency", "4", *(["--no-log"] if no_log else [])],
@@ -535,7 +535,7 @@ def cli_executor(n: int, executor: str, concurrency: int) -> dict[str, Any]:
             "AEON_DATA_DIR": str(tmp / "data"),
         }
         env.pop("RAY_ADDRESS", None)
-        command = [sys.executable, "-m", "aeon_kernel", "batch", "requests.jsonl", "--out", "out.jsonl"]
+        command = [sys.executable, "-m", "aeon_cli", "batch", "requests.jsonl", "--out", "out.jsonl"]
         command += ["--no-log", "--executor", executor, "--concurrency", str(concurrency)]
         started = time.perf_counter()
         proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, check=False)

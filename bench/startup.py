@@ -34,7 +34,7 @@ def install_plugins(count: int, root: Path) -> Path:
     sources.mkdir()
     for i in range(count):
         subprocess.run(
-            [sys.executable, "-m", "aeon_kernel", "plugin", "new", f"bench{i}", "--dir", str(sources)],
+            [sys.executable, "-m", "aeon_cli", "plugin", "new", f"bench{i}", "--dir", str(sources)],
             check=True,
             capture_output=True,
         )
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--plugins", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
-    aeon = [sys.executable, "-m", "aeon_kernel"]
+    aeon = [sys.executable, "-m", "aeon_cli"]
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "import aeon_kernel": [sys.executable, "-c", "import aeon_kernel"],

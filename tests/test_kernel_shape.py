@@ -108,8 +108,8 @@ def test_the_runtime_imports_no_plan_code_and_nothing_imports_the_cli() -> None:
             assert not {
                 m for m in imported if m.startswith(("aeon_kernel.plan", "aeon_kernel.orchestrator"))
             }, name
-        if not name.startswith(("aeon_kernel.cli", "aeon_kernel.__main__")):
-            assert not {m for m in imported if m.startswith("aeon_kernel.cli")}, name
+        if not name.startswith(("aeon_cli", "aeon_cli.__main__")):
+            assert not {m for m in imported if m.startswith("aeon_cli")}, name
 
 
 def test_kernel_modules_never_import_the_package_upward() -> None:
@@ -136,7 +136,7 @@ def test_importing_the_kernel_loads_no_plugin_cli_http_or_model_runtime() -> Non
         "from aeon_kernel.config import AeonConfig; "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'click', 'rich', 'jinja2', 'httpx', 'llama_cpp', 'aeon_plugins', 'tenacity', 'json_repair', 'jsonschema'} "
-        "or m.startswith('aeon_kernel.cli'))))"
+        "or m.startswith('aeon_cli'))))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from aeon_cli.json_schemas import export_json_schemas
 from aeon_kernel import (
     LogEntry,
     MemoryEntry,
@@ -25,7 +26,6 @@ from aeon_kernel import (
     SupervisorAction,
     ToolCall,
 )
-from aeon_kernel.json_schemas import export_json_schemas
 from aeon_kernel.runtime.state import RunState
 
 P, R, C, F = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.COMPLETE, StepStatus.FAILED

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from aeon_cli.main import cli
 from aeon_kernel import ConfigError, Engine, hookimpl
-from aeon_kernel.cli.main import cli
 from aeon_kernel.config import AeonConfig, Choice
 from aeon_kernel.errors import ComponentBuildError
 from aeon_kernel.registry import CONTRACTS
@@ -88,7 +88,7 @@ def test_output_on_a_terminal_that_cannot_encode_it(project: Path, encoding: str
 
     def aeon_on(*args: str) -> tuple[int, str, str]:
         proc = subprocess.run(
-            [sys.executable, "-m", "aeon_kernel", *args],
+            [sys.executable, "-m", "aeon_cli", *args],
             cwd=project,
             capture_output=True,
             timeout=120,

@@ -80,7 +80,7 @@ def test_hook_aeon_register_secret_providers(
     """Canary credentials from a provider plugin reach the http and shell tools, which leak them back (a server
     echoing its Authorization header, a program printing its environment); the run succeeds and fails steps,
     and no output — the --json result, stdout, stderr, the JSONL log, the state store — holds either."""
-    from aeon_kernel.cli import main
+    from aeon_cli import main
 
     host, seen = echo_server
     responses = [
@@ -181,7 +181,7 @@ def test_canary_credentials_survive_a_crash_and_a_resume_unseen(
         '[state]\nuse = "sqlite"\npath = "state.db"\n'
     )
     env = {**os.environ, "CANARY_HTTP": f"Bearer {HTTP_TOKEN}", "CANARY_SHELL": SHELL_TOKEN}
-    aeon = [sys.executable, "-m", "aeon_kernel"]
+    aeon = [sys.executable, "-m", "aeon_cli"]
     common = ["--json", "--log", "run.jsonl", "--config", "aeon.toml"]
     first = subprocess.Popen(
         [*aeon, "run", *common, "check the token"],

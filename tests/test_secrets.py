@@ -185,7 +185,7 @@ def aeon_run(directory: Path, env: dict[str, str], timeout: float = 60) -> subpr
 
     command = ["run", "--json", "--log", "run.jsonl", "--record", "run.cassette", "--config", "aeon.toml"]
     return subprocess.run(
-        [sys.executable, "-m", "aeon_kernel", *command, "add 5 and 10"],
+        [sys.executable, "-m", "aeon_cli", *command, "add 5 and 10"],
         cwd=directory,
         capture_output=True,
         timeout=timeout,
@@ -446,7 +446,7 @@ def test_a_secret_a_tool_leaks_is_scrubbed_from_every_output(
 ) -> None:
     """Not the adapter's doing: the kernel's chokepoints (error records, the JSONL sink, the state store, the
     cassette, prompts, the CLI) scrub whatever a component put there."""
-    from aeon_kernel.cli import main
+    from aeon_cli import main
     from aeon_kernel.engine import Engine
 
     responses = [

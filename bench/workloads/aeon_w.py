@@ -183,9 +183,9 @@ IMPORTS = {
 
 
 def _aeon() -> list[str]:
-    """The installed ``aeon`` console script, or ``python -m aeon_kernel`` where there is none."""
+    """The installed ``aeon`` console script, or ``python -m aeon_cli`` where there is none."""
     script = Path(sys.executable).with_name("aeon")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "aeon_kernel"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "aeon_cli"]
 
 
 COMMANDS = {"aeon --help": [*_aeon(), "--help"]}

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from aeon_kernel.cli.main import cli
+from aeon_cli.main import cli
 from tests.flow.test_engine import chain, write_flow
 
 PLUGIN = """
@@ -92,7 +92,7 @@ def results(path: Path) -> list[dict[str, Any]]:
 def aeon(project: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project / "site"), os.getcwd(), *sys.path])}
     return subprocess.Popen(
-        [sys.executable, "-m", "aeon_kernel", *args],
+        [sys.executable, "-m", "aeon_cli", *args],
         cwd=project,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

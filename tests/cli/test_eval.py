@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 from click.testing import CliRunner, Result
 
-from aeon_kernel.cli.main import cli
-from aeon_kernel.evaluation import Expect, Outcome, judge, junit_xml
+from aeon_cli.evaluation import Expect, Outcome, judge, junit_xml
+from aeon_cli.main import cli
 from tests.flow.test_engine import EXIT, START, chain, write_flow
 from tests.support.builders import answer, llm_step, plan, tool_step
 
@@ -44,7 +44,7 @@ def copy_example(tmp_path: Path, **changes: dict[str, Any]) -> Path:
 def test_the_example_suite_passes_from_its_cassettes_through_the_real_cli(tmp_path: Path) -> None:
     junit = tmp_path / "out" / "junit.xml"
     proc = subprocess.run(
-        [sys.executable, "-m", "aeon_kernel", "eval", str(EXAMPLE), "--junit", str(junit)],
+        [sys.executable, "-m", "aeon_cli", "eval", str(EXAMPLE), "--junit", str(junit)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

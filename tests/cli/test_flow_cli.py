@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from aeon_kernel.cli.main import cli
+from aeon_cli.main import cli
 from tests.support.builders import answer, llm_step, plan
 
 #: every role, two start nodes, a decision, a fork of each kind and a merge

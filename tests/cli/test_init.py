@@ -23,8 +23,8 @@ import yaml
 from click.testing import CliRunner
 from packaging.requirements import Requirement
 
-from aeon_kernel.cli.init import project as init_project
-from aeon_kernel.cli.main import cli
+from aeon_cli.init import project as init_project
+from aeon_cli.main import cli
 from aeon_kernel.config import AeonConfig, load_config
 from aeon_kernel.engine import Engine
 from aeon_kernel.version import __version__
@@ -91,7 +91,7 @@ def run_smoke(project: Path, data_dir: Path) -> subprocess.CompletedProcess[str]
     env = {key: value for key, value in os.environ.items() if not key.startswith("AEON_")}
     env["AEON_DATA_DIR"] = str(data_dir)
     return subprocess.run(
-        [sys.executable, "-m", "aeon_kernel", *argv[1:]],
+        [sys.executable, "-m", "aeon_cli", *argv[1:]],
         cwd=project,
         env=env,
         capture_output=True,
@@ -440,9 +440,9 @@ def test_names(tmp_path: Path) -> None:
 
 def test_aeon_starts_without_importing_what_init_needs() -> None:
     probe = (
-        "import sys, json; from aeon_kernel.cli.main import cli; "
+        "import sys, json; from aeon_cli.main import cli; "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {'jinja2', 'packaging'} "
-        "or m == 'aeon_kernel.cli.init.project')))"
+        "or m == 'aeon_cli.init.project')))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []

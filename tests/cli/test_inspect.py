@@ -34,11 +34,11 @@ from typing import Any
 import pytest
 import yaml
 
+from aeon_cli.inspect.app import Inspector
+from aeon_cli.inspect.flowgraph import flow_graph
+from aeon_cli.inspect.server import InspectorServer, serving
+from aeon_cli.inspect.sources import Catalog, JsonlRuns, SqliteRuns, StoreRuns
 from aeon_kernel import Engine
-from aeon_kernel.cli.inspect.app import Inspector
-from aeon_kernel.cli.inspect.flowgraph import flow_graph
-from aeon_kernel.cli.inspect.server import InspectorServer, serving
-from aeon_kernel.cli.inspect.sources import Catalog, JsonlRuns, SqliteRuns, StoreRuns
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.secrets import register_secret
 from aeon_plugins.sqlite_state import SqliteStateStore
@@ -461,8 +461,8 @@ def test_a_10000_cycle_run_is_paginated(server: InspectorServer, recorded: Recor
 
 def test_import_of_the_cli_stays_light() -> None:
     code = (
-        "import sys, aeon_kernel.cli.main; "
-        "print([m for m in ('aeon_kernel.cli.inspect.app', 'aeon_kernel.cli.inspect.server') if m in sys.modules])"
+        "import sys, aeon_cli.main; "
+        "print([m for m in ('aeon_cli.inspect.app', 'aeon_cli.inspect.server') if m in sys.modules])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
@@ -481,7 +481,7 @@ def test_the_command_serves_on_loopback_prints_the_url_and_scrubs_config_secrets
         encoding="utf-8",
     )
     env = {**os.environ, "INSPECT_KEY": secret}
-    command = [sys.executable, "-m", "aeon_kernel", "inspect", "--no-browser", "--config", "aeon.toml"]
+    command = [sys.executable, "-m", "aeon_cli", "inspect", "--no-browser", "--config", "aeon.toml"]
     process = subprocess.Popen(
         [*command, "kept.jsonl"],
         cwd=tmp_path,
@@ -515,7 +515,7 @@ def test_the_command_s_setup_errors_exit_2(tmp_path: Path) -> None:
     """A configuration that cannot be read, a port that is taken: status 2 and a message, no traceback."""
     (tmp_path / "bad.toml").write_text("[state\n", encoding="utf-8")
     (tmp_path / "good.toml").write_text(f'[state]\nuse = "sqlite"\npath = "{tmp_path / "runs.db"}"\n')
-    command = [sys.executable, "-m", "aeon_kernel", "inspect", "--no-browser", "--config"]
+    command = [sys.executable, "-m", "aeon_cli", "inspect", "--no-browser", "--config"]
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -1,7 +1,7 @@
 """The inspector's run page beyond the timeline (issue 15): the chart of ``aeon stats``'s figures, the run's
 artifacts, and a replay shown to reproduce its recording exactly.
 
-The runs are made by the real command (``python -m aeon_kernel run --json``) on the scripted model, recorded by
+The runs are made by the real command (``python -m aeon_cli run --json``) on the scripted model, recorded by
 the CLI into ``runs.db`` and, beside it, ``runs-artifacts.db`` — one with ``--record cassette.jsonl``, one with
 ``--replay cassette.jsonl`` while the scripted model would answer otherwise — and served from the catalog
 ``aeon inspect`` opens. Browser tests drive Debian's Chromium through Playwright as test_inspect.py does (skipped,
@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
+from aeon_cli.inspect.app import Inspector
+from aeon_cli.inspect.artifacts import Narrowed, SqliteArtifacts, StoredArtifacts
+from aeon_cli.inspect.server import InspectorServer, serving
+from aeon_cli.inspect.sources import Catalog, JsonlRuns, SqliteRuns, open_catalog
 from aeon_kernel import Artifact, Engine
-from aeon_kernel.cli.inspect.app import Inspector
-from aeon_kernel.cli.inspect.artifacts import Narrowed, SqliteArtifacts, StoredArtifacts
-from aeon_kernel.cli.inspect.server import InspectorServer, serving
-from aeon_kernel.cli.inspect.sources import Catalog, JsonlRuns, SqliteRuns, open_catalog
 from aeon_kernel.config import parse_config
 from aeon_kernel.secrets import register_secret
 from aeon_plugins.sqlite_artifacts import SQLiteArtifactStore
@@ -59,7 +59,7 @@ def environment(project: Path) -> dict[str, str]:
 
 def aeon_run(project: Path, *args: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "aeon_kernel", "run", REQUEST, "--json", *args],
+        [sys.executable, "-m", "aeon_cli", "run", REQUEST, "--json", *args],
         cwd=project,
         env=environment(project),
         capture_output=True,
@@ -300,7 +300,7 @@ def test_the_chart_and_the_artifacts_in_the_browser(
 @needs_browser
 def test_a_replay_steps_through_once_and_continues(page: Any, runs: Runs) -> None:
     """`aeon run --replay cassette.jsonl --inspect`: Step runs one cycle, Continue the rest, from the cassette."""
-    command = [sys.executable, "-m", "aeon_kernel", "run", REQUEST, "--replay", "cassette.jsonl"]
+    command = [sys.executable, "-m", "aeon_cli", "run", REQUEST, "--replay", "cassette.jsonl"]
     process = subprocess.Popen(
         [*command, "--inspect", "--no-browser", "--json"],
         cwd=runs.project,

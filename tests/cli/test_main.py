@@ -12,7 +12,7 @@ from unittest.mock import ANY
 import pytest
 from click.testing import CliRunner
 
-from aeon_kernel.cli.main import cli
+from aeon_cli.main import cli
 from tests.support.builders import answer, llm_step, plan, tool_step
 
 SUM = plan(tool_step("1", "calculator", {"expression": "5 + 10"}), llm_step("2"))
@@ -30,7 +30,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def aeon(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "aeon_kernel", *args],
+        [sys.executable, "-m", "aeon_cli", *args],
         cwd=cwd,
         capture_output=True,
         text=True,

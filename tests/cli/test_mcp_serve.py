@@ -49,7 +49,7 @@ reason = "no shouting"
 
 
 def serve_command(config: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "aeon_kernel", "mcp", "serve", "--config", str(config), *extra]
+    return [sys.executable, "-m", "aeon_cli", "mcp", "serve", "--config", str(config), *extra]
 
 
 def text(result: CallToolResult) -> str:

@@ -20,13 +20,13 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from aeon_cli import scaffold
+from aeon_cli.main import cli
 from aeon_kernel import HOOKSPEC_VERSION, hookspecs
-from aeon_kernel.cli import scaffold
-from aeon_kernel.cli.main import cli
 from aeon_kernel.plugins import Registries, build_plugin_manager, describe_plugins
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "aeon_kernel" / "cli" / "plugin_template"
+TEMPLATE = ROOT / "aeon_cli" / "plugin_template"
 HOOKS = sorted(name for name in dir(hookspecs) if name.startswith("aeon_"))
 
 #: kind -> (registry kind, the class of the example, its registered name for a plugin called "demo-<kind>")
@@ -259,7 +259,7 @@ def test_cli_kinds_match_the_scaffold() -> None:
 
 
 def test_help_and_import_do_not_load_jinja2() -> None:
-    probe = "import sys, aeon_kernel, aeon_kernel.cli; print('jinja2' in sys.modules)"
+    probe = "import sys, aeon_kernel, aeon_cli; print('jinja2' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
     result = CliRunner().invoke(cli, ["plugin", "new", "--help"])
@@ -273,7 +273,7 @@ def test_template_layout_and_root_symlink() -> None:
     assert (TEMPLATE / "cookiecutter.json").is_file()
     assert (TEMPLATE / "{{cookiecutter.project_slug}}" / ".gitignore").is_file()
     link = ROOT / "plugin_template"
-    assert link.is_symlink() and os.readlink(link) == "aeon_kernel/cli/plugin_template"
+    assert link.is_symlink() and os.readlink(link) == "aeon_cli/plugin_template"
     assert link.resolve() == TEMPLATE.resolve()
 
 

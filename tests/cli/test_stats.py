@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from aeon_cli.main import cli
+from aeon_cli.stats import run_stats
 from aeon_kernel import Engine, FunctionTool, LLMAdapter, LLMResponse, hookimpl
-from aeon_kernel.cli.main import cli
-from aeon_kernel.cli.stats import run_stats
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from tests.support.builders import answer, llm_step, plan, tool_step

@@ -72,7 +72,7 @@ def environment(project: Path) -> dict[str, str]:
 
 def aeon(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "aeon_kernel", *args],
+        [sys.executable, "-m", "aeon_cli", *args],
         cwd=project,
         env=environment(project),
         capture_output=True,
@@ -129,7 +129,7 @@ class Inspected:
 @contextmanager
 def inspected(project: Path, *args: str) -> Iterator[Inspected]:
     """``aeon ARGS --inspect --no-browser --json``, until its page's URL is printed; killed if the test fails."""
-    command = [sys.executable, "-m", "aeon_kernel", *args, "--inspect", "--no-browser", "--json"]
+    command = [sys.executable, "-m", "aeon_cli", *args, "--inspect", "--no-browser", "--json"]
     process = subprocess.Popen(
         command,
         cwd=project,

@@ -387,7 +387,7 @@ def test_cli_resume_after_kill_equals_the_uninterrupted_cli_run(tmp_path: Path) 
 
     def aeon(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "aeon_kernel", "flow", *args],
+            [sys.executable, "-m", "aeon_cli", "flow", *args],
             cwd=tmp_path,
             capture_output=True,
             text=True,

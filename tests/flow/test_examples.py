@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from aeon_cli.main import cli
 from aeon_kernel import Engine
-from aeon_kernel.cli.main import cli
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.flow.engine import TaskResult
 from aeon_kernel.flow.graph import Flow, mermaid

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from aeon_cli.main import cli
 from aeon_kernel import Engine
-from aeon_kernel.cli.main import cli
 from aeon_kernel.flow.loader import FlowError
 from aeon_kernel.flow.yamlfile import Problem
 

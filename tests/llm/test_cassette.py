@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from aeon_cli.main import cli
 from aeon_kernel import ConfigError, Engine
-from aeon_kernel.cli.main import cli
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.llm.cassette import CassetteMissError, RecordingAdapter, ReplayAdapter
 from aeon_plugins.scripted import ScriptedLLM

@@ -207,7 +207,7 @@ def test_an_interrupted_run_resumes_in_a_new_engine_without_repeating_steps(
 
 def aeon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "aeon_kernel", *args],
+        [sys.executable, "-m", "aeon_cli", *args],
         capture_output=True,
         text=True,
         timeout=60,

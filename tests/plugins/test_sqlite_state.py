@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from aeon_cli.main import cli
 from aeon_kernel import Engine, RunStoreError
-from aeon_kernel.cli.main import cli
 from aeon_kernel.config import AeonConfig, Choice
 from aeon_plugins.sqlite_state import SqliteStateStore
 from tests.support import ledger

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from aeon_cli.live import pass_line
 from aeon_kernel import Engine, hookimpl
-from aeon_kernel.cli.live import pass_line
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.testing import RecordingSink
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS

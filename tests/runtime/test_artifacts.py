@@ -12,8 +12,8 @@ from typing import Any, get_args
 
 import pytest
 
+from aeon_cli.main import ARTIFACT_KINDS
 from aeon_kernel import Artifact, ArtifactStore, Engine, Register, RunStoreError, hookimpl, register_secret
-from aeon_kernel.cli.main import ARTIFACT_KINDS
 from aeon_kernel.config import parse_config
 from aeon_kernel.runtime.artifacts import ArtifactKind
 from aeon_plugins.sqlite_artifacts import SQLiteArtifactStore
@@ -192,7 +192,7 @@ def test_the_cli_keeps_artifacts_by_default_and_shows_them(tmp_path: Path) -> No
 
     def aeon(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "aeon_kernel", *args],
+            [sys.executable, "-m", "aeon_cli", *args],
             cwd=tmp_path,
             capture_output=True,
             text=True,

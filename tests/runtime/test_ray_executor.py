@@ -193,7 +193,7 @@ def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch: pyt
 
 def test_importing_aeon_never_imports_ray() -> None:
     code = (
-        "import sys, aeon_kernel, aeon_kernel.runtime.ray_executor, aeon_kernel.cli.batch, aeon_kernel.config\n"
+        "import sys, aeon_kernel, aeon_kernel.runtime.ray_executor, aeon_cli.batch, aeon_kernel.config\n"
         "aeon_kernel.config.parse_config({'executor': {'use': 'ray'}})\n"
         "print('ray' in sys.modules)"
     )
@@ -374,7 +374,7 @@ def test_aeon_batch_on_ray_writes_what_the_local_executor_writes(
 
     def aeon(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "aeon_kernel", *args],
+            [sys.executable, "-m", "aeon_cli", *args],
             cwd=tmp_path,
             env=env,
             capture_output=True,

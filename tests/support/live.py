@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.console import Console
 
+from aeon_cli.live import LiveView
 from aeon_kernel import Engine
-from aeon_kernel.cli.live import LiveView
 
 
 def live_view_of(engine: Engine, request: str, width: int = 200) -> tuple[dict[str, Any], str]:

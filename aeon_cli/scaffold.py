@@ -1,4 +1,4 @@
-"""``aeon plugin new``: render the plugin template shipped in ``aeon_kernel/cli/plugin_template``.
+"""``aeon plugin new``: render the plugin template shipped in ``aeon_cli/plugin_template``.
 
 The template is a cookiecutter template (``cookiecutter.json`` and a ``{{cookiecutter.project_slug}}/``
 directory), so ``cookiecutter plugin_template`` works from a checkout. This module renders it with the same

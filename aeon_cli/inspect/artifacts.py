@@ -1,7 +1,7 @@
 """A run's artifacts (``aeon artifacts``, spec 004 §10.1) for its page, one page at a time — read-only.
 
 The CLI keeps its artifact store beside its SQLite state store (``runs.db`` -> ``runs-artifacts.db``;
-:func:`aeon_kernel.cli.recording.with_default_store`). That ``sqlite`` file is read with its own SQL over a
+:func:`aeon_cli.recording.with_default_store`). That ``sqlite`` file is read with its own SQL over a
 read-only connection (``mode=ro``), a page at a time (a 10,000-cycle run has tens of thousands of artifacts); a
 file that is not there yet is no artifacts, and is not created. Any other artifact store is read through the
 ``ArtifactStore`` contract (``find``). A store that cannot be read is an :class:`~.problems.Unreadable` error,
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
-from aeon_kernel.cli.inspect.problems import Unreadable
+from aeon_cli.inspect.problems import Unreadable
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``aeon eval SUITE_DIR``: run an evaluation suite (:mod:`aeon_kernel.evaluation`), show each case as it ends and a
+"""``aeon eval SUITE_DIR``: run an evaluation suite (:mod:`aeon_cli.evaluation`), show each case as it ends and a
 summary table, write JUnit XML for CI.
 
 Exit status: 0 every case passed; 1 a case failed (a regression); 2 the suite could not be evaluated — its file,
@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 
-from aeon_kernel.cli.output import echo_json
+from aeon_cli.output import echo_json
 from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from aeon_kernel.evaluation import Case, Mode, Outcome
+    from aeon_cli.evaluation import Case, Mode, Outcome
 
 EXIT_FAILED: Final = 1
 EXIT_BROKEN: Final = 2
@@ -74,10 +74,10 @@ def evaluate(
 
     Exit status: 0 all passed, 1 a case failed, 2 the suite (or a case) could not be evaluated.
     """
-    from aeon_kernel.cli.recording import with_default_store
+    from aeon_cli.evaluation import load_suite
+    from aeon_cli.recording import with_default_store
     from aeon_kernel.config import load_config
     from aeon_kernel.engine import Engine
-    from aeon_kernel.evaluation import load_suite
 
     mode: Mode = "record" if record else "live" if live else "replay"
     try:
@@ -130,7 +130,7 @@ def _run(suite: Any, cases: list[Case], config: Any, mode: Mode, store: Any) -> 
         TimeElapsedColumn,
     )
 
-    from aeon_kernel.evaluation import run_suite
+    from aeon_cli.evaluation import run_suite
 
     console = Console(stderr=True, highlight=False)
     console.print(
@@ -224,7 +224,7 @@ def _summary(name: str, outcomes: list[Outcome], elapsed: float) -> None:
 
 
 def _write_junit(path: Path, name: str, outcomes: list[Outcome]) -> None:
-    from aeon_kernel.evaluation import junit_xml
+    from aeon_cli.evaluation import junit_xml
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

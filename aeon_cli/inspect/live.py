@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from aeon_kernel.cli.inspect.control import Control
-from aeon_kernel.cli.inspect.problems import Unreadable
-from aeon_kernel.cli.inspect.records import FinalPlan, RunData, RunInfo
-from aeon_kernel.cli.inspect.sources import RunSource, split_calls
+from aeon_cli.inspect.control import Control
+from aeon_cli.inspect.problems import Unreadable
+from aeon_cli.inspect.records import FinalPlan, RunData, RunInfo
+from aeon_cli.inspect.sources import RunSource, split_calls
 from aeon_kernel.models import OrchestrationState
 
 KEY = "live"
@@ -35,7 +35,7 @@ class Moment:
     #: the cycle records so far (``LogEntry`` dumps without their plan), oldest first
     entries: tuple[dict[str, Any], ...]
     manifest: dict[str, Any]
-    #: what the next cycle will do (:mod:`aeon_kernel.cli.inspect.pending`); None when no cycle is left
+    #: what the next cycle will do (:mod:`aeon_cli.inspect.pending`); None when no cycle is left
     pending: dict[str, Any] | None = None
     #: the run's result (``RunResult.to_dict()``) once it has ended
     result: dict[str, Any] | None = None

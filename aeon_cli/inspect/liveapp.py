@@ -20,14 +20,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import parse_qs
 
-from aeon_kernel.cli.inspect import views
-from aeon_kernel.cli.inspect.app import HTML, SECURITY_HEADERS, Inspector, Response, log
-from aeon_kernel.cli.inspect.artifacts import StoredArtifacts
-from aeon_kernel.cli.inspect.control import ACTIONS, ENDED, Action, Control, Published, Refused
-from aeon_kernel.cli.inspect.flowgraph import NODE_HEIGHT, NODE_WIDTH, flow_graph
-from aeon_kernel.cli.inspect.live import LiveRuns, Moment
-from aeon_kernel.cli.inspect.records import RunData
-from aeon_kernel.cli.inspect.sources import Catalog
+from aeon_cli.inspect import views
+from aeon_cli.inspect.app import HTML, SECURITY_HEADERS, Inspector, Response, log
+from aeon_cli.inspect.artifacts import StoredArtifacts
+from aeon_cli.inspect.control import ACTIONS, ENDED, Action, Control, Published, Refused
+from aeon_cli.inspect.flowgraph import NODE_HEIGHT, NODE_WIDTH, flow_graph
+from aeon_cli.inspect.live import LiveRuns, Moment
+from aeon_cli.inspect.records import RunData
+from aeon_cli.inspect.sources import Catalog
 from aeon_kernel.secrets import scrub_secrets
 
 if TYPE_CHECKING:

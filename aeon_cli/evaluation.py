@@ -6,7 +6,7 @@ case has an ``id``, a ``request`` (or, in a flow suite, an ``input``), optionall
 ``expect``: the assertions its run must pass. A file that cannot be used is a :class:`SuiteError` listing every
 problem with the file, line and case, so that a broken suite is told apart from a regression.
 
-This module has no terminal code: ``aeon eval`` (:mod:`aeon_kernel.cli.evaluate`) shows progress and the summary.
+This module has no terminal code: ``aeon eval`` (:mod:`aeon_cli.evaluate`) shows progress and the summary.
 """
 
 from __future__ import annotations

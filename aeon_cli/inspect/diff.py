@@ -11,8 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from aeon_kernel.cli.inspect.records import RunData
-from aeon_kernel.cli.inspect.views import PAGE
+from aeon_cli.inspect.records import RunData
+from aeon_cli.inspect.views import PAGE
 
 #: outputs longer than this are marked as differing, not diffed character by character (difflib is quadratic)
 INLINE_LIMIT: Final = 4000

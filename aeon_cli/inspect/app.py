@@ -22,14 +22,14 @@ from urllib.parse import parse_qs, quote, unquote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from aeon_kernel.cli.inspect import diff, views
-from aeon_kernel.cli.inspect.artifacts import EVERY, Narrowed
-from aeon_kernel.cli.inspect.chart import time_chart
-from aeon_kernel.cli.inspect.flowgraph import NODE_HEIGHT, NODE_WIDTH, flow_graph
-from aeon_kernel.cli.inspect.problems import Unreadable
-from aeon_kernel.cli.inspect.prompts import cassette_path
-from aeon_kernel.cli.inspect.records import RunData
-from aeon_kernel.cli.inspect.sources import Catalog
+from aeon_cli.inspect import diff, views
+from aeon_cli.inspect.artifacts import EVERY, Narrowed
+from aeon_cli.inspect.chart import time_chart
+from aeon_cli.inspect.flowgraph import NODE_HEIGHT, NODE_WIDTH, flow_graph
+from aeon_cli.inspect.problems import Unreadable
+from aeon_cli.inspect.prompts import cassette_path
+from aeon_cli.inspect.records import RunData
+from aeon_cli.inspect.sources import Catalog
 from aeon_kernel.secrets import scrub_secrets, scrub_secrets_json
 
 log = logging.getLogger("aeon.inspect")
@@ -111,7 +111,7 @@ def _when(value: Any) -> str:
 
 def _environment() -> Environment:
     env = Environment(
-        loader=PackageLoader("aeon_kernel.cli.inspect", "templates"),
+        loader=PackageLoader("aeon_cli.inspect", "templates"),
         autoescape=True,  # every template, whatever its name: model and tool text is untrusted
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -131,7 +131,7 @@ def _environment() -> Environment:
 
 
 def _static() -> dict[str, bytes]:
-    folder = resources.files("aeon_kernel.cli.inspect") / "static"
+    folder = resources.files("aeon_cli.inspect") / "static"
     return {
         item.name: item.read_bytes() for item in folder.iterdir() if item.name.endswith(tuple(STATIC_TYPES))
     }

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from aeon_kernel.cli.inspect.records import TERMINAL, RunData
+from aeon_cli.inspect.records import TERMINAL, RunData
 
 #: cycles per page of a run's timeline (and of a diff)
 PAGE: Final = 200
@@ -287,7 +287,7 @@ def cycle_json(data: RunData, index: int) -> dict[str, Any]:
 def pass_rows(data: RunData) -> list[dict[str, Any]]:
     """A multi-pass run's events as its page lists them: the cycle (with its index, for the link), the pass, the
     event, the live view's one line on it (an excerpt where it has none) and the record whole."""
-    from aeon_kernel.cli.live import pass_line  # rich: only for a run that has passes
+    from aeon_cli.live import pass_line  # rich: only for a run that has passes
 
     indexes = {entry.get("step_number"): index for index, entry in enumerate(data.entries)}
     rows = []

@@ -2,7 +2,7 @@
 calls and in the kernel, as a stacked bar — an inline SVG built here, no chart library, no script.
 
 One bar per cycle of the timeline's page (the same 200 cycles), scaled to the page's longest cycle. The figures
-are :func:`aeon_kernel.cli.stats.cycle_stats`'s; colours come from the stylesheet's classes (the
+are :func:`aeon_cli.stats.cycle_stats`'s; colours come from the stylesheet's classes (the
 Content-Security-Policy allows no inline style).
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from aeon_kernel.cli.inspect.records import RunData
-from aeon_kernel.cli.inspect.views import PAGE
+from aeon_cli.inspect.records import RunData
+from aeon_cli.inspect.views import PAGE
 
 #: the drawing's inner height and its margins, in pixels
 HEIGHT: Final = 120

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from aeon_kernel.cli.options import step_through_options, take_over_option
-from aeon_kernel.cli.output import echo_json, safe_streams
+from aeon_cli.options import step_through_options, take_over_option
+from aeon_cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
 
@@ -155,7 +155,7 @@ def run(
     engine, note = _flow_engine(directory, config, log_path, no_log, record=record, replay=replay)
     try:
         if inspect:
-            from aeon_kernel.cli.inspect.stepper import flow_stages  # the server and Jinja load only here
+            from aeon_cli.inspect.stepper import flow_stages  # the server and Jinja load only here
 
             stages = flow_stages(engine, value, start=start, ttl=ttl, no_browser=no_browser, as_json=as_json)
         else:
@@ -185,7 +185,7 @@ def resume(
     no_log: bool,
 ) -> None:
     """Continue the interrupted flow run RUN_ID from the state store, after its last committed stage."""
-    from aeon_kernel.cli.recording import with_default_store
+    from aeon_cli.recording import with_default_store
     from aeon_kernel.config import load_config
     from aeon_kernel.engine import Engine
 
@@ -205,7 +205,7 @@ def resume(
     engine, note = _flow_engine(recorded["directory"], config, log_path, no_log)
     try:
         if inspect:
-            from aeon_kernel.cli.inspect.stepper import resumed_flow_stages  # the server loads only here
+            from aeon_cli.inspect.stepper import resumed_flow_stages  # the server loads only here
 
             stages = resumed_flow_stages(
                 engine, run_id, take_over=take_over, no_browser=no_browser, as_json=as_json
@@ -255,7 +255,7 @@ def _flow_engine(
     ``aeon run``, in the user data directory where the configuration names no state store or log (FR-037)."""
     from pathlib import Path
 
-    from aeon_kernel.cli import recording
+    from aeon_cli import recording
     from aeon_kernel.config import load_config
     from aeon_kernel.engine import Engine
 

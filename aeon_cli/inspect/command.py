@@ -55,8 +55,8 @@ def inspect_runs(logs: tuple[str, ...], config: str | None, port: int, no_browse
 
     Shows the state store `aeon run` records into, and each JSONL log LOGS names (--log files, runs.jsonl).
     """
-    from aeon_kernel.cli.inspect.server import start
-    from aeon_kernel.cli.inspect.sources import open_catalog
+    from aeon_cli.inspect.server import start
+    from aeon_cli.inspect.sources import open_catalog
     from aeon_kernel.config import load_config
 
     try:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 
-from aeon_kernel.cli.output import safe_streams
+from aeon_cli.output import safe_streams
 from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets, scrub_secrets_data
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from aeon_kernel.cli.inspect.artifacts import ArtifactReader
-from aeon_kernel.cli.inspect.problems import Unreadable
-from aeon_kernel.cli.inspect.prompts import cassette_path, match_prompts
-from aeon_kernel.cli.stats import run_stats
+from aeon_cli.inspect.artifacts import ArtifactReader
+from aeon_cli.inspect.problems import Unreadable
+from aeon_cli.inspect.prompts import cassette_path, match_prompts
+from aeon_cli.stats import run_stats
 
 #: step statuses after which a step does not change again
 TERMINAL = frozenset({"complete", "failed"})

@@ -243,7 +243,7 @@ def _config(
 ) -> tuple[AeonConfig, str | Path | None]:
     """The configuration the tasks run with (recording into the default store unless ``no_log``), and the JSONL
     log their cycles go to."""
-    from aeon_kernel.cli import recording
+    from aeon_cli import recording
     from aeon_kernel.config import load_config
 
     if config is None and flow_dir is not None and (Path(flow_dir) / "aeon.toml").is_file():

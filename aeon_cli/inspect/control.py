@@ -39,7 +39,7 @@ class Published:
 
     version: int
     mode: Mode
-    #: the moment itself (:class:`aeon_kernel.cli.inspect.live.Moment`); None before the first
+    #: the moment itself (:class:`aeon_cli.inspect.live.Moment`); None before the first
     moment: Any
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from aeon_kernel.cli.inspect.views import pretty
+from aeon_cli.inspect.views import pretty
 from aeon_kernel.flow.context import assemble
 from aeon_kernel.flow.router import FlowScheduler, FlowSetup
 from aeon_kernel.flow.tasks import TaskBook

@@ -7,7 +7,7 @@ as they always do. They start the server at once — its URL is printed (on stde
 result) before the run starts — and the iterator closes it when the run ends.
 
 Before each cycle the run is paused: the page shows the run so far and the pending unit of work
-(:mod:`.pending`), and its buttons answer through :class:`~aeon_kernel.cli.inspect.control.Control`. No pause is
+(:mod:`.pending`), and its buttons answer through :class:`~aeon_cli.inspect.control.Control`. No pause is
 made where no cycle is left (the plan finished, the flow's root task ended): the run then ends at once. When it
 ends, the page is given a moment to show the result before the server goes.
 
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 import click
 
-from aeon_kernel.cli.inspect import pending
-from aeon_kernel.cli.inspect.control import Control
-from aeon_kernel.cli.inspect.live import Moment
-from aeon_kernel.cli.inspect.liveapp import LiveInspector
-from aeon_kernel.cli.inspect.server import InspectorServer
-from aeon_kernel.cli.output import echo_json
+from aeon_cli.inspect import pending
+from aeon_cli.inspect.control import Control
+from aeon_cli.inspect.live import Moment
+from aeon_cli.inspect.liveapp import LiveInspector
+from aeon_cli.inspect.server import InspectorServer
+from aeon_cli.output import echo_json
 from aeon_kernel.models import LogEntry
 from aeon_kernel.secrets import scrub_secrets
 

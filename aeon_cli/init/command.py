@@ -1,5 +1,5 @@
 """``aeon init DIR --template local|service|ray``: the click command. Only click is imported with ``aeon``; Jinja
-and the package metadata are read when the command runs (:mod:`aeon_kernel.cli.init.project`)."""
+and the package metadata are read when the command runs (:mod:`aeon_cli.init.project`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
 
 EXIT_SETUP_ERROR: Final = 2
-#: :data:`aeon_kernel.cli.init.project.TEMPLATES`, written out so that ``aeon --help`` does not import it
+#: :data:`aeon_cli.init.project.TEMPLATES`, written out so that ``aeon --help`` does not import it
 TEMPLATE_NAMES: Final = ("local", "service", "ray")
 
 
@@ -39,7 +39,7 @@ def init_project(directory: str, template: str, name: str | None, force: bool) -
     requirements.txt pins what is installed here, so install the extras the template needs first. Exit status:
     0 created, 2 not created (DIR not empty without --force, an invalid name, a package not installed).
     """
-    from aeon_kernel.cli.init.project import create, report
+    from aeon_cli.init.project import create, report
 
     try:
         created = create(directory, template, name=name, force=force)

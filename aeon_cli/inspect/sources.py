@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
-from aeon_kernel.cli.inspect.problems import Unreadable
-from aeon_kernel.cli.inspect.records import FinalPlan, LoggedPlans, RunData, RunInfo
+from aeon_cli.inspect.problems import Unreadable
+from aeon_cli.inspect.records import FinalPlan, LoggedPlans, RunData, RunInfo
 from aeon_kernel.logs import PLAN_CHANGES
 
 if TYPE_CHECKING:
-    from aeon_kernel.cli.inspect.artifacts import ArtifactReader
+    from aeon_cli.inspect.artifacts import ArtifactReader
 
 #: runs a store source keeps read (a 10,000-cycle run is some tens of MB)
 KEPT_RUNS: Final = 8
@@ -449,8 +449,8 @@ def open_catalog(config: str | None, logs: Sequence[str]) -> Catalog:
     """The store ``aeon run`` records into (``[state]`` of ``config``, else the user data directory's), then each
     log, and the artifact store beside it (``[artifacts]``, else the SQLite state store's ``-artifacts.db``).
     Raises ``AeonError`` when the configuration cannot be read or its store cannot be built."""
-    from aeon_kernel.cli.inspect.artifacts import SqliteArtifacts, StoredArtifacts
-    from aeon_kernel.cli.recording import with_default_store
+    from aeon_cli.inspect.artifacts import SqliteArtifacts, StoredArtifacts
+    from aeon_cli.recording import with_default_store
     from aeon_kernel.config import load_config
 
     chosen = with_default_store(load_config(config))

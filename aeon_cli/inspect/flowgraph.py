@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aeon_kernel.cli.inspect.flowtasks import Tally, tally
-from aeon_kernel.cli.inspect.records import RunData
+from aeon_cli.inspect.flowtasks import Tally, tally
+from aeon_cli.inspect.records import RunData
 
 NODE_WIDTH: Final = 168
 #: three lines: the id, role and status, the tasks' marks (a node without marks centres the first two)

@@ -8,7 +8,7 @@ Every failure ends in a clear message and an exit status, never a bare traceback
   cannot be built).
 
 Output never fails on text the terminal cannot encode (a lone surrogate in a model's answer, an emoji on a
-latin-1 console): every command writes through :mod:`aeon_kernel.cli.output`.
+latin-1 console): every command writes through :mod:`aeon_cli.output`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any, Final, NoReturn
 
 import click
 
-from aeon_kernel.cli.options import step_through_options, take_over_option
-from aeon_kernel.cli.output import echo_json, safe_streams
+from aeon_cli.options import step_through_options, take_over_option
+from aeon_cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
 from aeon_kernel.version import __version__
@@ -115,8 +115,8 @@ def _drive(
     """Build the engine, run ``start(orchestrator)`` to the end (live view or JSON), exit with the run's status.
 
     Unless ``--no-log``, the run is recorded in the user data directory where the configuration names no state
-    store and no log (FR-037; :mod:`aeon_kernel.cli.recording`)."""
-    from aeon_kernel.cli import recording
+    store and no log (FR-037; :mod:`aeon_cli.recording`)."""
+    from aeon_cli import recording
     from aeon_kernel.config import load_config
 
     try:
@@ -147,7 +147,7 @@ def _drive(
             result = orchestrator.result
             echo_json(result)
         else:
-            from aeon_kernel.cli.live import LiveView
+            from aeon_cli.live import LiveView
 
             result = LiveView(label).run(engine, orchestrator, cycles)
     except AeonError as exc:  # raised before the loop starts (an invalid request, a run that cannot resume)
@@ -194,7 +194,7 @@ def run(
     def cycles(orchestrator: Any) -> Iterator[Any]:
         if not inspect:
             return orchestrator.iter(request)  # type: ignore[no-any-return]
-        from aeon_kernel.cli.inspect.stepper import plan_cycles  # the server and Jinja load only here
+        from aeon_cli.inspect.stepper import plan_cycles  # the server and Jinja load only here
 
         return plan_cycles(orchestrator, request, no_browser=no_browser, as_json=options["as_json"])
 
@@ -224,7 +224,7 @@ def resume(run_id: str, take_over: bool, inspect: bool, no_browser: bool, **opti
     def cycles(orchestrator: Any) -> Iterator[Any]:
         if not inspect:
             return orchestrator.resume(run_id, take_over=take_over)  # type: ignore[no-any-return]
-        from aeon_kernel.cli.inspect.stepper import resumed_cycles  # the server and Jinja load only here
+        from aeon_cli.inspect.stepper import resumed_cycles  # the server and Jinja load only here
 
         return resumed_cycles(
             orchestrator, run_id, take_over=take_over, no_browser=no_browser, as_json=options["as_json"]
@@ -269,7 +269,7 @@ def runs(config: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def stats(run_id: str, config: str | None, log_path: str | None, as_json: bool) -> None:
     """Where the run RUN_ID spent its time and tokens: per cycle, per tool, and in total (model, tools, kernel)."""
-    from aeon_kernel.cli.stats import logged_entries, render, run_stats
+    from aeon_cli.stats import logged_entries, render, run_stats
 
     try:
         entries = logged_entries(log_path, run_id) if log_path else _stored_entries(config, run_id)
@@ -336,7 +336,7 @@ def artifacts(
 @contextlib.contextmanager
 def _recorded_runs(config: str | None) -> Iterator[Any]:
     """The engine over the store `aeon run` records into: [state] in aeon.toml, else the user data directory's."""
-    from aeon_kernel.cli.recording import with_default_store
+    from aeon_cli.recording import with_default_store
     from aeon_kernel.config import load_config
 
     with _engine(with_default_store(load_config(config))) as engine:
@@ -394,7 +394,7 @@ def schemas(directory: str | None) -> None:
     """Print (or write) the JSON Schemas of the data model: Plan, PlanStep, OrchestrationState, Tool, ..."""
     from pathlib import Path
 
-    from aeon_kernel.json_schemas import export_json_schemas
+    from aeon_cli.json_schemas import export_json_schemas
 
     exported = export_json_schemas()
     if directory is None:
@@ -413,7 +413,7 @@ def plugin() -> None:
 
 
 def _plugin_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from aeon_kernel.cli.scaffold import ScaffoldError, check_name
+    from aeon_cli.scaffold import ScaffoldError, check_name
 
     try:
         return check_name(value)
@@ -443,7 +443,7 @@ def plugin_new(name: str, directory: str, kind: str) -> None:
     NAME is lower-case letters, digits and hyphens; the module is aeon_NAME with hyphens as underscores.
     Exit status: 0 created, 2 invalid name or the directory already exists.
     """
-    from aeon_kernel.cli.scaffold import ScaffoldError, new_plugin, report
+    from aeon_cli.scaffold import ScaffoldError, new_plugin, report
 
     try:
         target = new_plugin(name, directory, kind)
@@ -457,12 +457,12 @@ def main() -> None:
 
 
 def _add_flow_commands() -> None:
-    from aeon_kernel.cli.batch import batch  # the executor and rich are imported only when it runs
-    from aeon_kernel.cli.evaluate import evaluate  # the suite runner and rich are imported only when it runs
-    from aeon_kernel.cli.flow import flow
-    from aeon_kernel.cli.init.command import init_project  # Jinja and package metadata are read when it runs
-    from aeon_kernel.cli.inspect.command import inspect_runs  # the server and Jinja load when it runs
-    from aeon_kernel.cli.mcp import mcp  # the MCP SDK itself is imported only by `aeon mcp serve`
+    from aeon_cli.batch import batch  # the executor and rich are imported only when it runs
+    from aeon_cli.evaluate import evaluate  # the suite runner and rich are imported only when it runs
+    from aeon_cli.flow import flow
+    from aeon_cli.init.command import init_project  # Jinja and package metadata are read when it runs
+    from aeon_cli.inspect.command import inspect_runs  # the server and Jinja load when it runs
+    from aeon_cli.mcp import mcp  # the MCP SDK itself is imported only by `aeon mcp serve`
 
     cli.add_command(batch)
     cli.add_command(evaluate)

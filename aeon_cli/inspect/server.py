@@ -3,7 +3,7 @@
 Bound to 127.0.0.1 (a free port unless one is asked for), so nothing beyond this machine can reach it; a request
 whose ``Host`` is not this address (DNS rebinding: a page elsewhere naming its own host that resolves here) is
 refused. Any other method is refused too: no request can change a run. The one exception is step-through
-(``aeon run --inspect``): its server, over a :class:`~aeon_kernel.cli.inspect.liveapp.LiveInspector`, passes a
+(``aeon run --inspect``): its server, over a :class:`~aeon_cli.inspect.liveapp.LiveInspector`, passes a
 POST to the app's control endpoint, which checks its token and origin.
 """
 
@@ -16,9 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Final
 from urllib.parse import urlsplit
 
-from aeon_kernel.cli.inspect.app import Inspector, Response
-from aeon_kernel.cli.inspect.liveapp import MAX_BODY, LiveInspector
-from aeon_kernel.cli.inspect.sources import Catalog
+from aeon_cli.inspect.app import Inspector, Response
+from aeon_cli.inspect.liveapp import MAX_BODY, LiveInspector
+from aeon_cli.inspect.sources import Catalog
 
 HOST: Final = "127.0.0.1"
 

@@ -1,0 +1,5 @@
+"""``python -m aeon_cli`` is the ``aeon`` command."""
+
+from aeon_cli.main import main
+
+main()
