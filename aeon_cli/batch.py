@@ -270,7 +270,7 @@ def _executor(
     """What runs the tasks, as ``--executor`` (else ``[executor]``) says: local threads on an Engine (or a
     FlowEngine) built here, or Ray workers, each building its own. The Engine to close and the executor; a
     problem building either stops the batch (exit 2)."""
-    from aeon_kernel.runtime.ray_executor import executor_settings
+    from aeon_plugins.ray.executor import executor_settings
 
     try:
         use, settings, _ = executor_settings(chosen.executor)
@@ -327,7 +327,7 @@ def _ray(
     """Ray workers, started now: each builds the Engine (the model) once. Here the configuration's component
     names are only checked (nothing is built: the model is loaded in the workers alone)."""
     from aeon_kernel.engine import Engine
-    from aeon_kernel.runtime.ray_executor import RayExecutor
+    from aeon_plugins.ray.executor import RayExecutor
 
     engine = None
     try:

@@ -189,7 +189,7 @@ class LoadedSuite:
 
 def load_suite(path: str | Path) -> LoadedSuite:
     """The suite in directory ``path`` (or the suite file ``path``), checked: a SuiteError lists every problem."""
-    from aeon_kernel.flow.yamlfile import Loaded, dotted, load_file
+    from aeon_plugins.flow.yamlfile import Loaded, dotted, load_file
 
     given = Path(path)
     file = given if given.is_file() else given / SUITE_FILE

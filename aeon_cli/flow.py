@@ -19,7 +19,7 @@ from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
 
 if TYPE_CHECKING:
-    from aeon_kernel.flow.engine import FlowEngine, TaskResult
+    from aeon_plugins.flow.engine import FlowEngine, TaskResult
 
 EXIT_SETUP_ERROR = 2
 
@@ -50,7 +50,7 @@ _directory = click.argument("directory", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the problems as a JSON list.")
 def validate(directory: str, config: str | None, as_json: bool) -> None:
     """Check the flow in DIRECTORY and list every problem (file, line, key, node). Exit 1 if there is any."""
-    from aeon_kernel.flow.loader import FlowError
+    from aeon_plugins.flow.loader import FlowError
 
     try:
         loaded = _load(directory, config)
@@ -76,7 +76,7 @@ def validate(directory: str, config: str | None, as_json: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True)
 def graph(directory: str, config: str | None, fmt: str) -> None:
     """Print the DAG of the flow in DIRECTORY as a Mermaid flowchart or Graphviz DOT."""
-    from aeon_kernel.flow.graph import dot, mermaid
+    from aeon_plugins.flow.graph import dot, mermaid
 
     try:
         loaded = _load(directory, config)
@@ -227,9 +227,9 @@ def _load(directory: str, config: str | None) -> Any:
     from pathlib import Path
 
     from aeon_kernel.engine import Engine
-    from aeon_kernel.flow.checks import Known
-    from aeon_kernel.flow.engine import node_functions
-    from aeon_kernel.flow.loader import load_flow
+    from aeon_plugins.flow.checks import Known
+    from aeon_plugins.flow.engine import node_functions
+    from aeon_plugins.flow.loader import load_flow
 
     if config is None and (Path(directory) / "aeon.toml").is_file():
         config = str(Path(directory) / "aeon.toml")

@@ -7,7 +7,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from aeon_kernel.flow.manifest import ContextFile, FlowSpec, MemoryFile
 from aeon_kernel.models import (
     ConvergenceAssessment,
     LogEntry,
@@ -27,6 +26,7 @@ from aeon_kernel.reasoning.models import (
     ValidationIssue,
 )
 from aeon_kernel.tools import Tool
+from aeon_plugins.flow.manifest import ContextFile, FlowSpec, MemoryFile
 
 EXPORTED_MODELS: tuple[type[BaseModel], ...] = (
     Plan,

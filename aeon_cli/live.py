@@ -15,9 +15,9 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from aeon_kernel.llm.prompts import compact
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.models import LogEntry, OrchestrationState, PlanStep, StepStatus
+from aeon_plugins.planning.prompts import compact
 
 _STATUS_STYLE = {
     StepStatus.PENDING: ("○", "dim"),

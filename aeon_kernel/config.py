@@ -70,7 +70,7 @@ REASONING_KEYS: Final = frozenset(
     }
 )
 _RUN_KEYS: Final = {"ttl", "max_tokens", "temperature"}
-#: the keys of ``[executor]`` only ``use = "ray"`` takes (aeon_kernel/runtime/ray_executor.py, RaySettings)
+#: the keys of ``[executor]`` only ``use = "ray"`` takes (aeon_plugins/ray/executor.py, RaySettings)
 RAY_EXECUTOR_KEYS: Final = frozenset(
     {"address", "num_cpus", "worker_cpus", "plugins", "runtime_env", "start_timeout"}
 )
@@ -116,7 +116,7 @@ class AeonConfig:
         None  # every output kept (spec 004 §10.1): off unless [artifacts] names a store
     )
     #: ``[executor]``: where ``engine.submit`` and ``aeon batch`` run many tasks — ``use`` ("local" threads or
-    #: "ray" workers) and its options (aeon_kernel/runtime/ray_executor.py); None: local, 4 at once
+    #: "ray" workers) and its options (aeon_plugins/ray/executor.py); None: local, 4 at once
     executor: Choice | None = None
     source: Path | None = None
     #: the sections the file set itself (a default may follow another setting only where the user left it open)

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
         TelemetrySink,
         Validator,
     )
-    from aeon_kernel.flow.engine import FlowEngine
     from aeon_kernel.llm.client import ModelClient
     from aeon_kernel.models import Plan
     from aeon_kernel.orchestrator import Orchestrator
@@ -121,17 +120,18 @@ class Engine:
         autoload: bool | None = None,
         record: str | Path | None = None,
         replay: str | Path | None = None,
-    ) -> FlowEngine:
-        """The flow in directory ``path`` ready to run (spec 004 §8): its manifests loaded and checked, its memory
-        layers, tools, model and node code built. ``config`` defaults to ``path/aeon.toml`` when there is one,
-        else the usual lookup. Raises ``FlowError`` listing every problem of the flow."""
-        from aeon_kernel.flow.engine import FlowEngine
-
+        flow_engine: str = "flow",
+    ) -> Any:
+        """The flow in directory ``path`` ready to run (spec 004 §8), built by the flow engine registered as
+        ``flow_engine`` (``aeon_plugins.flow``'s :class:`~aeon_plugins.flow.engine.FlowEngine` by default): its
+        manifests loaded and checked, its memory layers, tools, model and node code built. ``config`` defaults to
+        ``path/aeon.toml`` when there is one, else the usual lookup. Raises ``FlowError`` listing every problem
+        of the flow."""
         if config is None and (Path(path) / "aeon.toml").is_file():
             config = str(Path(path) / "aeon.toml")
         engine = cls(config, plugins=plugins, autoload=autoload, record=record, replay=replay)
         try:
-            return FlowEngine.build(engine, path)
+            return engine.registries["flow_engines"].create(flow_engine, engine=engine, directory=path)
         except BaseException:
             engine.close()
             raise
@@ -537,7 +537,7 @@ class Engine:
     def _shared_executor(self) -> Executor:
         with _SHARED_EXECUTOR:  # two first submits at once make one executor, not two
             if self._executor is None:
-                from aeon_kernel.runtime.ray_executor import configured_executor
+                from aeon_plugins.ray.executor import configured_executor
 
                 self._executor = configured_executor(self)  # as [executor] says: threads, or Ray workers
             return self._executor
@@ -552,7 +552,7 @@ class Engine:
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         """Run every request, ``concurrency`` at once (default: ``[executor]``'s, else 4), yielding ``(index,
         result)`` as each ends; on a new executor of the kind ``[executor]`` chooses."""
-        from aeon_kernel.runtime.ray_executor import map_configured
+        from aeon_plugins.ray.executor import map_configured
 
         return map_configured(self, requests, concurrency=concurrency, ttl=ttl, deadline=deadline)
 
@@ -565,7 +565,7 @@ class Engine:
         deadline: float | None = None,
     ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
         """``map`` for asyncio: ``async for index, result in engine.amap(requests)``."""
-        from aeon_kernel.runtime.ray_executor import amap_configured
+        from aeon_plugins.ray.executor import amap_configured
 
         return amap_configured(self, requests, concurrency=concurrency, ttl=ttl, deadline=deadline)
 

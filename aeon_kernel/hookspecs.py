@@ -30,8 +30,8 @@ if TYPE_CHECKING:
         SupervisorAction,
         ToolCall,
     )
-    from aeon_kernel.plan.context import StepContext
     from aeon_kernel.registry import Register
+    from aeon_kernel.steps import StepContext
     from aeon_kernel.tools import Tool
 
 __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
@@ -41,8 +41,9 @@ __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 #: kinds (``aeon_register_depth_heuristics``, ``aeon_register_semantic_validators``) and ``aeon_pass_event``; 1.4
 #: the spec 004 kinds (``aeon_register_nodes``, ``aeon_register_retrieval_policies``); 1.5
 #: ``aeon_register_policies``, ``aeon_register_secret_providers``, ``aeon_register_artifact_stores`` and
-#: ``ToolContext.node``; 1.6 ``aeon_model_called``.
-HOOKSPEC_VERSION: Final = "1.6"
+#: ``ToolContext.node``; 1.6 ``aeon_model_called``; 1.7 ``aeon_register_flow_engines`` (the kernel split,
+#: decision 0015).
+HOOKSPEC_VERSION: Final = "1.7"
 
 
 # --- discovery -------------------------------------------------------------------------------------------------
@@ -213,7 +214,7 @@ def aeon_register_nodes(register: Register) -> None:
     """Register the code of deterministic flow nodes (spec 004), which ``flow.yaml`` names with ``impl: NAME``.
 
     :param register: ``register(name, factory)``; ``factory(**options)`` returns ``fn(value, context)``, called
-        with the node's input and a :class:`~aeon_kernel.flow.nodes.NodeContext` and returning its output (JSON).
+        with the node's input and a :class:`~aeon_plugins.flow.nodes.NodeContext` and returning its output (JSON).
         ``options`` are the node's ``options`` in ``flow.yaml``. Use dotted names (``tickets.normalize``) to
         keep clear of other plugins.
 
@@ -228,7 +229,20 @@ def aeon_register_retrieval_policies(register: Register) -> None:
 
     :param register: ``register(name, factory)``; ``factory()`` returns ``policy(items, profile)``, which
         orders and filters one memory layer's items (``{"layer", "key", "value", "seq"}``) for a
-        :class:`~aeon_kernel.flow.manifest.ProfileSpec`. The kernel registers ``recency`` and ``prefix``.
+        :class:`~aeon_plugins.flow.manifest.ProfileSpec`. The kernel registers ``recency`` and ``prefix``.
+
+    Called once when an engine builds its registries.
+    """
+
+
+@hookspec
+def aeon_register_flow_engines(register: Register) -> None:
+    """Register flow engines: what ``Engine.from_config_dir(path)`` builds a flow directory with (spec 004 §8).
+
+    :param register: ``register(name, factory)``; ``factory(engine, path)`` gets the
+        :class:`~aeon_kernel.engine.Engine` (its plugins discovered, nothing built yet) and the directory, and
+        returns the flow ready to run (``run``, ``start``, ``resume``, ``close``). Aeon registers ``flow``
+        (:mod:`aeon_plugins.flow`), the engine ``from_config_dir`` uses unless told otherwise.
 
     Called once when an engine builds its registries.
     """

@@ -35,32 +35,87 @@ class Kind:
     default: str | None = None
     #: only the scheduler named here uses this kind: its choice is checked only for that scheduler, or when set
     used_by: str | None = None
+    #: what a factory of this kind must return, as ``module:Class`` (imported on first build, so that importing
+    #: the kernel stays cheap); None: a plain callable (node code, retrieval policies) or anything (flow engines)
+    contract: str | None = None
 
     @property
     def hook(self) -> str:
         return f"aeon_register_{self.name}"
 
 
+_CONTRACTS: Final = "aeon_kernel.contracts"
+_SPEC_003: Final = "aeon_kernel.reasoning.contracts"
+
 KINDS: Final[tuple[Kind, ...]] = (
-    Kind("llm_adapters", "LLM adapter", "llm", "one", "llama_cpp"),
-    Kind("memory_backends", "memory backend", "memory", "one", "in_memory"),
-    Kind("tools", "tool", "tools", "subset"),
-    Kind("validators", "validator", "validator", "one", "schema"),
-    Kind("supervisors", "supervisor", "supervisor", "one", "default"),
-    Kind("convergence_engines", "convergence engine", "convergence", "one", "plan_finished"),
-    Kind("planners", "planner", "planner", "one", "model"),
-    Kind("schedulers", "scheduler", "scheduler", "one", "linear"),
-    Kind("depth_heuristics", "adaptive-depth heuristic", "depth", "one", "model", used_by="multipass"),
+    Kind("llm_adapters", "LLM adapter", "llm", "one", "llama_cpp", contract=f"{_CONTRACTS}:LLMAdapter"),
+    Kind("memory_backends", "memory backend", "memory", "one", "in_memory", contract=f"{_CONTRACTS}:Memory"),
+    Kind("tools", "tool", "tools", "subset", contract="aeon_kernel.tools:Tool"),
+    Kind("validators", "validator", "validator", "one", "schema", contract=f"{_CONTRACTS}:Validator"),
+    Kind("supervisors", "supervisor", "supervisor", "one", "default", contract=f"{_CONTRACTS}:Supervisor"),
     Kind(
-        "semantic_validators", "semantic validator", "semantic_validator", "one", "model", used_by="multipass"
+        "convergence_engines",
+        "convergence engine",
+        "convergence",
+        "one",
+        "plan_finished",
+        contract=f"{_CONTRACTS}:ConvergenceEngine",
     ),
-    Kind("telemetry_sinks", "telemetry sink", "telemetry", "many"),
-    Kind("policies", "policy", "policy", "many"),
+    Kind("planners", "planner", "planner", "one", "model", contract=f"{_CONTRACTS}:Planner"),
+    Kind(
+        "schedulers",
+        "scheduler",
+        "scheduler",
+        "one",
+        "linear",
+        contract="aeon_kernel.runtime.scheduler:Scheduler",
+    ),
+    Kind(
+        "depth_heuristics",
+        "adaptive-depth heuristic",
+        "depth",
+        "one",
+        "model",
+        used_by="multipass",
+        contract=f"{_SPEC_003}:AdaptiveDepth",
+    ),
+    Kind(
+        "semantic_validators",
+        "semantic validator",
+        "semantic_validator",
+        "one",
+        "model",
+        used_by="multipass",
+        contract=f"{_SPEC_003}:SemanticValidator",
+    ),
+    Kind("telemetry_sinks", "telemetry sink", "telemetry", "many", contract=f"{_CONTRACTS}:TelemetrySink"),
+    Kind("policies", "policy", "policy", "many", contract="aeon_kernel.policy:Policy"),
     Kind("nodes", "flow node implementation", "nodes", "named"),
     Kind("retrieval_policies", "context retrieval policy", "retrieval_policies", "named"),
-    Kind("secret_providers", "secret provider", "secret_providers", "named"),
-    Kind("state_stores", "state store", "state", "optional", "sqlite"),
-    Kind("artifact_stores", "artifact store", "artifacts", "optional", "sqlite"),
+    Kind("flow_engines", "flow engine", "flow_engines", "named"),
+    Kind(
+        "secret_providers",
+        "secret provider",
+        "secret_providers",
+        "named",
+        contract=f"{_CONTRACTS}:SecretProvider",
+    ),
+    Kind(
+        "state_stores",
+        "state store",
+        "state",
+        "optional",
+        "sqlite",
+        contract="aeon_kernel.runtime.store:StateStore",
+    ),
+    Kind(
+        "artifact_stores",
+        "artifact store",
+        "artifacts",
+        "optional",
+        "sqlite",
+        contract="aeon_kernel.runtime.artifacts:ArtifactStore",
+    ),
 )
 
 BY_NAME: Final[dict[str, Kind]] = {kind.name: kind for kind in KINDS}
@@ -73,3 +128,11 @@ def label(kind: str) -> str:
     """How messages name one component of ``kind`` (the kind's key when it is not in the table)."""
     found = BY_NAME.get(kind)
     return found.label if found else kind
+
+
+def default(kind: str) -> str:
+    """The name of the component of ``kind`` used when ``aeon.toml`` does not choose one."""
+    name = BY_NAME[kind].default
+    if name is None:
+        raise KeyError(f"the kind {kind!r} has no default component")
+    return name

@@ -68,7 +68,7 @@ _ALLOWED_TRANSITIONS: dict[StepStatus, frozenset[StepStatus]] = {
     StepStatus.RUNNING: frozenset({StepStatus.COMPLETE, StepStatus.FAILED, StepStatus.INVALID}),
     StepStatus.COMPLETE: frozenset(),
     StepStatus.FAILED: frozenset(),
-    StepStatus.INVALID: frozenset(),  # left only by a refinement (aeon_kernel.reasoning.deltas), never by a move
+    StepStatus.INVALID: frozenset(),  # left only by a refinement (aeon_plugins.multipass.deltas), never by a move
 }
 
 ClarityState = Literal["CLEAR", "PARTIALLY_CLEAR", "BLOCKED"]

@@ -16,11 +16,10 @@ from typing import Any, Final
 from aeon_kernel.contracts import ConvergenceEngine, LLMAdapter, Memory, Planner, Supervisor, Validator
 from aeon_kernel.errors import OrchestrationError, RunStoreError, ValidationError
 from aeon_kernel.hookspecs import HOOKSPEC_VERSION
+from aeon_kernel.kinds import default
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.models import LogEntry, OrchestrationState, Plan
-from aeon_kernel.plan.linear import LinearPlanScheduler
-from aeon_kernel.plan.planner import ModelPlanner
-from aeon_kernel.plugins import AeonPluginManager, build_plugin_manager, loaded_plugins
+from aeon_kernel.plugins import AeonPluginManager, Registries, build_plugin_manager, loaded_plugins
 from aeon_kernel.runtime.context import Components
 from aeon_kernel.runtime.run import Run
 from aeon_kernel.runtime.scheduler import Scheduler
@@ -53,8 +52,8 @@ class Orchestrator:
     :param plugin_manager: hooks for step execution and telemetry; a bare kernel-only manager when omitted.
     :param state_store: when given, every cycle is committed to it before it is logged, and interrupted runs
         can be continued with :meth:`resume` (FR-013).
-    :param planner: writes the plan; the kernel's ``model`` planner on ``llm_adapter`` when omitted.
-    :param scheduler: builds each run's scheduler; the linear plan scheduler when omitted.
+    :param planner: writes the plan; the planner registered as ``model`` on ``llm_adapter`` when omitted.
+    :param scheduler: builds each run's scheduler; the scheduler registered as ``linear`` when omitted.
     :param others: builds the component chosen for another kind, by kind name (``Engine.component``), for
         schedulers that use more than the components above (the multi-pass one's semantic validator, say).
     :param deadline: seconds each run may take (checked between cycles; see ``Run``).
@@ -76,27 +75,35 @@ class Orchestrator:
         manifest: dict[str, Any] | None = None,
         state_store: StateStore | None = None,
         planner: Planner | None = None,
-        scheduler: Callable[[], Scheduler] = LinearPlanScheduler,
+        scheduler: Callable[[], Scheduler] | None = None,
         others: Callable[[str], Any] | None = None,
         deadline: float | None = None,
     ) -> None:
         if ttl < 1:
             raise ValueError(f"ttl must be at least 1, got {ttl}")
         llm = llm_adapter if isinstance(llm_adapter, ModelClient) else ModelClient(llm_adapter)
+        self.pm = plugin_manager if plugin_manager is not None else build_plugin_manager(autoload=False)
+        if planner is None or scheduler is None:  # the defaults, found by their registered names
+            registries = Registries(self.pm)
+            if planner is None:
+                offered = {"llm": llm, "validator": validator, "supervisor": supervisor}
+                settings = {"max_tokens": max_tokens, "temperature": temperature}
+                planner = registries["planners"].bound(default("planners"), {**offered, **settings})()
+            if scheduler is None:
+                scheduler = registries["schedulers"].bound(default("schedulers"))
         self.components = Components(
             llm=llm,
             memory=memory,
             tools=tool_registry,
             supervisor=supervisor,
             validator=validator,
-            planner=planner or ModelPlanner(llm, validator, supervisor, max_tokens, temperature),
+            planner=planner,
             convergence=convergence,
             max_tokens=max_tokens,
             temperature=temperature,
             others=others,
         )
         self.ttl = ttl
-        self.pm = plugin_manager if plugin_manager is not None else build_plugin_manager(autoload=False)
         self.manifest = manifest
         self.state_store = state_store
         self.scheduler = scheduler

@@ -12,13 +12,14 @@ itself included — except a Ctrl-C the user pressed meanwhile, which still stop
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import signal
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pluggy
 
@@ -39,6 +40,14 @@ ALLOW_ENV = "AEON_PLUGINS_ALLOW"
 BLOCK_ENV = "AEON_PLUGINS_BLOCK"
 #: Plugin names the kernel registers itself; no plugin may take them.
 ESSENTIAL_PREFIX = "aeon."
+#: The default implementations every engine has, registered by module path before any entry point (simonw/llm's
+#: DEFAULT_PLUGINS), so that ``AeonConfig()`` plans and runs with plugin autoloading off. Registering one imports
+#: only its package's ``__init__``; each component's code is imported when it is first built (decision 0015).
+DEFAULT_PLUGINS: Final = (
+    ("aeon.planning", "aeon_plugins.planning"),
+    ("aeon.multipass", "aeon_plugins.multipass"),
+    ("aeon.flow", "aeon_plugins.flow"),
+)
 
 
 @dataclass
@@ -237,18 +246,16 @@ def build_plugin_manager(
     :param allow: when given, only entry points (or distributions) with these names are loaded.
     :param block: entry points (or distributions) that are never imported.
     """
-    # The kernel's own implementations, imported here rather than at import time (DESIGN rule 5).
-    from aeon_kernel.builtins import KernelComponents
+    # The kernel's own implementation, imported here rather than at import time (DESIGN rule 5).
     from aeon_kernel.invocation import KernelToolInvoker
-    from aeon_kernel.plan.executor import KernelStepExecutor
 
     pm = AeonPluginManager()
-    pm.register(KernelStepExecutor(), name="aeon.executor")
     pm.register(KernelToolInvoker(), name="aeon.tools")
-    pm.register(KernelComponents(), name="aeon.kernel")
     if autoload is None:
         autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
     with _PluginCode() as guard:
+        for name, module in DEFAULT_PLUGINS:
+            _register_default(pm, name, module, guard)
         if autoload:
             allowed = None
             if allow is not None or os.environ.get(ALLOW_ENV):
@@ -258,6 +265,16 @@ def build_plugin_manager(
             name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{id(plugin):x}"
             _register(pm, plugin, name, PluginSource(), guard)
     return pm
+
+
+def _register_default(pm: AeonPluginManager, name: str, module: str, guard: _PluginCode) -> None:
+    """One of :data:`DEFAULT_PLUGINS`; one that cannot be imported (a broken install) is a recorded failure."""
+    try:
+        pm.register(importlib.import_module(module), name=name)
+    except BaseException as exc:
+        if not guard.failed(exc):
+            raise
+        pm.failures.append(PluginLoadFailure(name, None, "import", _describe(exc)))
 
 
 def _load_entry_points(

@@ -24,7 +24,7 @@ from aeon_kernel.errors import (
     DuplicateComponentError,
     UnknownComponentError,
 )
-from aeon_kernel.kinds import label
+from aeon_kernel.kinds import BY_NAME, label
 
 T = TypeVar("T")
 
@@ -32,26 +32,46 @@ T = TypeVar("T")
 Register = Callable[[str, Callable[..., Any]], None]
 
 
-#: What a factory of each kind must return, as ``module:Class`` (imported on first build, so that importing the
-#: kernel stays cheap). Node implementations and retrieval policies are plain callables.
-CONTRACTS: Final[dict[str, str]] = {
-    "llm_adapters": "aeon_kernel.contracts:LLMAdapter",
-    "memory_backends": "aeon_kernel.contracts:Memory",
-    "tools": "aeon_kernel.tools:Tool",
-    "validators": "aeon_kernel.contracts:Validator",
-    "supervisors": "aeon_kernel.contracts:Supervisor",
-    "convergence_engines": "aeon_kernel.contracts:ConvergenceEngine",
-    "planners": "aeon_kernel.contracts:Planner",
-    "schedulers": "aeon_kernel.runtime.scheduler:Scheduler",
-    "depth_heuristics": "aeon_kernel.reasoning.contracts:AdaptiveDepth",
-    "semantic_validators": "aeon_kernel.reasoning.contracts:SemanticValidator",
-    "telemetry_sinks": "aeon_kernel.contracts:TelemetrySink",
-    "policies": "aeon_kernel.policy:Policy",
-    "secret_providers": "aeon_kernel.contracts:SecretProvider",
-    "state_stores": "aeon_kernel.runtime.store:StateStore",
-    "artifact_stores": "aeon_kernel.runtime.artifacts:ArtifactStore",
-}
 _REDACTED: Final = "**********"
+
+
+class Lazy:
+    """A factory named by ``"module:attribute"``, imported when it is first called or its signature is read.
+
+    A plugin registers what it provides without importing it (``register("multipass",
+    Lazy("aeon_plugins.multipass.passes:MultiPassScheduler"))``), so an engine that never builds a component
+    never loads its code. The path is the plugin's own, written in its code: configuration never names one
+    (DESIGN rule 6).
+    """
+
+    __slots__ = ("_loaded", "target")
+
+    def __init__(self, target: str) -> None:
+        module, _, attribute = target.partition(":")
+        if not module or not attribute:
+            raise ValueError(f'a lazy factory is named as "module:attribute", got {target!r}')
+        self.target = target
+        self._loaded: Callable[..., Any] | None = None
+
+    def load(self) -> Callable[..., Any]:
+        """The factory itself (imported once)."""
+        if self._loaded is None:
+            module, _, attribute = self.target.partition(":")
+            loaded: Any = importlib.import_module(module)
+            for name in attribute.split("."):  # "Class.method" too
+                loaded = getattr(loaded, name)
+            self._loaded = loaded
+        return self._loaded
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self.load())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.load()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Lazy({self.target!r})"
 
 
 @dataclass(frozen=True)
@@ -177,7 +197,8 @@ class _Builder(Generic[T]):
         return result
 
     def _load_contract(self) -> type | None:
-        path = CONTRACTS.get(self.kind)
+        kind = BY_NAME.get(self.kind)
+        path = kind.contract if kind is not None else None
         if path is None:
             return None
         module, _, name = path.partition(":")

@@ -35,18 +35,15 @@ from typing import Any, Final
 from aeon_kernel import (
     AdaptiveDepth,
     AeonError,
-    ClarityState,
     ConvergenceAssessment,
-    ModelBacked,
-    RecordAction,
     Register,
     SemanticValidationReport,
     TaskProfile,
     ValidationError,
-    allocate_ttl,
-    dumps_lenient,
     hookimpl,
 )
+from aeon_kernel.kit import ClarityState, ModelBacked, RecordAction, dumps_lenient
+from aeon_plugins.multipass import allocate_ttl
 
 MAX_DEPTH: Final = 5
 #: completeness below this, without convergence, means the task was under-profiled

@@ -26,7 +26,8 @@ from typing import Any, Final
 
 from pydantic import Field, model_validator
 
-from aeon_kernel import Register, Tool, ToolError, hookimpl, workspace_root
+from aeon_kernel import Register, Tool, ToolError, hookimpl
+from aeon_kernel.kit import workspace_root
 
 OPERATIONS: Final = ("list", "read", "write")
 MAX_PATH_BYTES: Final = 1024

@@ -11,7 +11,8 @@ import json
 import threading
 from typing import Any
 
-from aeon_kernel import Memory, MemoryStoreError, Register, encode_value, hookimpl
+from aeon_kernel import Memory, MemoryStoreError, Register, hookimpl
+from aeon_kernel.kit import encode_value
 
 
 class InMemoryKVStore(Memory):

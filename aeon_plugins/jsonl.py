@@ -22,18 +22,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from aeon_kernel import (
-    PLAN_CHANGES,
-    ConfigError,
-    LogEntry,
-    OrchestrationState,
-    Plan,
-    Register,
-    TelemetrySink,
-    changed_steps,
-    hookimpl,
-    scrub_secrets_json,
-)
+from aeon_kernel import ConfigError, LogEntry, OrchestrationState, Plan, Register, TelemetrySink, hookimpl
+from aeon_kernel.kit import PLAN_CHANGES, changed_steps, scrub_secrets_json
 
 DEFAULT_PATH = "aeon-log.jsonl"
 #: Characters some readers (Python's str.splitlines among them) treat as line breaks; JSON allows them raw

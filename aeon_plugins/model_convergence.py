@@ -36,18 +36,14 @@ from aeon_kernel import (
     AeonError,
     ConvergenceAssessment,
     ConvergenceEngine,
-    ModelBacked,
-    ModelClient,
-    RecordAction,
     Register,
     SemanticValidationReport,
     Supervisor,
     ValidationError,
     Validator,
-    dumps_lenient,
     hookimpl,
-    plan_progress,
 )
+from aeon_kernel.kit import ModelBacked, ModelClient, RecordAction, dumps_lenient, plan_progress
 
 DEFAULT_THRESHOLDS: Final = {
     "completeness_threshold": 0.95,

@@ -31,17 +31,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import SecretStr
 
-from aeon_kernel import (
-    ConfigError,
-    LLMAdapter,
-    LLMError,
-    LLMResponse,
-    LLMTransientError,
-    Register,
-    clean_secret,
-    hookimpl,
-    scrub_secrets,
-)
+from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, LLMTransientError, Register, hookimpl
+from aeon_kernel.kit import clean_secret, scrub_secrets
 
 if TYPE_CHECKING:  # imported when an adapter is built, so listing plugins never needs httpx
     import httpx

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aeon_kernel import ConvergenceAssessment, ConvergenceEngine, Register, hookimpl, plan_progress
+from aeon_kernel import ConvergenceAssessment, ConvergenceEngine, Register, hookimpl
+from aeon_kernel.kit import plan_progress
 
 
 class PlanFinished(ConvergenceEngine):

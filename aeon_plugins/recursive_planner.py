@@ -47,12 +47,8 @@ from typing import Any, Final
 
 from aeon_kernel import (
     AeonError,
-    ModelBacked,
-    ModelPlanner,
-    NestingDepthError,
     Plan,
     PlanStep,
-    RecordAction,
     RecursivePlanner,
     RefinementAction,
     Register,
@@ -61,9 +57,11 @@ from aeon_kernel import (
     ToolRegistry,
     ValidationError,
     ValidationIssue,
-    canonical_json,
     hookimpl,
 )
+from aeon_kernel.errors import NestingDepthError
+from aeon_kernel.kit import ModelBacked, RecordAction, canonical_json
+from aeon_plugins.planning import ModelPlanner
 
 MAX_PLAN_STEPS: Final = 10
 MAX_ACTIONS: Final = 3

@@ -17,17 +17,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import SecretStr
 
-from aeon_kernel import (
-    ConfigError,
-    Memory,
-    MemoryStoreError,
-    Register,
+from aeon_kernel import ConfigError, Memory, MemoryStoreError, Register, hookimpl
+from aeon_kernel.kit import (
     check_amount,
     check_key,
     check_prefix,
     decode_value,
     encode_value,
-    hookimpl,
     increment_error,
     is_utf8,
 )

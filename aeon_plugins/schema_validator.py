@@ -11,14 +11,12 @@ from aeon_kernel import (
     Plan,
     PlanStep,
     Register,
-    StepToolCheck,
     ToolRegistry,
     ValidationError,
     Validator,
-    dumps_lenient,
     hookimpl,
-    validate_against,
 )
+from aeon_kernel.kit import StepToolCheck, dumps_lenient, validate_against
 
 #: The defaults of the size limits: far above any plan or call a model writes, far below what hurts a run.
 MAX_PLAN_STEPS: Final = 1_000

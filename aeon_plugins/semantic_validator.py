@@ -53,9 +53,6 @@ from typing import Any, Final, Literal
 
 from aeon_kernel import (
     AeonError,
-    ModelBacked,
-    ModelClient,
-    RecordAction,
     Register,
     SemanticValidationReport,
     SemanticValidator,
@@ -64,11 +61,10 @@ from aeon_kernel import (
     ValidationError,
     ValidationIssue,
     Validator,
-    dumps_lenient,
-    facts_in,
     hookimpl,
-    unused_numbers,
 )
+from aeon_kernel.kit import ModelBacked, ModelClient, RecordAction, dumps_lenient
+from aeon_plugins.planning import facts_in, unused_numbers
 
 #: the kernel's ``ArtifactType`` (not exported), spelled out for the type checker
 Artifact = Literal["plan", "step", "execution_artifact", "cross_phase"]

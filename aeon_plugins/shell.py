@@ -55,16 +55,8 @@ from typing import Any, ClassVar, Final
 
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 
-from aeon_kernel import (
-    ConfigError,
-    Register,
-    Tool,
-    ToolError,
-    hookimpl,
-    is_utf8,
-    register_secret,
-    workspace_root,
-)
+from aeon_kernel import ConfigError, Register, Tool, ToolError, hookimpl
+from aeon_kernel.kit import is_utf8, register_secret, workspace_root
 
 #: where program names are looked up, and the ``PATH`` the programs get
 SEARCH_PATH: Final = "/usr/local/bin:/usr/bin:/bin"

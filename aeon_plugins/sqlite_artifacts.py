@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from aeon_kernel import Artifact, ArtifactStore, Register, RunStoreError, hookimpl, use_wal
+from aeon_kernel import Artifact, ArtifactStore, Register, RunStoreError, hookimpl
+from aeon_kernel.kit import use_wal
 
 DEFAULT_PATH: Final = "aeon-artifacts.db"
 _SCHEMA: Final = """

@@ -20,18 +20,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
-from aeon_kernel import (
+from aeon_kernel import Memory, MemoryStoreError, Register, hookimpl
+from aeon_kernel.kit import (
     INT64_MAX,
     INT64_MIN,
-    Memory,
-    MemoryStoreError,
-    Register,
     check_amount,
     check_key,
     check_prefix,
     decode_value,
     encode_value,
-    hookimpl,
     increment_error,
     is_utf8,
 )

@@ -34,12 +34,14 @@ from aeon_kernel import (
     PlanStep,
     Register,
     RunStoreError,
-    RunSummary,
     StateStore,
+    hookimpl,
+)
+from aeon_kernel.kit import (
+    RunSummary,
     StoredRun,
     check_claim,
     failure_text,
-    hookimpl,
     is_utf8,
     plan_snapshots,
     storable_json,

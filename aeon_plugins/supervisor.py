@@ -18,26 +18,27 @@ from typing import Any, Final
 
 from aeon_kernel import (
     LLMAdapter,
-    RecordAction,
     Register,
     SupervisorAction,
-    SupervisorActionType,
     SupervisorError,
     ToolRegistry,
     ValidationError,
     Validator,
+    hookimpl,
+)
+from aeon_kernel import Supervisor as SupervisorContract
+from aeon_kernel.kit import (
+    RecordAction,
+    SupervisorActionType,
     canonical_json,
     dumps_lenient,
     ensure_repairable,
-    hookimpl,
     loads_strict,
-    normalize_plan,
-    repair_json_text,
     schema_errors,
     tool_names,
     tools_not_in,
 )
-from aeon_kernel import Supervisor as SupervisorContract
+from aeon_plugins.planning import normalize_plan, repair_json_text
 
 REPAIR_SYSTEM_PROMPT: Final = (
     "You repair JSON. Fix only its syntax and structure so that it matches the schema. Keep the meaning, keep "

@@ -172,9 +172,10 @@ def run_aeon_ray(n: int, concurrency: int, offset: int = 0) -> None:
     each with its own Engine, the plugin imported by name (``batch:PLUGIN``)."""
     executor = _shared.get("aeon_ray")
     if executor is None:
-        from aeon_kernel import Engine, RayExecutor
+        from aeon_kernel import Engine
         from aeon_kernel.config import AeonConfig
         from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
+        from aeon_plugins.ray import RayExecutor
 
         # the cluster's processes inherit these: the workers import this file as `batch` and build its plugin
         os.environ.update(

@@ -32,11 +32,17 @@ import llama_cpp
 
 from aeon_kernel import Engine, PlanStep, ToolRegistry
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.llm.prompts import ANSWER_SCHEMA, SYSTEM_PROMPT, plan_prompt, plan_schema, reasoning_prompt
 from aeon_kernel.schemas import schema_errors
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.llama_cpp import LlamaCppAdapter
+from aeon_plugins.planning.prompts import (
+    ANSWER_SCHEMA,
+    SYSTEM_PROMPT,
+    plan_prompt,
+    plan_schema,
+    reasoning_prompt,
+)
 
 MODES = {"free": False, "grammar": "grammar", "top": "top"}  # name -> the adapter's constrain option
 PLAN_REQUESTS = [

@@ -23,7 +23,7 @@ from typing import Any
 
 from aeon_kernel import Engine
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.plan.grounding import facts_in, numbers_in, unsupported_numbers
+from aeon_plugins.planning.grounding import facts_in, numbers_in, unsupported_numbers
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from aeon_kernel import Engine, Plan, read_log
+from aeon_kernel import Engine, Plan
 from aeon_kernel.config import AeonConfig
+from aeon_kernel.kit import read_log
 
 
 def plan(size: int) -> Plan:

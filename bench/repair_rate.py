@@ -29,7 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from aeon_kernel import AeonError, PlanParse  # noqa: E402
+from aeon_kernel import AeonError  # noqa: E402
+from aeon_plugins.planning import PlanParse  # noqa: E402
 from tests.repair.corpus import (  # noqa: E402
     Case,
     added_tools,
@@ -79,11 +80,12 @@ def collect(out: Path, runs: list[Run] | None = None) -> None:
 
     A constrained answer that came out whole is not malformed: it is asked again with one and two tokens fewer,
     so the corpus gets the cuts that only miss the last brackets."""
-    from aeon_kernel import ToolRegistry, loads_strict
-    from aeon_kernel.llm.prompts import SYSTEM_PROMPT, plan_prompt, plan_schema
+    from aeon_kernel import ToolRegistry
+    from aeon_kernel.kit import loads_strict
     from aeon_plugins.calculator import CalculatorTool
     from aeon_plugins.echo import EchoTool
     from aeon_plugins.llama_cpp import LlamaCppAdapter
+    from aeon_plugins.planning.prompts import SYSTEM_PROMPT, plan_prompt, plan_schema
 
     tools = ToolRegistry([CalculatorTool(), EchoTool()]).export_tools_for_llm()
     llm = LlamaCppAdapter(constrain="grammar")  # llama.cpp's own grammar sampler; no schema: unconstrained

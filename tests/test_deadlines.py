@@ -8,8 +8,9 @@ import threading
 import time
 from typing import Any
 
-from aeon_kernel import DeadlineError, Engine, FunctionTool, current_idempotency_key, hookimpl
+from aeon_kernel import DeadlineError, Engine, FunctionTool, hookimpl
 from aeon_kernel.config import AeonConfig
+from aeon_kernel.kit import current_idempotency_key
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from tests.support.builders import plan, tool_step
 

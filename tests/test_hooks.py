@@ -25,7 +25,6 @@ from aeon_kernel import (
     Plan,
     Planner,
     PlanStep,
-    RecordAction,
     StepExecutionResult,
     StepStatus,
     SupervisorAction,
@@ -34,14 +33,14 @@ from aeon_kernel import (
     ToolCall,
     ToolContext,
     ToolRegistry,
-    UnknownComponentError,
-    current_idempotency_key,
     hookimpl,
 )
 from aeon_kernel.config import AeonConfig, Choice
-from aeon_kernel.plan.context import StepContext
+from aeon_kernel.errors import UnknownComponentError
+from aeon_kernel.kit import RecordAction, current_idempotency_key
 from aeon_kernel.runtime.context import RunContext
 from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
+from aeon_kernel.steps import StepContext
 from aeon_kernel.testing import RecordingSink
 from aeon_plugins import sqlite_state
 from aeon_plugins.in_memory import InMemoryKVStore
@@ -530,7 +529,7 @@ def test_hook_aeon_register_schedulers(
     assert orchestrator.execute("once-more")["answer"] == "ONCE MORE"
     assert len(built) == 2 and built[0] is not built[1] and built[0].shouted == ["MAKE", "SOME", "NOISE"]
 
-    with pytest.raises(UnknownComponentError, match=r"'linear' \(from aeon.kernel\)"):
+    with pytest.raises(UnknownComponentError, match=r"'linear' \(from aeon.planning\)"):
         Engine(AeonConfig().with_choice("scheduler", "nope"), autoload=False).scheduler()
 
 

@@ -16,16 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aeon_cli.json_schemas import export_json_schemas
-from aeon_kernel import (
-    LogEntry,
-    MemoryEntry,
-    OrchestrationState,
-    Plan,
-    PlanStep,
-    StepStatus,
-    SupervisorAction,
-    ToolCall,
-)
+from aeon_kernel import LogEntry, OrchestrationState, Plan, PlanStep, StepStatus, SupervisorAction, ToolCall
+from aeon_kernel.kit import MemoryEntry
 from aeon_kernel.runtime.state import RunState
 
 P, R, C, F = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.COMPLETE, StepStatus.FAILED

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import ConfigError, Engine, Register, Tool, ToolRegistrationError, hookimpl
+from aeon_kernel import ConfigError, Engine, Register, Tool, hookimpl
 from aeon_kernel.config import parse_config
+from aeon_kernel.errors import ToolRegistrationError
 from aeon_kernel.invocation import ToolContext, invoke_tool
 from tests.support.builders import plan, tool_step
 

@@ -11,16 +11,9 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import (
-    HOOKSPEC_VERSION,
-    ConfigError,
-    DuplicateComponentError,
-    Engine,
-    UnknownComponentError,
-    hookimpl,
-)
+from aeon_kernel import HOOKSPEC_VERSION, ConfigError, Engine, hookimpl
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.errors import ComponentBuildError
+from aeon_kernel.errors import ComponentBuildError, DuplicateComponentError, UnknownComponentError
 from aeon_kernel.plugins import Registries, build_plugin_manager
 
 
@@ -190,11 +183,11 @@ def aeon_register_tool(register):
 
 def test_plugin_names_starting_with_aeon_dot_are_reserved() -> None:
     class Sneaky:
-        __name__ = "aeon.executor"
+        __name__ = "aeon.planning"
 
     pm = build_plugin_manager([Sneaky()], autoload=False)
     assert pm.failures[0].stage == "register" and "reserved" in pm.failures[0].error
-    assert pm.get_plugin("aeon.executor") is not Sneaky
+    assert pm.get_plugin("aeon.planning") is not Sneaky
 
 
 def test_each_engine_has_its_own_plugin_manager() -> None:
@@ -281,7 +274,7 @@ def test_caller_gives_what_pluggy_gives_as_plugins_come_and_go() -> None:
 
 def test_caller_of_a_firstresult_hook_returns_the_single_result() -> None:
     pm = build_plugin_manager(autoload=False)
-    pm.unregister(name="aeon.executor")
+    pm.unregister(name="aeon.planning")
     assert both_ways(pm, "aeon_execute_step", step="s", context=None) == (None, None)
     pm.register(FirstStep())
     assert both_ways(pm, "aeon_execute_step", step="s", context=None) == (("mine", "s"), ("mine", "s"))

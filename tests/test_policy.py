@@ -275,7 +275,7 @@ def test_an_obeyed_injection_cannot_cause_an_ungranted_action(
 
 
 def test_a_node_may_narrow_a_grant_but_never_widen_it(tmp_path: Path) -> None:
-    from aeon_kernel.flow.loader import FlowError
+    from aeon_plugins.flow.loader import FlowError
 
     node = {
         "id": "act",

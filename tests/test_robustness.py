@@ -19,7 +19,7 @@ from aeon_cli.main import cli
 from aeon_kernel import ConfigError, Engine, hookimpl
 from aeon_kernel.config import AeonConfig, Choice
 from aeon_kernel.errors import ComponentBuildError
-from aeon_kernel.registry import CONTRACTS
+from aeon_kernel.kinds import KINDS
 from aeon_plugins.jsonl import JsonlSink
 from tests.cli.test_main import SUM
 from tests.support.builders import answer
@@ -172,6 +172,9 @@ def _wrong_hook(kind: str) -> Any:
 
     return staticmethod(hookimpl(specname=f"aeon_register_{kind}")(register_wrong))
 
+
+#: the kinds whose factories' results are checked: those with a contract, and the plain callables
+CONTRACTS = [kind.name for kind in KINDS if kind.contract is not None]
 
 #: ``wrong``: for every kind with a contract, a factory returning a plain object
 WrongOfEveryKind = type(

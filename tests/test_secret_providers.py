@@ -143,7 +143,7 @@ def test_a_provided_secret_is_cleaned_and_registered() -> None:
     with engine({}) as e:
         resolved = resolve_secrets({"key": {"$vault": "shell/token"}}, "tool", e._secret_provider)
     assert resolved["key"].get_secret_value() == SHELL_TOKEN
-    from aeon_kernel import scrub_secrets
+    from aeon_kernel.kit import scrub_secrets
 
     assert scrub_secrets(f"<{SHELL_TOKEN}>") == "<***>"
 

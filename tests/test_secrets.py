@@ -488,8 +488,8 @@ def test_a_secret_a_tool_leaks_is_scrubbed_from_every_output(
 def test_the_kernels_error_records_and_excerpts_are_scrubbed() -> None:
     """The chokepoints themselves: an error record (for the log, the state and the next prompt) and the excerpt
     helper prompts and the live view cut text with (scrubbed before the cut)."""
-    from aeon_kernel.llm.prompts import compact
     from aeon_kernel.runtime.context import error_record
+    from aeon_plugins.planning.prompts import compact
 
     register_secret(LEAKY_KEY)
     record = error_record(ToolError(f"bad token {LEAKY_KEY!r}"), "s1", detail={"sent": [LEAKY_KEY]})

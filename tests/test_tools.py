@@ -7,7 +7,8 @@ from typing import Any
 import pydantic
 import pytest
 
-from aeon_kernel import FunctionTool, Tool, ToolError, ToolRegistrationError, ToolRegistry, ValidationError
+from aeon_kernel import FunctionTool, Tool, ToolError, ToolRegistry, ValidationError
+from aeon_kernel.errors import ToolRegistrationError
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 

@@ -75,7 +75,7 @@ def _declared(
     if not isinstance(directory, str):
         return [], [], "the run does not name its flow's directory: the graph shows the stages it ran"
     try:
-        from aeon_kernel.flow.loader import load_flow
+        from aeon_plugins.flow.loader import load_flow
 
         flow = load_flow(directory)
     except Exception as exc:  # gone, changed into something invalid: draw what the run did

@@ -2,7 +2,7 @@
 
 A node shows how many distinct tasks ran it (several: clones or subtasks came to it), what its forks spawned, and,
 for a merge, what it merged — or, where the run ended (or is paused) before the merge, how many of its inputs had
-arrived. The events are the router's (:meth:`aeon_kernel.flow.tasks.TaskBook.advance`): ``branch_created`` /
+arrived. The events are the router's (:meth:`aeon_plugins.flow.tasks.TaskBook.advance`): ``branch_created`` /
 ``split_created`` on the fork's stage, ``arrived_at_merge`` and ``merge`` on the stage whose routing caused them —
 which is not always a stage of the merge node (the last sibling's exit can trigger a merge), so an event's own
 ``node`` is what counts. Task ids are lineages (``t1``, its children ``t1.1``, ``t1.2``, ...). Everything here is

@@ -9,7 +9,7 @@ scheduler will read and says what the cycle will do, with the context it will ge
   the step's prompt (FR-002) and, for a model step, that prompt;
 - a multi-pass run (spec 003): its stage (profile, plan, validate, refine, evaluate, ...), or the step it executes;
 - a flow run: the tasks the router will take off its queue, each with its node, its input and the context the
-  router will assemble for it — by calling the router's own :func:`~aeon_kernel.flow.context.assemble`, which
+  router will assemble for it — by calling the router's own :func:`~aeon_plugins.flow.context.assemble`, which
   only reads.
 
 None means no cycle is left: the run ends when it is next asked (the plan finished, the flow's root task ended,
@@ -22,15 +22,15 @@ import copy
 from typing import Any
 
 from aeon_cli.inspect.views import pretty
-from aeon_kernel.flow.context import assemble
-from aeon_kernel.flow.router import FlowScheduler, FlowSetup
-from aeon_kernel.flow.tasks import TaskBook
-from aeon_kernel.llm.prompts import plan_prompt, reasoning_prompt, state_summary, tool_arguments_prompt
 from aeon_kernel.models import OrchestrationState, PlanStep, StepStatus
-from aeon_kernel.plan.context import memory_key
-from aeon_kernel.plan.planner import ModelPlanner
 from aeon_kernel.runtime.context import Components
 from aeon_kernel.runtime.run import Run
+from aeon_kernel.steps import memory_key
+from aeon_plugins.flow.context import assemble
+from aeon_plugins.flow.router import FlowScheduler, FlowSetup
+from aeon_plugins.flow.tasks import TaskBook
+from aeon_plugins.planning.planner import ModelPlanner
+from aeon_plugins.planning.prompts import plan_prompt, reasoning_prompt, state_summary, tool_arguments_prompt
 
 
 def plan_run(run: Run, components: Components) -> dict[str, Any] | None:

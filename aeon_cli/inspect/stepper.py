@@ -36,10 +36,10 @@ from aeon_kernel.models import LogEntry
 from aeon_kernel.secrets import scrub_secrets
 
 if TYPE_CHECKING:
-    from aeon_kernel.flow.engine import FlowEngine
     from aeon_kernel.orchestrator import Orchestrator
     from aeon_kernel.runtime.artifacts import ArtifactStore
     from aeon_kernel.runtime.run import Run
+    from aeon_plugins.flow.engine import FlowEngine
 
 EXIT_STOPPED: Final = 130
 #: how long the command waits, once the run ended, for the page to show it

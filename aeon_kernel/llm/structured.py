@@ -8,14 +8,19 @@ raises ``LLMError`` when the model stays unavailable.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from aeon_kernel.contracts import RecordAction, Supervisor, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.llm.output import parse_json
-from aeon_kernel.llm.prompts import SYSTEM_PROMPT
 from aeon_kernel.models import SupervisorAction
+
+#: the system prompt of every JSON request the kernel makes (plans, steps, repairs, judges)
+SYSTEM_PROMPT: Final = (
+    "You are the planning and reasoning engine of Aeon, an orchestration kernel. "
+    "Reply with exactly one JSON object and nothing else."
+)
 
 
 def ignore_action(action: SupervisorAction) -> None:

@@ -11,7 +11,7 @@ asks its scheduler four things, in this order, every cycle::
 ``perform`` and ``apply`` are apart so that the work itself can run elsewhere (a thread, a Ray worker) while the
 state changes stay with the run. When a cycle raises, the run calls ``abandon`` instead of ``apply``.
 
-The linear plan is one scheduler (:class:`aeon_kernel.plan.linear.LinearPlanScheduler`); the multi-pass loop of
+The linear plan is one scheduler (:class:`aeon_plugins.planning.linear.LinearPlanScheduler`); the multi-pass loop of
 spec 003 and the DAG router of spec 004 are others. A scheduler instance belongs to one run (the engine builds one
 per run from the ``schedulers`` registry); whatever it must remember across a crash lives in the run's state, so
 ``aeon resume`` can rebuild it.

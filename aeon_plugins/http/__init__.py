@@ -45,7 +45,8 @@ from urllib.parse import urljoin, urlsplit
 
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 
-from aeon_kernel import ConfigError, Register, Tool, ToolError, clean_secret, hookimpl, scrub_secrets
+from aeon_kernel import ConfigError, Register, Tool, ToolError, hookimpl
+from aeon_kernel.kit import clean_secret, scrub_secrets
 
 from .addresses import (
     _LOCALHOST,

@@ -58,16 +58,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, PrivateAttr
 from pydantic import ValidationError as PydanticValidationError
 
-from aeon_kernel import (
-    ConfigError,
-    Register,
-    Tool,
-    ToolError,
-    ValidationError,
-    check_schema,
-    hookimpl,
-    schema_errors,
-)
+from aeon_kernel import ConfigError, Register, Tool, ToolError, ValidationError, hookimpl
+from aeon_kernel.kit import check_schema, schema_errors
 
 from .connections import CLOSE_SECONDS as CLOSE_SECONDS
 from .connections import _Connections, _Shared

@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic import ValidationError as PydanticValidationError
 
-from aeon_kernel import ConfigError, ToolError, register_secret, scrub_secrets
+from aeon_kernel import ConfigError, ToolError
+from aeon_kernel.kit import register_secret, scrub_secrets
 
 if TYPE_CHECKING:
     from mcp import ClientSession

@@ -36,8 +36,8 @@ from aeon_kernel import (
     ToolCall,
     __version__,
     hookimpl,
-    scrub_secrets,
 )
+from aeon_kernel.kit import scrub_secrets
 
 from . import setup
 from .conventions import (

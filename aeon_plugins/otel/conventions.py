@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from aeon_kernel import scrub_secrets
+from aeon_kernel.kit import scrub_secrets
 
 OPERATION: Final = "gen_ai.operation.name"
 PROVIDER: Final = "gen_ai.provider.name"

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import SecretStr
 
-from aeon_kernel import ConfigError, __version__, clean_secret
+from aeon_kernel import ConfigError, __version__
+from aeon_kernel.kit import clean_secret
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

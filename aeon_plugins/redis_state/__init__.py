@@ -53,6 +53,8 @@ from aeon_kernel import (
     RunStoreError,
     StateStore,
     hookimpl,
+)
+from aeon_kernel.kit import (
     is_utf8,
     storable_json,
     storable_model_json,

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
-from aeon_kernel import RunStoreError, check_claim, failure_text, is_utf8
+from aeon_kernel import RunStoreError
+from aeon_kernel.kit import check_claim, failure_text, is_utf8
 
 from .encoding import _decoded
 from .reading import _Reading

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
-from aeon_kernel import ConfigError, RunStoreError, failure_text
+from aeon_kernel import ConfigError, RunStoreError
+from aeon_kernel.kit import failure_text
 
 from .scripts import _Refused, register
 

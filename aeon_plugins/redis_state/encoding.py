@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aeon_kernel import Plan, storable_model_json
+from aeon_kernel import Plan
+from aeon_kernel.kit import storable_model_json
 
 # --- text in, text out ----------------------------------------------------------------------------------------------
 

@@ -11,11 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final, cast
 
-from aeon_kernel import (
-    LogEntry,
-    Plan,
-    PlanStep,
-    RunStoreError,
+from aeon_kernel import LogEntry, Plan, PlanStep, RunStoreError
+from aeon_kernel.kit import (
     RunSummary,
     StoredRun,
     failure_text,

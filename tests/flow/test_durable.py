@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from aeon_kernel import Engine, RunStoreError
-from aeon_kernel.flow.engine import FlowEngine, TaskResult
+from aeon_plugins.flow.engine import FlowEngine, TaskResult
 from aeon_plugins.sqlite_state import SqliteStateStore
 from tests.flow import crash_nodes
 

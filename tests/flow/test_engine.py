@@ -15,8 +15,9 @@ import yaml
 
 from aeon_kernel import Engine, hookimpl
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.flow.engine import FlowEngine
-from aeon_kernel.flow.loader import FlowError
+from aeon_kernel.errors import UnknownComponentError
+from aeon_plugins.flow.engine import FlowEngine
+from aeon_plugins.flow.loader import FlowError
 from aeon_plugins.scripted import ScriptedLLM
 
 
@@ -148,6 +149,33 @@ def test_hook_aeon_register_retrieval_policies(tmp_path: Path) -> None:
     profiles["profiles"]["first"]["policy"] = "newest-ish"
     with pytest.raises(FlowError, match="newest-ish"):
         build(tmp_path / "bad", chain(*nodes, EXIT), context=profiles)
+
+
+def test_hook_aeon_register_flow_engines(tmp_path: Path) -> None:
+    """``Engine.from_config_dir`` builds a flow with the flow engine registered under the name it is given: the
+    default ``flow`` (aeon_plugins.flow), or a plugin's, which gets the engine and the directory."""
+    built: list[tuple[Any, Path]] = []
+
+    class Recorder:
+        def __init__(self, engine: Any, directory: Path) -> None:
+            built.append((engine, directory))
+            self.engine = engine
+
+    class Engines:
+        @hookimpl
+        def aeon_register_flow_engines(self, register: Any) -> None:
+            register("recorder", Recorder)
+
+    directory = write_flow(tmp_path / "flow", chain(START, EXIT))
+    with Engine.from_config_dir(directory, config(), plugins=[Engines()]) as flow:
+        assert isinstance(flow, FlowEngine) and flow.run({"n": 1}).status == "success"
+    made = Engine.from_config_dir(directory, config(), plugins=[Engines()], flow_engine="recorder")
+    assert isinstance(made, Recorder) and built == [(made.engine, directory)]
+    assert made.engine.registries["flow_engines"].providers()["flow"] == "aeon.flow"
+    made.engine.close()
+
+    with pytest.raises(UnknownComponentError, match=r"no flow engine named 'dag'.*'flow' \(from aeon.flow\)"):
+        Engine.from_config_dir(directory, config(), flow_engine="dag")
 
 
 def test_a_clone_sees_what_its_parent_did_and_the_budget_trims_the_context(tmp_path: Path) -> None:

@@ -23,10 +23,10 @@ from click.testing import CliRunner
 from aeon_cli.main import cli
 from aeon_kernel import Engine
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.flow.engine import TaskResult
-from aeon_kernel.flow.graph import Flow, mermaid
-from aeon_kernel.flow.loader import load_flow
 from aeon_kernel.schemas import schema_errors
+from aeon_plugins.flow.engine import TaskResult
+from aeon_plugins.flow.graph import Flow, mermaid
+from aeon_plugins.flow.loader import load_flow
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "flows"

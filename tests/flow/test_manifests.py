@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from aeon_cli.main import cli
 from aeon_kernel import Engine
-from aeon_kernel.flow.loader import FlowError
-from aeon_kernel.flow.yamlfile import Problem
+from aeon_plugins.flow.loader import FlowError
+from aeon_plugins.flow.yamlfile import Problem
 
 GOOD = """\
 name: good
@@ -487,7 +487,7 @@ def test_a_flow_yaml_linked_to_dev_zero_is_refused(tmp_path: Path) -> None:
     (directory / "flow.yaml").symlink_to("/dev/zero")
     script = (
         "import sys\n"
-        "from aeon_kernel.flow.loader import FlowError, load_flow\n"
+        "from aeon_plugins.flow.loader import FlowError, load_flow\n"
         "try:\n"
         f"    load_flow({str(directory)!r})\n"
         "except FlowError as exc:\n"

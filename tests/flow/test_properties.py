@@ -26,7 +26,7 @@ import aeon_plugins.schema_validator
 import aeon_plugins.supervisor
 from aeon_kernel import Engine, hookimpl
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.flow.loader import FlowError, load_flow
+from aeon_plugins.flow.loader import FlowError, load_flow
 from tests.flow.reference import ROLE_DEGREES, NodeFailed, interpret, step_output
 
 MAX_NODES = 30

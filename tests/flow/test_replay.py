@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from aeon_cli.main import cli
 from aeon_kernel import Engine
-from aeon_kernel.flow.engine import TaskResult
+from aeon_plugins.flow.engine import TaskResult
 
 FLOW_YAML = """\
 name: agent-triage

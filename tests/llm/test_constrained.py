@@ -15,12 +15,18 @@ from typing import Any
 import pytest
 
 from aeon_kernel import ConfigError, PlanStep, ToolRegistry
-from aeon_kernel.llm.prompts import ANSWER_SCHEMA, SYSTEM_PROMPT, plan_prompt, plan_schema, reasoning_prompt
 from aeon_kernel.schemas import schema_errors
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.llama_cpp import LlamaCppAdapter
 from aeon_plugins.llama_cpp.bounded import bounded
+from aeon_plugins.planning.prompts import (
+    ANSWER_SCHEMA,
+    SYSTEM_PROMPT,
+    plan_prompt,
+    plan_schema,
+    reasoning_prompt,
+)
 
 np = pytest.importorskip("numpy")
 token_masks = pytest.importorskip("aeon_plugins.llama_cpp.token_masks")

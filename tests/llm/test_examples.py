@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from aeon_kernel.llm.examples import EXAMPLES_SHOWN, PLAN_EXAMPLES, PlanExample, plan_examples
-from aeon_kernel.llm.prompts import plan_prompt, plan_schema
 from aeon_kernel.schemas import schema_errors
 from aeon_plugins.calculator import CalculatorTool, evaluate
 from aeon_plugins.echo import EchoTool
+from aeon_plugins.planning.examples import EXAMPLES_SHOWN, PLAN_EXAMPLES, PlanExample, plan_examples
+from aeon_plugins.planning.prompts import plan_prompt, plan_schema
 
 TOOLS = [tool.describe() for tool in (CalculatorTool(), EchoTool())]
 

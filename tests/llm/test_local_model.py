@@ -16,8 +16,8 @@ import pytest
 from aeon_kernel import Engine
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.llm.output import loads_strict
-from aeon_kernel.llm.prompts import SYSTEM_PROMPT, plan_prompt, plan_schema
 from aeon_kernel.schemas import schema_errors
+from aeon_plugins.planning.prompts import SYSTEM_PROMPT, plan_prompt, plan_schema
 
 pytestmark = pytest.mark.model
 

@@ -16,9 +16,9 @@ import pytest
 
 from aeon_kernel import Engine
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.llm.prompts import plan_schema
-from aeon_kernel.plan.grounding import numbers_in
 from aeon_kernel.schemas import schema_errors
+from aeon_plugins.planning.grounding import numbers_in
+from aeon_plugins.planning.prompts import plan_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 CASSETTES = ROOT / "tests" / "cassettes"

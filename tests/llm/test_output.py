@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import MAX_REPAIR_CHARS, Engine, SupervisorError, tool_names
+from aeon_kernel import Engine, SupervisorError
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.contracts import RecordAction, Supervisor
+from aeon_kernel.kit import MAX_REPAIR_CHARS, tool_names
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.llm.output import parse_json
 from aeon_plugins.schema_validator import SchemaValidator

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aeon_kernel import StepStatus
-from aeon_kernel.plan.grounding import facts_in, numbers_in, unsupported_numbers
+from aeon_plugins.planning.grounding import facts_in, numbers_in, unsupported_numbers
 from tests.conftest import MakeHarness
 from tests.support.builders import answer, llm_step, plan, tool_step
 

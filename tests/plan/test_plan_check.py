@@ -10,14 +10,16 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import Engine, ModelClient, ModelPlanner, Orchestrator, Plan, SupervisorAction, ToolRegistry
+from aeon_kernel import Engine, Orchestrator, Plan, SupervisorAction, ToolRegistry
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.llm.prompts import plan_schema
-from aeon_kernel.plan.grounding import plan_problems
+from aeon_kernel.kit import ModelClient
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.in_memory import InMemoryKVStore
 from aeon_plugins.plan_finished import PlanFinished
+from aeon_plugins.planning import ModelPlanner
+from aeon_plugins.planning.grounding import plan_problems
+from aeon_plugins.planning.prompts import plan_schema
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.supervisor import DefaultSupervisor

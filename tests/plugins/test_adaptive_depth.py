@@ -20,16 +20,15 @@ from aeon_kernel import (
     AdaptiveDepth,
     ConvergenceAssessment,
     LLMAdapter,
-    ModelClient,
     SemanticValidationReport,
     TaskProfile,
     ToolRegistry,
     ValidationError,
     ValidationIssue,
-    allocate_ttl,
 )
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.engine import Engine
+from aeon_kernel.kit import ModelClient
 from aeon_kernel.llm.cassette import RecordingAdapter, ReplayAdapter
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from aeon_plugins.adaptive_depth import (
@@ -39,6 +38,7 @@ from aeon_plugins.adaptive_depth import (
     ModelAdaptiveDepth,
     aeon_register_depth_heuristics,
 )
+from aeon_plugins.multipass import allocate_ttl
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.supervisor import DefaultSupervisor

@@ -29,9 +29,10 @@ import pytest
 from pydantic import SecretStr
 
 import aeon_plugins.http as http_plugin
-from aeon_kernel import ConfigError, Engine, ToolContext, ToolError, scrub_secrets
+from aeon_kernel import ConfigError, Engine, ToolContext, ToolError
 from aeon_kernel.config import parse_config
 from aeon_kernel.invocation import invoke_tool
+from aeon_kernel.kit import scrub_secrets
 from aeon_kernel.models import ToolCall
 from aeon_plugins.http import HttpTool
 

@@ -10,7 +10,6 @@ from typing import Any
 import pluggy
 
 from aeon_kernel import (
-    PLAN_CHANGES,
     LogEntry,
     OrchestrationState,
     Plan,
@@ -21,6 +20,7 @@ from aeon_kernel import (
     ToolCall,
     hookspecs,
 )
+from aeon_kernel.kit import PLAN_CHANGES
 from aeon_kernel.logs import read_log
 from aeon_plugins.jsonl import DEFAULT_PATH, JsonlSink, aeon_register_telemetry_sinks
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import ConfigError, Engine, ToolContext, ToolError, ValidationError, scrub_secrets
+from aeon_kernel import ConfigError, Engine, ToolContext, ToolError, ValidationError
 from aeon_kernel.config import parse_config
 from aeon_kernel.invocation import invoke_tool
+from aeon_kernel.kit import scrub_secrets
 from aeon_plugins.mcp_tools import MCPTool
 from tests.support.builders import plan, tool_step
 

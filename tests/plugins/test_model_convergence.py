@@ -19,7 +19,6 @@ from aeon_kernel import (
     ConvergenceAssessment,
     ConvergenceEngine,
     LLMAdapter,
-    ModelClient,
     SemanticValidationReport,
     ToolRegistry,
     ValidationError,
@@ -27,6 +26,7 @@ from aeon_kernel import (
 )
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.engine import Engine
+from aeon_kernel.kit import ModelClient
 from aeon_kernel.llm.cassette import RecordingAdapter, ReplayAdapter
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from aeon_plugins.model_convergence import (

@@ -23,8 +23,9 @@ from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
 import aeon_plugins
-from aeon_kernel import ConfigError, Engine, LLMResponse, hookimpl, register_secret
+from aeon_kernel import ConfigError, Engine, LLMResponse, hookimpl
 from aeon_kernel.config import parse_config
+from aeon_kernel.kit import register_secret
 from aeon_plugins import otel
 from aeon_plugins.otel import OtelSink, conventions
 from aeon_plugins.scripted import ScriptedLLM

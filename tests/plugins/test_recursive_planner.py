@@ -20,8 +20,6 @@ from aeon_kernel import (
     AeonError,
     LLMAdapter,
     LLMError,
-    ModelClient,
-    NestingDepthError,
     Plan,
     PlanStep,
     RecursivePlanner,
@@ -35,11 +33,13 @@ from aeon_kernel import (
 )
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.engine import Engine
+from aeon_kernel.errors import NestingDepthError
+from aeon_kernel.kit import ModelClient
 from aeon_kernel.llm.cassette import RecordingAdapter, ReplayAdapter
-from aeon_kernel.reasoning.deltas import RefinementLedger, apply_refinements
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
+from aeon_plugins.multipass.deltas import RefinementLedger, apply_refinements
 from aeon_plugins.recursive_planner import (
     EXAMPLE_REFINED_STEP,
     ModelRecursivePlanner,

@@ -33,8 +33,9 @@ import pytest
 import redis
 from pydantic import SecretStr
 
-from aeon_kernel import ConfigError, Engine, LogEntry, RunStoreError, hookimpl, register_secret
+from aeon_kernel import ConfigError, Engine, LogEntry, RunStoreError, hookimpl
 from aeon_kernel.config import AeonConfig, Choice
+from aeon_kernel.kit import register_secret
 from aeon_plugins.redis_state import RedisStateStore
 from tests.support import ledger
 from tests.support.builders import plan, tool_step

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import PlanStep, StepToolCheck, ToolRegistry, ValidationError, Validator
+from aeon_kernel import PlanStep, ToolRegistry, ValidationError, Validator
+from aeon_kernel.kit import StepToolCheck
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.schema_validator import SchemaValidator, aeon_register_validators

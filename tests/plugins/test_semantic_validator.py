@@ -14,16 +14,10 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import (
-    LLMAdapter,
-    ModelClient,
-    SemanticValidationReport,
-    SemanticValidator,
-    ToolRegistry,
-    ValidationError,
-)
+from aeon_kernel import LLMAdapter, SemanticValidationReport, SemanticValidator, ToolRegistry, ValidationError
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.engine import Engine
+from aeon_kernel.kit import ModelClient
 from aeon_kernel.llm.cassette import RecordingAdapter, ReplayAdapter
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from aeon_plugins.calculator import CalculatorTool

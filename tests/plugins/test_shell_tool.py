@@ -22,17 +22,10 @@ import pytest
 from pydantic import SecretStr
 
 import aeon_plugins.shell as shell_plugin
-from aeon_kernel import (
-    ConfigError,
-    Engine,
-    PermissionDeniedError,
-    ToolContext,
-    ToolError,
-    ValidationError,
-    scrub_secrets,
-)
+from aeon_kernel import ConfigError, Engine, PermissionDeniedError, ToolContext, ToolError, ValidationError
 from aeon_kernel.config import parse_config
 from aeon_kernel.invocation import invoke_tool
+from aeon_kernel.kit import scrub_secrets
 from aeon_kernel.testing import tool_conformance
 from aeon_plugins.shell import DRAIN_SECONDS, MAX_ARGUMENT_CHARS, MAX_ARGUMENTS, ShellTool
 

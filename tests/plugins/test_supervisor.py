@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import SupervisorAction, SupervisorError, ToolRegistry, normalize_plan
+from aeon_kernel import SupervisorAction, SupervisorError, ToolRegistry
 from aeon_kernel.llm.client import ModelClient
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
+from aeon_plugins.planning import normalize_plan
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.supervisor import REPAIR_SYSTEM_PROMPT, DefaultSupervisor

@@ -1,4 +1,4 @@
-"""Properties of refinement deltas (spec 003, ``aeon_kernel.reasoning.deltas``).
+"""Properties of refinement deltas (spec 003, ``aeon_plugins.multipass.deltas``).
 
 Random valid plan states (a prefix of complete/failed steps, at most one running or invalid step, then pending
 ones) receive random ADD / MODIFY / REMOVE / REPLACE actions, drawn against the plan as it is at that moment: its
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from aeon_kernel.errors import NestingDepthError, RefinementLimitError, ValidationError
 from aeon_kernel.models import Plan, PlanStep, StepStatus
-from aeon_kernel.reasoning import deltas
+from aeon_plugins.multipass import deltas
 from aeon_kernel.reasoning.models import RefinementAction
 
 # Spec 003's limits, written out rather than imported: they are what the kernel is checked against.

@@ -10,7 +10,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from aeon_kernel import OrchestrationState, Plan, PlanStep, StateTransitionError, StepStatus
+from aeon_kernel import OrchestrationState, Plan, PlanStep, StepStatus
+from aeon_kernel.errors import StateTransitionError
 from aeon_kernel.runtime.state import RunState
 
 ALLOWED = {

@@ -1,4 +1,4 @@
-"""The decomposition helpers (aeon_kernel/reasoning/decompose.py): the split, the part steps and their context."""
+"""The decomposition helpers (aeon_plugins/multipass/decompose.py): the split, the part steps and their context."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aeon_kernel import PlanStep, StepStatus
-from aeon_kernel.reasoning.decompose import (
+from aeon_plugins.multipass.decompose import (
     MAX_PARTS,
     fresh_id,
     part_context,

@@ -20,12 +20,12 @@ from aeon_kernel import (
     SemanticValidator,
     TaskProfile,
     ValidationIssue,
-    allocate_ttl,
     hookimpl,
 )
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.testing import RecordingSink
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
+from aeon_plugins.multipass import allocate_ttl
 from tests.support.live import live_view_of
 
 

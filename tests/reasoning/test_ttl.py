@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aeon_kernel.reasoning.models import TaskProfile
-from aeon_kernel.reasoning.ttl import allocate_ttl
+from aeon_plugins.multipass.ttl import allocate_ttl
 
 TOOLS = ("none", "minimal", "moderate", "extensive")  # each in increasing demand
 BREADTHS = ("narrow", "moderate", "broad")

@@ -6,7 +6,9 @@ from collections import Counter
 
 import pytest
 
-from aeon_kernel import AeonError, ModelClient, Plan, PlanParse, SupervisorError, ValidationError, parse_plan
+from aeon_kernel import AeonError, Plan, SupervisorError, ValidationError
+from aeon_kernel.kit import ModelClient
+from aeon_plugins.planning import PlanParse, parse_plan
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.supervisor import DefaultSupervisor

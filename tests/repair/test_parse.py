@@ -7,17 +7,9 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import (
-    ModelClient,
-    ModelPlanner,
-    PlanParse,
-    Supervisor,
-    SupervisorAction,
-    SupervisorError,
-    ValidationError,
-    parse_plan,
-    repair_json_text,
-)
+from aeon_kernel import Supervisor, SupervisorAction, SupervisorError, ValidationError
+from aeon_kernel.kit import ModelClient
+from aeon_plugins.planning import ModelPlanner, PlanParse, parse_plan, repair_json_text
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.supervisor import DefaultSupervisor

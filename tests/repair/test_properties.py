@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aeon_kernel import AeonError, PlanParse, normalize_plan, parse_plan, repair_json_text
+from aeon_kernel import AeonError
+from aeon_plugins.planning import PlanParse, normalize_plan, parse_plan, repair_json_text
 from aeon_plugins.schema_validator import SchemaValidator
 from tests.repair.corpus import corpus_tools
 

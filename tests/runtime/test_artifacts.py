@@ -13,8 +13,9 @@ from typing import Any, get_args
 import pytest
 
 from aeon_cli.main import ARTIFACT_KINDS
-from aeon_kernel import Artifact, ArtifactStore, Engine, Register, RunStoreError, hookimpl, register_secret
+from aeon_kernel import Artifact, ArtifactStore, Engine, Register, RunStoreError, hookimpl
 from aeon_kernel.config import parse_config
+from aeon_kernel.kit import register_secret
 from aeon_kernel.runtime.artifacts import ArtifactKind
 from aeon_plugins.sqlite_artifacts import SQLiteArtifactStore
 from tests.flow.test_engine import EXIT, START, Demo, chain, write_flow

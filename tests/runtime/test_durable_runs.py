@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import Engine, RunStoreError, current_idempotency_key
+from aeon_kernel import Engine, RunStoreError
 from aeon_kernel.config import AeonConfig, Choice
+from aeon_kernel.kit import current_idempotency_key
 from aeon_kernel.logs import expand_log, read_log
 from aeon_plugins.sqlite_state import SqliteStateStore
 from tests.support import ledger

@@ -25,13 +25,12 @@ from aeon_kernel import (
     FunctionTool,
     LLMAdapter,
     LLMResponse,
-    LocalExecutor,
-    TaskCancelledError,
     ToolError,
     ValidationError,
     hookimpl,
 )
 from aeon_kernel.config import AeonConfig
+from aeon_kernel.kit import LocalExecutor, TaskCancelledError
 from aeon_kernel.runtime.executor import ExecutorSettings
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from tests.support.builders import plan, tool_step

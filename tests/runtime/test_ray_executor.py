@@ -23,10 +23,11 @@ from typing import Any
 
 import pytest
 
-from aeon_kernel import BackpressureError, ConfigError, Engine, TaskCancelledError
+from aeon_kernel import BackpressureError, ConfigError, Engine
 from aeon_kernel.config import AeonConfig, Choice, parse_config
-from aeon_kernel.runtime.ray_executor import RayExecutor, WorkerError, executor_settings, import_ray
+from aeon_kernel.kit import TaskCancelledError
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
+from aeon_plugins.ray.executor import RayExecutor, WorkerError, executor_settings, import_ray
 from tests.support.ray_jobs import BUILDS_ENV, job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,7 +194,7 @@ def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch: pyt
 
 def test_importing_aeon_never_imports_ray() -> None:
     code = (
-        "import sys, aeon_kernel, aeon_kernel.runtime.ray_executor, aeon_cli.batch, aeon_kernel.config\n"
+        "import sys, aeon_kernel, aeon_plugins.ray.executor, aeon_cli.batch, aeon_kernel.config\n"
         "aeon_kernel.config.parse_config({'executor': {'use': 'ray'}})\n"
         "print('ray' in sys.modules)"
     )
@@ -260,7 +261,7 @@ def test_engine_submit_and_map_follow_the_executor_table(cluster: dict[str, Any]
 
 
 def test_a_flow_runs_on_ray_workers_as_on_local_threads(cluster: dict[str, Any], tmp_path: Path) -> None:
-    from aeon_kernel import LocalExecutor
+    from aeon_kernel.kit import LocalExecutor
     from tests.flow.test_engine import chain, write_flow
 
     directory = write_flow(
@@ -410,7 +411,7 @@ OWN_CLUSTER = """
 import json, os, sys, time
 sys.path[:0] = [sys.argv[1]]
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.runtime.ray_executor import RayExecutor
+from aeon_plugins.ray.executor import RayExecutor
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from tests.runtime.test_ray_executor import ray_children
 from tests.support.ray_jobs import job

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from aeon_kernel import (
-    Components,
     Engine,
     LLMAdapter,
     LLMError,
@@ -28,6 +27,7 @@ from aeon_kernel import (
     hookimpl,
 )
 from aeon_kernel.config import AeonConfig
+from aeon_kernel.kit import Components
 from aeon_kernel.testing import RecordingSink
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from aeon_plugins.scripted import ScriptedLLM

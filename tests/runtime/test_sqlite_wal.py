@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aeon_kernel import use_wal
+from aeon_kernel.kit import use_wal
 from aeon_plugins.sqlite_artifacts import SQLiteArtifactStore
 from aeon_plugins.sqlite_state import SqliteStateStore
 

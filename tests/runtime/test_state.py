@@ -19,12 +19,12 @@ from aeon_kernel import (
     OrchestrationState,
     Plan,
     PlanStep,
-    StateTransitionError,
     StepStatus,
     SupervisorAction,
     ToolCall,
     ValidationError,
 )
+from aeon_kernel.errors import StateTransitionError
 from aeon_kernel.models import RunStatus
 from aeon_kernel.runtime.state import RunState
 

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aeon_kernel import Register, Tool, current_idempotency_key, hookimpl
+from aeon_kernel import Register, Tool, hookimpl
+from aeon_kernel.kit import current_idempotency_key
 
 LEDGER_ENV = "AEON_TEST_LEDGER"
 

@@ -366,6 +366,12 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #
 #
 # @hookimpl
+# def aeon_register_flow_engines(register: Register) -> None:
+#     """Flow engines: ``factory(engine, directory)`` returns a flow ready to run (Engine.from_config_dir)."""
+#     register("my_flows", MyFlowEngine)  # Engine.from_config_dir(path, flow_engine="my_flows")
+#
+#
+# @hookimpl
 # def aeon_register_policies(register: Register) -> None:
 #     """Policies: ``factory(**options)`` returns a ``Policy`` judging every tool call and flow stage."""
 #     register("my_policy", MyPolicy)  # aeon.toml: [policy] use = ["rules", "my_policy"]

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from aeon_kernel import AeonError, FunctionTool, Plan, PlanParse, ToolRegistry, parse_plan
+from aeon_kernel import AeonError, FunctionTool, Plan, ToolRegistry
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
+from aeon_plugins.planning import PlanParse, parse_plan
 from aeon_plugins.schema_validator import SchemaValidator
 
 CORPUS_DIR = Path(__file__).parent

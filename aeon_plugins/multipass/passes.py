@@ -26,7 +26,7 @@ the semantic validator's full validation (the same structural checks, then the m
 When a pass does not converge because the plan lost part of the request — a blocking semantic issue (its
 results left out a number the request gave) or a failed step — and the request sequences several parts ("…,
 then …"), the next pass does what one pass cannot: it plans the parts one at a time, each part's subplan written
-by the planner's ``create_subplan`` with the previous part's result (:mod:`aeon_kernel.reasoning.decompose`).
+by the planner's ``create_subplan`` with the previous part's result (:mod:`aeon_plugins.multipass.decompose`).
 That happens once per run, and is followed by phase D even for a shallow task: the request turned out to
 be several tasks, and a deeper profile (the default heuristic's rule for a HIGH issue or a BLOCKED step) gets
 the TTL its formula gives — without that, a request of four parts used the 17 cycles of a depth-1 profile to
@@ -50,38 +50,44 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-from aeon_kernel.errors import AeonError, NestingDepthError
-from aeon_kernel.models import (
-    ClarityState,
+from aeon_kernel import (
+    AdaptiveDepth,
+    Conclusion,
     ConvergenceAssessment,
     OrchestrationState,
-    Phase,
     Plan,
+    RecursivePlanner,
+    RefinementAction,
+    RunContext,
+    Scheduler,
+    SemanticValidationReport,
+    SemanticValidator,
     StepExecutionResult,
     StepStatus,
+    TaskProfile,
+    Verdict,
+    Work,
+)
+from aeon_kernel.errors import AeonError, NestingDepthError
+from aeon_kernel.kit import (
+    SEVERITY_ORDER,
+    ClarityState,
+    ExecutionHistory,
+    ExecutionPass,
+    PassPhase,
+    Phase,
+    error_record,
     utc_now,
 )
-from aeon_kernel.plan.linear import LinearPlanScheduler
-from aeon_kernel.reasoning.contracts import AdaptiveDepth, RecursivePlanner, SemanticValidator
-from aeon_kernel.reasoning.decompose import (
+from aeon_plugins.multipass.decompose import (
     part_context,
     part_record,
     part_steps,
     sequenced_parts,
     with_context,
 )
-from aeon_kernel.reasoning.deltas import RefinementLedger, apply_refinements, depth_of
-from aeon_kernel.reasoning.models import (
-    SEVERITY_ORDER,
-    ExecutionHistory,
-    ExecutionPass,
-    PassPhase,
-    RefinementAction,
-    SemanticValidationReport,
-    TaskProfile,
-)
-from aeon_kernel.runtime.context import RunContext, error_record
-from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
+from aeon_plugins.multipass.deltas import RefinementLedger, apply_refinements, depth_of
+from aeon_plugins.planning.linear import LinearPlanScheduler
 
 KEY: Final = "multipass"
 #: stage -> (the cycle's phase in the log record, the spec 003 phase it belongs to)
@@ -520,7 +526,7 @@ class MultiPassScheduler(Scheduler):
             self._profile(run), assessment, report, clarity, record=run.record_action
         )
 
-    # --- decomposition (aeon_kernel/reasoning/decompose.py) ------------------------------------------------------
+    # --- decomposition (aeon_plugins/multipass/decompose.py) ------------------------------------------------------
 
     @staticmethod
     def _attempt(memo: dict[str, Any], plan: Plan) -> Plan:

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aeon_kernel.flow.manifest import (
+from aeon_plugins.flow.manifest import (
     ROLE_FIELDS,
     ContextFile,
     FlowSpec,
@@ -19,7 +19,7 @@ from aeon_kernel.flow.manifest import (
     ProfileRef,
     ProfileSpec,
 )
-from aeon_kernel.flow.yamlfile import Loaded, Problem, dotted
+from aeon_plugins.flow.yamlfile import Loaded, Problem, dotted
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from aeon_kernel.reasoning.models import TaskProfile
+from aeon_kernel import TaskProfile
 
 TOOL_CYCLES: Final = {"none": 0, "minimal": 1, "moderate": 3, "extensive": 6}
 BREADTH_CYCLES: Final = {"narrow": 0, "moderate": 2, "broad": 4}

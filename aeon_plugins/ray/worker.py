@@ -1,4 +1,4 @@
-"""What runs in a Ray worker (:mod:`aeon_kernel.runtime.ray_executor`): the :class:`Worker` actor, which builds
+"""What runs in a Ray worker (:mod:`aeon_plugins.ray.executor`): the :class:`Worker` actor, which builds
 an Engine like the submitter's once — from a :class:`WorkerSpec` sent as it starts — then runs one task at a
 time, a second thread reaching the running task to cancel it.
 
@@ -16,11 +16,12 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from aeon_kernel import TaskHandle
 from aeon_kernel.errors import ConfigError
-from aeon_kernel.runtime.tasks import TaskHandle, _error_outcome, drive, tasks_for
+from aeon_kernel.runtime.tasks import _error_outcome, drive, tasks_for
 
 if TYPE_CHECKING:
-    from aeon_kernel.config import AeonConfig
+    from aeon_kernel import AeonConfig
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class Worker:
             self.source = build_source(spec)
             self.tasks = tasks_for(self.source)
         except Exception as exc:
-            from aeon_kernel.secrets import scrub_secrets
+            from aeon_kernel.kit import scrub_secrets
 
             self.problem = scrub_secrets(f"{type(exc).__name__}: {exc}")
 

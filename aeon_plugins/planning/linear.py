@@ -10,20 +10,30 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from aeon_kernel.errors import LLMError, SupervisorError, ValidationError
-from aeon_kernel.invocation import describe, json_problem, safe_text, was_checked
-from aeon_kernel.models import (
+from aeon_kernel import (
+    Conclusion,
     ConvergenceAssessment,
     OrchestrationState,
     Plan,
     PlanStep,
+    RunContext,
+    Scheduler,
     StepExecutionResult,
     StepStatus,
     ToolCall,
+    Verdict,
+    Work,
 )
-from aeon_kernel.plan.context import StepContext, memory_key
-from aeon_kernel.runtime.context import RunContext, error_record
-from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
+from aeon_kernel.errors import LLMError, SupervisorError, ValidationError
+from aeon_kernel.kit import (
+    StepContext,
+    describe,
+    error_record,
+    json_problem,
+    memory_key,
+    safe_text,
+    was_checked,
+)
 
 _PLAN: Final = Work("plan")
 

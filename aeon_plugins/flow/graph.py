@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aeon_kernel.flow.manifest import FlowSpec, MemoryFile, NodeSpec, ProfileRef, ProfileSpec
+from aeon_plugins.flow.manifest import FlowSpec, MemoryFile, NodeSpec, ProfileRef, ProfileSpec
 
 
 @dataclass(frozen=True)
 class Flow:
-    """A loaded, checked flow (:func:`aeon_kernel.flow.loader.load_flow`). Immutable: many runs share one."""
+    """A loaded, checked flow (:func:`aeon_plugins.flow.loader.load_flow`). Immutable: many runs share one."""
 
     spec: FlowSpec
     directory: Path

@@ -22,9 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from aeon_kernel import Plan, PlanStep, RefinementAction, StepStatus
 from aeon_kernel.errors import NestingDepthError, RefinementLimitError, ValidationError
-from aeon_kernel.models import Plan, PlanStep, StepStatus
-from aeon_kernel.reasoning.models import RefinementAction
 
 PER_FRAGMENT: Final = 3
 TOTAL: Final = 10

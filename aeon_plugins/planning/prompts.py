@@ -12,18 +12,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from aeon_kernel.llm.examples import plan_examples
-from aeon_kernel.schemas import canonical_json, compiled_validator
-from aeon_kernel.secrets import scrub_secrets
+from aeon_kernel.kit import SYSTEM_PROMPT as SYSTEM_PROMPT  # the planning prompts are asked with it
+from aeon_kernel.kit import canonical_json, compiled_validator, scrub_secrets
+from aeon_plugins.planning.examples import plan_examples
 
 if TYPE_CHECKING:
-    from aeon_kernel.models import PlanStep
-    from aeon_kernel.tools import Tool
+    from aeon_kernel import PlanStep, Tool
+    from aeon_kernel.kit import StepContext
 
-SYSTEM_PROMPT: Final = (
-    "You are the planning and reasoning engine of Aeon, an orchestration kernel. "
-    "Reply with exactly one JSON object and nothing else."
-)
 
 MAX_PLAN_STEPS: Final = 10
 
@@ -113,7 +109,7 @@ def _tool_lines(tools: list[dict[str, Any]]) -> str:
 
 def plan_prompt(request: str, tools: list[dict[str, Any]]) -> str:
     """FR-006: ask for a declarative plan. Stable prefix first; then the worked examples most like the request
-    (:mod:`aeon_kernel.llm.examples`) and the request."""
+    (:mod:`aeon_plugins.planning.examples`) and the request."""
     return (
         'Write a plan as JSON with a "goal" and a list of "steps". Each step has a "step_id" and a '
         '"description", and either a "tool" with its "arguments", or "agent": "llm" for a step that '
@@ -148,6 +144,14 @@ def state_summary(
     lines += [f"Error: {e.get('step_id', '-')}: {e.get('message', '')}" for e in errors[-3:]]
     lines.append(f"Cycles left: {ttl}")
     return "\n".join(lines)
+
+
+def step_summary(context: StepContext) -> str:
+    """FR-002: the goal, the plan's steps in order with their statuses and results (read back from memory,
+    FR-018), errors, and TTL, for the next prompt of a step."""
+    state = context.state
+    goal, steps = (state.plan.goal, state.plan.steps) if state.plan else (state.request, ())
+    return state_summary(goal, steps, context.results(), list(state.errors), state.ttl_remaining)
 
 
 def tool_arguments_prompt(state: str, step: PlanStep, tool: Tool) -> str:

@@ -1,8 +1,8 @@
 """The manifest format of a flow directory (spec 004 §2): ``flow.yaml``, ``schemas/``, ``context.yaml`` and
 ``memory.yaml``.
 
-These models say what each file may hold; :mod:`aeon_kernel.flow.loader` reads the files into them and
-:mod:`aeon_kernel.flow.checks` checks what a single model cannot (the DAG, references between files). The JSON
+These models say what each file may hold; :mod:`aeon_plugins.flow.loader` reads the files into them and
+:mod:`aeon_plugins.flow.checks` checks what a single model cannot (the DAG, references between files). The JSON
 Schema of ``flow.yaml`` (``aeon schemas``, ``docs/schemas/flow.json``) is generated from :class:`FlowSpec`.
 """
 

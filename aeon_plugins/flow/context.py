@@ -6,7 +6,7 @@ Each layer is a prefix in a memory backend (the engine's, or the one ``memory.ya
   ancestors' (a clone sees what its parent did before the branch); written by the router after each stage, when
   some node of the flow reads the task layer;
 - ``project``: ``project/<flow name>/<key>`` and ``global``: ``global/<key>`` — written by nodes with
-  :meth:`~aeon_kernel.flow.nodes.NodeContext.remember`, and kept across runs by a durable backend.
+  :meth:`~aeon_plugins.flow.nodes.NodeContext.remember`, and kept across runs by a durable backend.
 
 Items are ``{"layer", "key", "value", "seq"}``; a retrieval policy (``recency``, ``prefix``, or one a plugin
 registers with ``aeon_register_retrieval_policies``) orders and filters them, ``limit`` caps each layer, and the
@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aeon_kernel.contracts import Memory
-from aeon_kernel.flow.manifest import LAYERS, Layer, ProfileRef, ProfileSpec
+from aeon_kernel import Memory
+from aeon_plugins.flow.manifest import LAYERS, Layer, ProfileRef, ProfileSpec
 
 #: ``policy(items, profile) -> items``: choose and order a layer's items
 RetrievalPolicy = Callable[[list[dict[str, Any]], ProfileSpec], list[dict[str, Any]]]

@@ -1,11 +1,11 @@
 """The kernel's planner, ``model``: the model writes the plan (FR-006/010), and nothing it writes is used unchecked.
 
 The plan is asked for with decoding constrained to the plan schema (naming the registered tools), then read by
-:func:`~aeon_kernel.plan.parse.parse_plan`: parsed, validated and, when malformed, repaired by the supervisor,
+:func:`~aeon_plugins.planning.parse.parse_plan`: parsed, validated and, when malformed, repaired by the supervisor,
 whose repair may not add a tool (FR-032). A planner plugin (spec 003's RecursivePlanner) replaces this one by
 name: ``[planner] use = "..."``.
 
-A valid plan is then checked against the request (:func:`~aeon_kernel.plan.grounding.plan_problems`): a plan that
+A valid plan is then checked against the request (:func:`~aeon_plugins.planning.grounding.plan_problems`): a plan that
 leaves out a number the request states, uses one of them more often than the request does, or gives a tool a
 worked example's text was not written for this request. The planner then asks once more, the same prompt with
 the plan's ``goal`` fixed to the request itself by the schema, and keeps the second plan only if it passes the
@@ -20,15 +20,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from aeon_kernel.contracts import Planner, RecordAction, Supervisor, Validator
+from aeon_kernel import Plan, Planner, Supervisor, SupervisorAction, ToolRegistry, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
-from aeon_kernel.llm.client import ModelClient
-from aeon_kernel.llm.prompts import MAX_PLAN_STEPS, SYSTEM_PROMPT, plan_prompt, plan_schema
-from aeon_kernel.llm.structured import ModelBacked, ignore_action
-from aeon_kernel.models import Plan, SupervisorAction
-from aeon_kernel.plan.grounding import plan_problems
-from aeon_kernel.plan.parse import parse_plan
-from aeon_kernel.tools import ToolRegistry
+from aeon_kernel.kit import ModelBacked, ModelClient, RecordAction, ignore_action
+from aeon_plugins.planning.grounding import plan_problems
+from aeon_plugins.planning.parse import parse_plan
+from aeon_plugins.planning.prompts import MAX_PLAN_STEPS, SYSTEM_PROMPT, plan_prompt, plan_schema
 
 #: A longer request is not asked for again: the model would have to write it out as the goal.
 MAX_GOAL_CHARS: Final = 200

@@ -1,6 +1,6 @@
 """Loading a flow directory: every file read and checked, every problem listed (spec 004 §8 steps 1-4).
 
-:func:`load_flow` returns a :class:`~aeon_kernel.flow.graph.Flow` or raises :class:`FlowError` holding *all*
+:func:`load_flow` returns a :class:`~aeon_plugins.flow.graph.Flow` or raises :class:`FlowError` holding *all*
 the problems found, each naming its file, line, key and node, so that ``aeon flow validate`` can list them
 together instead of one per attempt.
 """
@@ -15,11 +15,11 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from aeon_kernel.errors import AeonError, ValidationError
-from aeon_kernel.flow.checks import DEGREES, Known, Sources, check_flow
-from aeon_kernel.flow.graph import Flow
-from aeon_kernel.flow.manifest import ContextFile, EdgeSpec, FlowSpec, MemoryFile, NodeSpec
-from aeon_kernel.flow.yamlfile import Loaded, Problem, load_file
-from aeon_kernel.schemas import check_schema
+from aeon_kernel.kit import check_schema
+from aeon_plugins.flow.checks import DEGREES, Known, Sources, check_flow
+from aeon_plugins.flow.graph import Flow
+from aeon_plugins.flow.manifest import ContextFile, EdgeSpec, FlowSpec, MemoryFile, NodeSpec
+from aeon_plugins.flow.yamlfile import Loaded, Problem, load_file
 
 M = TypeVar("M", bound=BaseModel)
 MAX_SCHEMAS = 1000

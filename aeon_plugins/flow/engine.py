@@ -2,7 +2,7 @@
 
 :class:`FlowEngine` is a flow on an :class:`~aeon_kernel.engine.Engine`: the engine's model, tools, memory, state
 store and sinks, with the flow's node code, memory layers and retrieval policies. Each ``run`` is a kernel
-:class:`~aeon_kernel.runtime.run.Run` driven by a :class:`~aeon_kernel.flow.router.FlowScheduler` — the same
+:class:`~aeon_kernel.runtime.run.Run` driven by a :class:`~aeon_plugins.flow.router.FlowScheduler` — the same
 runtime, TTL, records, store and replay as ``aeon run``, another scheduler.
 """
 
@@ -16,25 +16,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aeon_kernel.errors import OrchestrationError, RunStoreError, ValidationError
-from aeon_kernel.flow.checks import Known
-from aeon_kernel.flow.context import Layers, RetrievalPolicy
-from aeon_kernel.flow.graph import Flow
-from aeon_kernel.flow.loader import FlowError, load_flow
-from aeon_kernel.flow.manifest import LAYERS, NodeSpec
-from aeon_kernel.flow.nodes import NodeFunction
-from aeon_kernel.flow.router import FlowScheduler, FlowSetup
-from aeon_kernel.flow.yamlfile import Problem
+from aeon_plugins.flow.checks import Known
+from aeon_plugins.flow.context import Layers, RetrievalPolicy
+from aeon_plugins.flow.graph import Flow
+from aeon_plugins.flow.loader import FlowError, load_flow
+from aeon_plugins.flow.manifest import LAYERS, NodeSpec
+from aeon_plugins.flow.nodes import NodeFunction
+from aeon_plugins.flow.router import FlowScheduler, FlowSetup
+from aeon_plugins.flow.yamlfile import Problem
 
 if TYPE_CHECKING:
-    from aeon_kernel.contracts import Memory, TelemetrySink
-    from aeon_kernel.llm.client import ModelClient
-    from aeon_kernel.orchestrator import Orchestrator
-    from aeon_kernel.plugins import Registries
-    from aeon_kernel.policy import Policy
-    from aeon_kernel.runtime.run import Run, RunResult
-    from aeon_kernel.runtime.scheduler import Scheduler
-    from aeon_kernel.runtime.store import StateStore
-    from aeon_kernel.tools import ToolRegistry
+    from aeon_kernel import (
+        Memory,
+        Orchestrator,
+        Policy,
+        Run,
+        RunResult,
+        Scheduler,
+        StateStore,
+        TelemetrySink,
+        ToolRegistry,
+    )
+    from aeon_kernel.kit import ModelClient, Registries
 
 
 class Host(Protocol):

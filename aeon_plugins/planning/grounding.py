@@ -21,9 +21,9 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
-from aeon_kernel.llm.examples import example_arguments
-from aeon_kernel.llm.prompts import EXAMPLE_ANSWER, EXAMPLE_REQUEST, compact
-from aeon_kernel.models import PlanStep, StepStatus
+from aeon_kernel import PlanStep, StepStatus
+from aeon_plugins.planning.examples import example_arguments
+from aeon_plugins.planning.prompts import EXAMPLE_ANSWER, EXAMPLE_REQUEST, compact
 
 #: A number as an answer writes it: thousands separators, decimals, exponent (the sign is not compared). Not a
 #: digit run that is part of a word or an identifier ("3-day" counts; "mp3" and "step_2" do not).

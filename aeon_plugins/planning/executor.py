@@ -7,29 +7,26 @@
 * **fallback** — no usable tool: the supervisor's ``repair_missing_tool_step`` may pick a registered tool;
   when it cannot, the model answers the step from its description.
 
-The kernel registers this executor as the ``trylast`` implementation of ``aeon_execute_step``.
+``aeon_plugins.planning`` registers it as the ``trylast`` implementation of ``aeon_execute_step``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
+from aeon_kernel import PlanStep, StepExecutionResult, Tool, ToolCall
 from aeon_kernel.errors import MemoryStoreError, SupervisorError, ValidationError
-from aeon_kernel.invocation import describe, json_problem
-from aeon_kernel.llm.output import ensure_no_new_tools, parse_json
-from aeon_kernel.llm.prompts import (
+from aeon_kernel.kit import StepContext, describe, ensure_no_new_tools, json_problem, parse_json
+from aeon_plugins.planning.grounding import grounding_problem, tool_answer
+from aeon_plugins.planning.prompts import (
     ANSWER_SCHEMA,
     SYSTEM_PROMPT,
     compact,
     reasoning_prompt,
+    step_summary,
     tool_arguments_prompt,
 )
-from aeon_kernel.markers import hookimpl
-from aeon_kernel.models import PlanStep, StepExecutionResult, ToolCall
-from aeon_kernel.plan.context import StepContext
-from aeon_kernel.plan.grounding import grounding_problem, tool_answer
-from aeon_kernel.tools import Tool
 
 
 def _failed(mode: Literal["tool", "llm", "fallback"], error: str, **fields: Any) -> StepExecutionResult:
@@ -37,11 +34,8 @@ def _failed(mode: Literal["tool", "llm", "fallback"], error: str, **fields: Any)
 
 
 class KernelStepExecutor:
-    """The kernel's own step executor (spec 002 StepExecutor)."""
-
-    @hookimpl(trylast=True)
-    def aeon_execute_step(self, step: PlanStep, context: StepContext) -> StepExecutionResult:
-        return self.execute_step(step, context)
+    """The default step executor (spec 002 StepExecutor): ``aeon_plugins.planning`` registers
+    :data:`STEP_EXECUTOR` as the ``trylast`` implementation of ``aeon_execute_step``."""
 
     def execute_step(self, step: PlanStep, ctx: StepContext) -> StepExecutionResult:
         """Route to the tool, llm or fallback path (spec 001: ``tool`` takes precedence over ``agent``)."""
@@ -83,7 +77,7 @@ class KernelStepExecutor:
         if step.arguments is not None:
             arguments: Any = step.arguments
         else:
-            prompt = tool_arguments_prompt(ctx.summary(), step, tool)
+            prompt = tool_arguments_prompt(step_summary(ctx), step, tool)
             text = ctx.llm.generate(
                 prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=tool.input_schema
             )["text"]
@@ -116,7 +110,7 @@ class KernelStepExecutor:
         report without the result, the prompt's example copied) is asked for once more, told why; if it still
         does, the step answers with the last tool result, or fails when no tool has ended.
         """
-        state, summary = ctx.state, ctx.summary()
+        state, summary = ctx.state, step_summary(ctx)
         steps = state.plan.steps if state.plan else ()
         final = bool(steps) and steps[-1].step_id == step.step_id
         note = None
@@ -194,3 +188,7 @@ def _json_arguments(arguments: Any) -> Any:
 
 def _as_memory_error(exc: Exception) -> str:
     return describe(exc) if isinstance(exc, MemoryStoreError) else f"{type(exc).__name__}: {describe(exc)}"
+
+
+#: the one executor the package's ``aeon_execute_step`` implementation delegates to (it keeps no state)
+STEP_EXECUTOR: Final = KernelStepExecutor()

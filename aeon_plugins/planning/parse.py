@@ -22,19 +22,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aeon_kernel.contracts import RecordAction, Supervisor, Validator
+from aeon_kernel import Plan, Supervisor, SupervisorAction, ToolRegistry, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
-from aeon_kernel.llm.output import (
+from aeon_kernel.kit import (
     MAX_REPAIR_CHARS,
+    RecordAction,
+    SupervisorActionType,
     dumps_lenient,
+    ignore_action,
     loads_strict,
     parse_json,
     tool_names,
     tools_not_in,
 )
-from aeon_kernel.llm.structured import ignore_action
-from aeon_kernel.models import Plan, SupervisorAction, SupervisorActionType
-from aeon_kernel.tools import ToolRegistry
 
 #: Other names models give a plan's fields, tried in order when the field itself is missing.
 _STEPS_KEYS: Final = ("steps", "plan", "plan_steps", "actions", "tasks", "subtasks", "step")

@@ -16,18 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aeon_kernel.contracts import RecordAction
+from aeon_kernel import ToolCall, ToolContext, ToolRegistry
 from aeon_kernel.errors import AeonError, ValidationError
-from aeon_kernel.flow.context import Layers
-from aeon_kernel.flow.manifest import Layer, NodeSpec
-from aeon_kernel.invocation import ToolContext, checked, redacted
-from aeon_kernel.llm.structured import ask_json
-from aeon_kernel.models import ToolCall
-from aeon_kernel.schemas import schema_errors
-from aeon_kernel.tools import ToolRegistry
+from aeon_kernel.kit import RecordAction, ask_json, checked, redacted, schema_errors
+from aeon_plugins.flow.context import Layers
+from aeon_plugins.flow.manifest import Layer, NodeSpec
 
 if TYPE_CHECKING:
-    from aeon_kernel.runtime.context import Components
+    from aeon_kernel.kit import Components
 
 #: ``fn(value, context) -> output``: a deterministic node's code
 NodeFunction = Callable[[Any, "NodeContext"], Any]
@@ -150,14 +146,6 @@ def _need_object(value: Any, name: str) -> None:
     if not isinstance(value, dict):
         raise ValidationError(f"{name} expects an object, got {type(value).__name__}")
 
-
-KERNEL_NODES: dict[str, Callable[..., NodeFunction]] = {
-    "identity": identity,
-    "pick": pick,
-    "assign": assign,
-    "route_by": route_by,
-    "collect": collect,
-}
 
 # --- agent nodes ----------------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The router's book of tasks (spec 004 §2.1, §3.1, §3.3-3.5, §7): where each task is, and what a finished stage
-changes. Pure bookkeeping, no I/O: :class:`~aeon_kernel.flow.router.FlowScheduler` runs the stages and hands
+changes. Pure bookkeeping, no I/O: :class:`~aeon_plugins.flow.router.FlowScheduler` runs the stages and hands
 each outcome to :meth:`TaskBook.advance`.
 
 The book is plain JSON (it lives in the run's ``scheduler_state``, so a crashed run resumes from it). Tasks are
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from aeon_kernel.flow.graph import Flow
+from aeon_plugins.flow.graph import Flow
 
 TaskStatus = Literal["success", "failure", "partial"]
 ROOT: Final = "t1"

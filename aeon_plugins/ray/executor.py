@@ -33,21 +33,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Self
 
+from aeon_kernel import BackpressureError, TaskHandle
 from aeon_kernel.config import RAY_EXECUTOR_KEYS
 from aeon_kernel.errors import ConfigError, OrchestrationError
-from aeon_kernel.runtime.executor import (
-    DEFAULT_CONCURRENCY,
-    SETTINGS_KEYS,
-    BackpressureError,
-    Executor,
-    ExecutorSettings,
-    LocalExecutor,
-    OnFull,
-    amap_tasks,
-    map_tasks,
-)
-from aeon_kernel.runtime.ray_worker import Worker, WorkerSpec
-from aeon_kernel.runtime.tasks import FlowTasks, RequestTasks, TaskHandle, _error_outcome
+from aeon_kernel.kit import Executor, ExecutorSettings, LocalExecutor
+from aeon_kernel.runtime.executor import DEFAULT_CONCURRENCY, SETTINGS_KEYS, OnFull, amap_tasks, map_tasks
+from aeon_kernel.runtime.tasks import FlowTasks, RequestTasks, _error_outcome
+from aeon_plugins.ray.worker import Worker, WorkerSpec
 
 if TYPE_CHECKING:
     from aeon_kernel.config import Choice

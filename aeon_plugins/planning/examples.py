@@ -118,7 +118,7 @@ PLAN_EXAMPLES: Final = (
 
 def example_arguments() -> frozenset[str]:
     """Every text argument the pool's plans give a tool ("the sky is blue", "6 * 7"): a plan that gives one of
-    them for another request may have copied it (:func:`aeon_kernel.plan.grounding.plan_problems`)."""
+    them for another request may have copied it (:func:`aeon_plugins.planning.grounding.plan_problems`)."""
     return frozenset(
         value
         for example in PLAN_EXAMPLES

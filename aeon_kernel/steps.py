@@ -9,7 +9,6 @@ from typing import Any
 from aeon_kernel.contracts import Memory, RecordAction, Supervisor, Validator
 from aeon_kernel.invocation import ToolContext, checked, redacted
 from aeon_kernel.llm.client import ModelClient
-from aeon_kernel.llm.prompts import state_summary
 from aeon_kernel.models import OrchestrationState, ToolCall
 from aeon_kernel.tools import Tool, ToolRegistry
 
@@ -57,11 +56,8 @@ class StepContext:
         call = self.invoke(tool=tool, arguments=arguments, context=ToolContext(self.run_id, step_id))
         return redacted(tool, checked(tool, arguments, step_id, call))
 
-    def summary(self) -> str:
-        """FR-002: the goal, the plan's steps in order with their statuses and results (read back from memory,
-        FR-018), errors, and TTL, for the next prompt."""
+    def results(self) -> dict[str, Any]:
+        """The results of this run's steps so far, by step id, read back from memory (FR-018): what the next
+        prompt summarises (FR-002)."""
         prefix = self.memory_key("")
-        results = {key[len(prefix) :]: value for key, value in self.memory.search(prefix)}
-        state = self.state
-        goal, steps = (state.plan.goal, state.plan.steps) if state.plan else (state.request, ())
-        return state_summary(goal, steps, results, list(state.errors), state.ttl_remaining)
+        return {key[len(prefix) :]: value for key, value in self.memory.search(prefix)}

@@ -4,7 +4,7 @@ Each cycle claims the next ready tasks (up to the flow's ``parallelism``), runs 
 when there are several — and applies the outcomes in claim order, so a run is the same run sequential or
 parallel. A stage follows §3.2 in order: assemble the context, execute the node (its code, or the model), validate
 the output against the node's schema, update the task's output, write the history record, route. The task
-bookkeeping is :class:`~aeon_kernel.flow.tasks.TaskBook`; what runs inside a node is :mod:`aeon_kernel.flow.nodes`.
+bookkeeping is :class:`~aeon_plugins.flow.tasks.TaskBook`; what runs inside a node is :mod:`aeon_plugins.flow.nodes`.
 
 History records (one per stage, :meth:`RunContext.record_stage`) land in the cycle's log entry (``stages``), so
 they reach the JSONL log and the state store with the cycle; the book of tasks is the scheduler's durable state,
@@ -23,17 +23,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from aeon_kernel import (
+    Conclusion,
+    OrchestrationState,
+    Policy,
+    PolicyAction,
+    RunContext,
+    Scheduler,
+    ToolCall,
+    Verdict,
+    Work,
+)
 from aeon_kernel.errors import LLMError
-from aeon_kernel.flow.context import Layers, RetrievalPolicy, assemble
-from aeon_kernel.flow.graph import Flow
-from aeon_kernel.flow.nodes import NodeContext, NodeFunction, ToolMisuseError, agent_schema, run_agent
-from aeon_kernel.flow.tasks import TaskBook, route_of
-from aeon_kernel.llm.client import begin_capture, captured, end_capture
-from aeon_kernel.models import OrchestrationState, ToolCall, utc_now
-from aeon_kernel.policy import Policy, PolicyAction, denial
-from aeon_kernel.runtime.context import RunContext
-from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
-from aeon_kernel.schemas import schema_errors
+from aeon_kernel.kit import begin_capture, captured, denial, end_capture, schema_errors, utc_now
+from aeon_plugins.flow.context import Layers, RetrievalPolicy, assemble
+from aeon_plugins.flow.graph import Flow
+from aeon_plugins.flow.nodes import NodeContext, NodeFunction, ToolMisuseError, agent_schema, run_agent
+from aeon_plugins.flow.tasks import TaskBook, route_of
 
 
 @dataclass
