@@ -31,22 +31,25 @@ response that echoes one shows ``***`` in its place.
 
 The tool is here; its parts are :mod:`aeon_plugins.http.addresses` (URLs, hosts, allowlist entries and which
 addresses are public) and :mod:`aeon_plugins.http.connection` (name resolution, the deadline, the pinned
-HTTP and HTTPS connections and the TLS context).
+HTTP and HTTPS connections and the TLS context). Registering the plugin imports no network code (DESIGN rule 5):
+:mod:`~aeon_plugins.http.connection`, and with it ``ssl`` and ``http.client``, is imported when a granted tool is
+built, so neither an engine without ``[tools.http]`` nor the first call's ``timeout`` pays for it. Its names stay
+readable here (``aeon_plugins.http.resolve``, ``aeon_plugins.http._tls``), each imported on first use.
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.client
+import importlib
 import json
 import re
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from urllib.parse import urljoin, urlsplit
 
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 
 from aeon_kernel import ConfigError, Register, Tool, ToolError, hookimpl
-from aeon_kernel.kit import clean_secret, scrub_secrets
+from aeon_kernel.kit import clean_secret, lazy_getattr, scrub_secrets
 
 from .addresses import (
     _LOCALHOST,
@@ -62,14 +65,28 @@ from .addresses import (
     parse_entry,
     parse_url,
 )
-from .connection import (
-    Deadline,
-    PinnedHTTPConnection,
-    PinnedHTTPSConnection,
-    _failure,
-    resolve,
-)
-from .connection import _tls as _tls  # re-exported: the cache the tests clear as aeon_plugins.http._tls
+
+# The network code (ssl, http.client, sockets) is imported when a granted tool is built (_usable_options); its
+# names below stay readable as names of this package, each imported on first use.
+if TYPE_CHECKING:
+    import http.client
+
+    from .connection import Deadline as Deadline
+    from .connection import PinnedHTTPConnection as PinnedHTTPConnection
+    from .connection import PinnedHTTPSConnection as PinnedHTTPSConnection
+    from .connection import _failure as _failure
+    from .connection import _tls as _tls  # the cache the tests clear as aeon_plugins.http._tls
+    from .connection import resolve as resolve
+
+_CONNECTION: Final = "aeon_plugins.http.connection"
+_LAZY: Final[dict[str, str]] = {
+    "Deadline": _CONNECTION,
+    "PinnedHTTPConnection": _CONNECTION,
+    "PinnedHTTPSConnection": _CONNECTION,
+    "_failure": _CONNECTION,
+    "_tls": _CONNECTION,
+    "resolve": _CONNECTION,
+}
 
 METHODS: Final = ("get", "post")
 REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
@@ -191,6 +208,7 @@ class HttpTool(Tool):
                 'the http tool needs an allowlist: set hosts = ["api.example.com", ...] in [tools.http]'
             )
         self._entries = tuple(parse_entry(entry) for entry in self.hosts)
+        importlib.import_module(_CONNECTION)  # the network code: now, rather than within a call's timeout
         headers: dict[str, str | SecretStr] = {}
         for name, value in self.headers.items():
             if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
@@ -237,6 +255,8 @@ class HttpTool(Tool):
     # --- one call: checks, then each request of the redirect chain ------------------------------------------
 
     def _call(self, **kwargs: Any) -> dict[str, Any]:
+        from .connection import Deadline
+
         method = kwargs.get("method")
         if not isinstance(method, str) or method.lower() not in METHODS:
             raise ToolError(f"method must be one of {', '.join(m.upper() for m in METHODS)}")
@@ -341,6 +361,8 @@ class HttpTool(Tool):
             return [_unmapped(target.address)]  # listed itself: _allowed matched it
         if target.host == "localhost":
             return list(_LOCALHOST)  # never asked of DNS (RFC 6761)
+        from .connection import resolve
+
         addresses = resolve(target.host, target.port, deadline)
         for address in addresses:
             if _forbidden_always(address):
@@ -368,6 +390,8 @@ class HttpTool(Tool):
         deadline: Deadline,
     ) -> tuple[int, str | None, str, bytes]:
         """One request to ``target``'s checked addresses: status, Location, Content-Type and the body."""
+        from .connection import PinnedHTTPConnection, PinnedHTTPSConnection, _failure
+
         addresses = self._addresses(target, deadline)
         connection: PinnedHTTPConnection = (
             PinnedHTTPSConnection(target.host, target.port, addresses, deadline)
@@ -447,3 +471,6 @@ def _text(data: bytes, content_type: str) -> str:
 @hookimpl
 def aeon_register_tools(register: Register) -> None:
     register("http", HttpTool)
+
+
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

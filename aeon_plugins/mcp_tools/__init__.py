@@ -45,29 +45,52 @@ as a secret, so that no record, log or error shows it.
 
 The tool and its factory are here; its parts are :mod:`aeon_plugins.mcp_tools.servers` (how one server is
 described, started and reported when it cannot be used) and :mod:`aeon_plugins.mcp_tools.connections` (the
-event loop thread and the sessions the tools share).
+event loop thread and the sessions the tools share). Registering the plugin imports neither, nor ``asyncio``
+(DESIGN rule 5): they are imported when the factory builds the tools. Their names stay readable here
+(``aeon_plugins.mcp_tools.ServerOptions``, ``CLOSE_SECONDS``, ...), each imported on first use.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from urllib.parse import urlsplit
 
 from pydantic import Field, PrivateAttr
 from pydantic import ValidationError as PydanticValidationError
 
 from aeon_kernel import ConfigError, Register, Tool, ToolError, ValidationError, hookimpl
-from aeon_kernel.kit import check_schema, schema_errors
+from aeon_kernel.kit import check_schema, lazy_getattr, schema_errors
 
-from .connections import CLOSE_SECONDS as CLOSE_SECONDS
-from .connections import _Connections, _Shared
-from .servers import MAX_ERROR_CHARS as MAX_ERROR_CHARS
-from .servers import MAX_TOOLS as MAX_TOOLS
-from .servers import STDERR_TAIL_BYTES as STDERR_TAIL_BYTES
-from .servers import ServerOptions as ServerOptions
-from .servers import _cut, _Server, _server_options
+# The servers' code (asyncio, the SDK) is imported when the factory builds the tools; its names below stay
+# readable as names of this package, each imported on first use.
+if TYPE_CHECKING:
+    from .connections import CLOSE_SECONDS as CLOSE_SECONDS
+    from .connections import _Connections as _Connections
+    from .connections import _Shared as _Shared
+    from .servers import MAX_ERROR_CHARS as MAX_ERROR_CHARS
+    from .servers import MAX_TOOLS as MAX_TOOLS
+    from .servers import STDERR_TAIL_BYTES as STDERR_TAIL_BYTES
+    from .servers import ServerOptions as ServerOptions
+    from .servers import _cut as _cut
+    from .servers import _Server as _Server
+    from .servers import _server_options as _server_options
+
+_CONNECTIONS: Final = "aeon_plugins.mcp_tools.connections"
+_SERVERS: Final = "aeon_plugins.mcp_tools.servers"
+_LAZY: Final[dict[str, str]] = {
+    "CLOSE_SECONDS": _CONNECTIONS,
+    "_Connections": _CONNECTIONS,
+    "_Shared": _CONNECTIONS,
+    "MAX_ERROR_CHARS": _SERVERS,
+    "MAX_TOOLS": _SERVERS,
+    "STDERR_TAIL_BYTES": _SERVERS,
+    "ServerOptions": _SERVERS,
+    "_Server": _SERVERS,
+    "_cut": _SERVERS,
+    "_server_options": _SERVERS,
+}
 
 log = logging.getLogger("aeon")
 
@@ -101,6 +124,8 @@ class MCPTool(Tool):
         return touched
 
     def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        from .servers import _cut
+
         if self._shared is None:
             raise ToolError(
                 f"{self.name} has no session to its MCP server; build it with the mcp tool factory"
@@ -208,6 +233,8 @@ def _usable_schema(schema: Any) -> bool:
 def _tools_of(
     name: str, server: _Server, listed: list[dict[str, Any]], granted: frozenset[str]
 ) -> list[MCPTool]:
+    from .servers import _cut
+
     tools: dict[str, MCPTool] = {}
     host = urlsplit(server.options.url).hostname if server.options.url else None
     for entry in listed:
@@ -257,6 +284,9 @@ def mcp_tools(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> list[Tool]:
     """Connect to every server of ``[tools.mcp.servers]`` and return their tools (see the module docstring)."""
+    from .connections import _Connections, _Shared
+    from .servers import _Server, _server_options
+
     unknown = sorted(set(granted) - set(PERMISSIONS))
     if unknown:
         raise ConfigError(f"[tools.mcp] grant: the mcp tool has no permission {unknown[0]!r} (it has: call)")
@@ -297,3 +327,6 @@ mcp_tools.permissions = dict(PERMISSIONS)  # type: ignore[attr-defined]
 @hookimpl
 def aeon_register_tools(register: Register) -> None:
     register("mcp", mcp_tools)
+
+
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
