@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 import click
 
 from aeon_kernel.errors import AeonError
+from aeon_kernel.runtime.executor import DEFAULT_CONCURRENCY
 from aeon_kernel.secrets import scrub_secrets, scrub_secrets_json
 
 if TYPE_CHECKING:
@@ -267,26 +268,25 @@ def _executor(
     name: str | None,
     address: str | None,
 ) -> tuple[Any, Executor]:
-    """What runs the tasks, as ``--executor`` (else ``[executor]``) says: local threads on an Engine (or a
-    FlowEngine) built here, or Ray workers, each building its own. The Engine to close and the executor; a
-    problem building either stops the batch (exit 2)."""
-    from aeon_plugins.ray.executor import executor_settings
-
-    try:
-        use, settings, _ = executor_settings(chosen.executor)
-    except AeonError as exc:
-        _fail(exc)
+    """What runs the tasks, as ``--executor`` (else ``[executor]``) says, with ``[executor]``'s options: local
+    threads on an Engine (or a FlowEngine) built here, or Ray workers, each building its own. The Engine to close
+    and the executor; a problem building either stops the batch (exit 2)."""
     if address is not None and name == "local":
         _fail("--address is the Ray cluster's: use it with --executor ray")
-    use = name or ("ray" if address is not None else use)
-    concurrency = concurrency or settings.concurrency
-    max_queued = settings.max_queued or concurrency
+    table = chosen.choice("executor")
+    use = name or ("ray" if address is not None else table.use)
+    chosen = chosen.with_choice("executor", use, **table.options)
+    concurrency = concurrency or table.options.get("concurrency") or DEFAULT_CONCURRENCY
+    sizes = {"concurrency": concurrency, "max_queued": table.options.get("max_queued") or concurrency}
     if use == "ray":
-        return _ray(chosen, log, flow_dir, concurrency, max_queued, address)
-    from aeon_kernel.runtime.executor import LocalExecutor
-
+        return _ray(chosen, log, flow_dir, sizes, address)
     source = _source(chosen, log, flow_dir)
-    return source, LocalExecutor(source, concurrency, max_queued=max_queued)
+    engine = source.engine if flow_dir is not None else source
+    try:
+        return source, engine.make_executor(source, **sizes)
+    except AeonError as exc:
+        source.close()
+        _fail(exc)
 
 
 def _source(chosen: AeonConfig, log: str | Path | None, flow_dir: str | None) -> Any:
@@ -320,29 +320,23 @@ def _ray(
     chosen: AeonConfig,
     log: str | Path | None,
     flow_dir: str | None,
-    concurrency: int,
-    max_queued: int,
+    sizes: dict[str, int],
     address: str | None,
 ) -> tuple[Any, Executor]:
     """Ray workers, started now: each builds the Engine (the model) once. Here the configuration's component
     names are only checked (nothing is built: the model is loaded in the workers alone)."""
     from aeon_kernel.engine import Engine
-    from aeon_plugins.ray.executor import RayExecutor
 
     engine = None
     try:
         engine = Engine(chosen)  # the workers' template: its plugins are found, nothing is built
         if flow_dir is None:
             engine.check_choices()
-        executor = RayExecutor.configured(
-            engine,
-            concurrency=concurrency,
-            max_queued=max_queued,
-            address=address,
-            flow=flow_dir,
-            sinks=[("jsonl", {"path": str(log)})] if log else [],
-        )
-        executor.start()
+        sinks = [("jsonl", {"path": str(log)})] if log else []
+        executor = engine.make_executor(engine, **sizes, address=address, flow=flow_dir, sinks=sinks)
+        start = getattr(executor, "start", None)
+        if callable(start):
+            start()  # every worker builds its Engine before the first task is read
     except AeonError as exc:
         if engine is not None:
             engine.close()

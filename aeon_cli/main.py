@@ -380,7 +380,7 @@ def tools(config: str | None, every: bool) -> None:
     """Print the tools runs get (what the model is offered) with their input and output schemas, as JSON."""
     try:
         with _engine(config) as engine:
-            exported = engine.tool_overview() if every else engine.tools.export_tools_for_llm()
+            exported = engine.components.tool_overview() if every else engine.tools.export_tools_for_llm()
     except AeonError as exc:
         _fail_setup(exc)
     echo_json(exported, indent=2)

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 CONFIG_ENV: Final = "AEON_CONFIG"
 DEFAULT_FILE: Final = "aeon.toml"
 
-_TOP_LEVEL: Final = {*BY_SECTION, "run", "plugins", "reasoning", "executor"}
+_TOP_LEVEL: Final = {*BY_SECTION, "run", "plugins", "reasoning"}
 #: ``[reasoning]``: ``mode`` ("single", the default, or "multipass") and the multi-pass scheduler's options
 REASONING_KEYS: Final = frozenset(
     {
@@ -70,10 +70,6 @@ REASONING_KEYS: Final = frozenset(
     }
 )
 _RUN_KEYS: Final = {"ttl", "max_tokens", "temperature"}
-#: the keys of ``[executor]`` only ``use = "ray"`` takes (aeon_plugins/ray/executor.py, RaySettings)
-RAY_EXECUTOR_KEYS: Final = frozenset(
-    {"address", "num_cpus", "worker_cpus", "plugins", "runtime_env", "start_timeout"}
-)
 _PLUGIN_KEYS: Final = {"allow", "block"}
 #: No option nests anywhere near this; deeper is a mistake (or an attack on the checks that walk it).
 _MAX_CONFIG_DEPTH: Final = 32
@@ -115,9 +111,6 @@ class AeonConfig:
     artifacts: Choice | None = (
         None  # every output kept (spec 004 §10.1): off unless [artifacts] names a store
     )
-    #: ``[executor]``: where ``engine.submit`` and ``aeon batch`` run many tasks — ``use`` ("local" threads or
-    #: "ray" workers) and its options (aeon_plugins/ray/executor.py); None: local, 4 at once
-    executor: Choice | None = None
     source: Path | None = None
     #: the sections the file set itself (a default may follow another setting only where the user left it open)
     explicit: frozenset[str] = frozenset()
@@ -264,7 +257,6 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
             raise ConfigError(f"{where}: [plugins] {name} must be a list of plugin names")
     state, artifacts = (_optional(data, section, where) for section in ("state", "artifacts"))
-    executor = _executor(data, where)
     config = AeonConfig(
         choices=choices,
         telemetry=tuple(Choice(name, _sub_table(telemetry, name, "telemetry", where)) for name in sinks),
@@ -278,7 +270,6 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         block=tuple(block or ()),
         state=state,
         artifacts=artifacts,
-        executor=executor,
         source=source,
         explicit=frozenset(data),
     )
@@ -322,33 +313,6 @@ def _optional(data: dict[str, Any], section: str, where: str) -> Choice | None:
     use = table.pop("use", kind.default)
     if not isinstance(use, str) or not use:
         raise ConfigError(f"{where}: [{section}] use must be the name of a {kind.label}, got {use!r}")
-    return Choice(use, table)
-
-
-def _executor(data: dict[str, Any], where: str) -> Choice | None:
-    """``[executor]``: ``use = "local" | "ray"`` and the executor's options (None without it). The keys and the
-    local settings are checked now; the values of the Ray keys when the Ray executor is made."""
-    if "executor" not in data:
-        return None
-    table = _table(data, "executor", where)
-    use = table.pop("use", "local")
-    from aeon_kernel.runtime.executor import SETTINGS_KEYS, ExecutorSettings
-
-    if use not in ("local", "ray"):
-        raise ConfigError(f'{where}: [executor] use must be "local" or "ray", got {use!r}')
-    unknown = set(table) - SETTINGS_KEYS - RAY_EXECUTOR_KEYS
-    if unknown:
-        valid = sorted({"use", *SETTINGS_KEYS, *RAY_EXECUTOR_KEYS})
-        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)} in [executor]; valid: {valid}")
-    if use == "local" and set(table) & RAY_EXECUTOR_KEYS:
-        raise ConfigError(
-            f"{where}: [executor] {sorted(set(table) & RAY_EXECUTOR_KEYS)} are options of the ray executor: set "
-            'use = "ray", or remove them'
-        )
-    try:
-        ExecutorSettings.from_table({key: value for key, value in table.items() if key in SETTINGS_KEYS})
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
     return Choice(use, table)
 
 

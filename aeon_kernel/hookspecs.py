@@ -41,8 +41,8 @@ __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 #: kinds (``aeon_register_depth_heuristics``, ``aeon_register_semantic_validators``) and ``aeon_pass_event``; 1.4
 #: the spec 004 kinds (``aeon_register_nodes``, ``aeon_register_retrieval_policies``); 1.5
 #: ``aeon_register_policies``, ``aeon_register_secret_providers``, ``aeon_register_artifact_stores`` and
-#: ``ToolContext.node``; 1.6 ``aeon_model_called``; 1.7 ``aeon_register_flow_engines`` (the kernel split,
-#: decision 0015).
+#: ``ToolContext.node``; 1.6 ``aeon_model_called``; 1.7 ``aeon_register_flow_engines`` and
+#: ``aeon_register_executors`` (the kernel split, decision 0015).
 HOOKSPEC_VERSION: Final = "1.7"
 
 
@@ -243,6 +243,20 @@ def aeon_register_flow_engines(register: Register) -> None:
         :class:`~aeon_kernel.engine.Engine` (its plugins discovered, nothing built yet) and the directory, and
         returns the flow ready to run (``run``, ``start``, ``resume``, ``close``). Aeon registers ``flow``
         (:mod:`aeon_plugins.flow`), the engine ``from_config_dir`` uses unless told otherwise.
+
+    Called once when an engine builds its registries.
+    """
+
+
+@hookspec
+def aeon_register_executors(register: Register) -> None:
+    """Register executors: what runs many tasks at once (``engine.submit``, ``engine.map``, ``aeon batch``).
+
+    :param register: ``register(name, factory)``; ``factory(source, **options)`` returns an
+        :class:`~aeon_kernel.runtime.executor.Executor` running tasks on ``source`` (an Engine: tasks are
+        requests; a flow built on one: tasks are its inputs), with ``options`` from the ``[executor]`` table
+        (``concurrency``, ``max_queued``, ``on_full`` and the executor's own). The kernel registers ``local``
+        (threads in this process); Aeon's ``ray`` plugin registers ``ray``.
 
     Called once when an engine builds its registries.
     """

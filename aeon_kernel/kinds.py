@@ -38,6 +38,10 @@ class Kind:
     #: what a factory of this kind must return, as ``module:Class`` (imported on first build, so that importing
     #: the kernel stays cheap); None: a plain callable (node code, retrieval policies) or anything (flow engines)
     contract: str | None = None
+    #: the other components (and settings) its factory always gets, by parameter name
+    needs: tuple[str, ...] = ()
+    #: those it gets only when its signature names them (a deterministic component is not handed the model)
+    offered: tuple[str, ...] = ()
 
     @property
     def hook(self) -> str:
@@ -46,13 +50,24 @@ class Kind:
 
 _CONTRACTS: Final = "aeon_kernel.contracts"
 _SPEC_003: Final = "aeon_kernel.reasoning.contracts"
+#: what a model-backed component may ask for: the run's model (retrying), validator and supervisor, ``[run]``'s
+#: settings
+_MODEL: Final = ("llm", "validator", "supervisor", "max_tokens", "temperature")
 
 KINDS: Final[tuple[Kind, ...]] = (
     Kind("llm_adapters", "LLM adapter", "llm", "one", "llama_cpp", contract=f"{_CONTRACTS}:LLMAdapter"),
     Kind("memory_backends", "memory backend", "memory", "one", "in_memory", contract=f"{_CONTRACTS}:Memory"),
     Kind("tools", "tool", "tools", "subset", contract="aeon_kernel.tools:Tool"),
     Kind("validators", "validator", "validator", "one", "schema", contract=f"{_CONTRACTS}:Validator"),
-    Kind("supervisors", "supervisor", "supervisor", "one", "default", contract=f"{_CONTRACTS}:Supervisor"),
+    Kind(
+        "supervisors",
+        "supervisor",
+        "supervisor",
+        "one",
+        "default",
+        contract=f"{_CONTRACTS}:Supervisor",
+        needs=("llm", "validator", "tools"),
+    ),
     Kind(
         "convergence_engines",
         "convergence engine",
@@ -60,8 +75,9 @@ KINDS: Final[tuple[Kind, ...]] = (
         "one",
         "plan_finished",
         contract=f"{_CONTRACTS}:ConvergenceEngine",
+        offered=_MODEL,
     ),
-    Kind("planners", "planner", "planner", "one", "model", contract=f"{_CONTRACTS}:Planner"),
+    Kind("planners", "planner", "planner", "one", "model", contract=f"{_CONTRACTS}:Planner", offered=_MODEL),
     Kind(
         "schedulers",
         "scheduler",
@@ -78,6 +94,7 @@ KINDS: Final[tuple[Kind, ...]] = (
         "model",
         used_by="multipass",
         contract=f"{_SPEC_003}:AdaptiveDepth",
+        offered=_MODEL,
     ),
     Kind(
         "semantic_validators",
@@ -87,6 +104,7 @@ KINDS: Final[tuple[Kind, ...]] = (
         "model",
         used_by="multipass",
         contract=f"{_SPEC_003}:SemanticValidator",
+        offered=_MODEL,
     ),
     Kind("telemetry_sinks", "telemetry sink", "telemetry", "many", contract=f"{_CONTRACTS}:TelemetrySink"),
     Kind("policies", "policy", "policy", "many", contract="aeon_kernel.policy:Policy"),
@@ -107,6 +125,14 @@ KINDS: Final[tuple[Kind, ...]] = (
         "optional",
         "sqlite",
         contract="aeon_kernel.runtime.store:StateStore",
+    ),
+    Kind(
+        "executors",
+        "executor",
+        "executor",
+        "one",
+        "local",
+        contract="aeon_kernel.runtime.executor:Executor",
     ),
     Kind(
         "artifact_stores",

@@ -26,8 +26,8 @@ import pluggy
 from aeon_kernel import hookspecs
 from aeon_kernel.errors import DuplicateComponentError
 from aeon_kernel.kinds import KINDS
-from aeon_kernel.markers import PROJECT
-from aeon_kernel.registry import ComponentRegistry
+from aeon_kernel.markers import PROJECT, hookimpl
+from aeon_kernel.registry import ComponentRegistry, Lazy, Register
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -251,6 +251,7 @@ def build_plugin_manager(
 
     pm = AeonPluginManager()
     pm.register(KernelToolInvoker(), name="aeon.tools")
+    pm.register(_KernelComponents(), name="aeon.kernel")
     if autoload is None:
         autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
     with _PluginCode() as guard:
@@ -265,6 +266,14 @@ def build_plugin_manager(
             name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{id(plugin):x}"
             _register(pm, plugin, name, PluginSource(), guard)
     return pm
+
+
+class _KernelComponents:
+    """What the kernel itself provides as components: the ``local`` executor (threads in this process)."""
+
+    @hookimpl
+    def aeon_register_executors(self, register: Register) -> None:
+        register("local", Lazy("aeon_kernel.runtime.executor:LocalExecutor"))
 
 
 def _register_default(pm: AeonPluginManager, name: str, module: str, guard: _PluginCode) -> None:

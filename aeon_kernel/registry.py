@@ -141,6 +141,11 @@ class ComponentRegistry(Generic[T]):
                 ) from None
         return _Builder(self.kind, registration, options)
 
+    def parameters(self, name: str) -> frozenset[str] | None:
+        """The parameter names of the factory registered as ``name`` (None when it has no signature to read)."""
+        signature = self._signature(self.get(name))
+        return frozenset(signature.parameters) if signature is not None else None
+
     def _signature(self, registration: Registration) -> inspect.Signature | None:
         """The factory's signature, read once (some factories are built per run), or None when it has none."""
         if registration.name not in self._signatures:

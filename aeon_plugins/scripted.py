@@ -1,58 +1,11 @@
-"""The ``scripted`` LLM adapter: replays prepared responses in order, for tests, demos and bug reports.
-
-``responses`` is a path to a JSON file holding an array of the raw texts the model returns (or the array
-itself, in code). Items that are not strings are sent as their JSON text, which keeps scripts readable.
-When the script runs out the adapter raises LLMError, which ends the run with a structured failure.
-"""
+"""The ``scripted`` LLM adapter: replays prepared responses in order, for tests, demos and bug reports
+(:mod:`aeon_kernel.testing.scripted`; ``[llm] use = "scripted"`` and ``responses = "file.json"``)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
-from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register, hookimpl
-
-
-def load_script(responses: str | Path | list[Any]) -> list[str]:
-    source = "responses"
-    if isinstance(responses, (str, Path)):
-        source = f"responses file {str(responses)!r}"
-        path = Path(responses)
-        try:
-            responses = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"scripted LLM: responses file {str(path)!r} does not exist") from None
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"scripted LLM: cannot read {str(path)!r} as JSON: {exc}") from None
-    if not isinstance(responses, list):
-        raise ConfigError(f"scripted LLM: {source} must hold a JSON array of response texts")
-    return [item if isinstance(item, str) else json.dumps(item) for item in responses]
-
-
-class ScriptedLLM(LLMAdapter):
-    model_id = "scripted"
-
-    def __init__(self, responses: str | Path | list[Any] | None = None) -> None:
-        if responses is None:
-            raise ConfigError('scripted LLM: set responses = "file.json" under [llm] in aeon.toml')
-        self.responses = load_script(responses)
-        self.prompts: list[dict[str, Any]] = []
-
-    def generate(
-        self,
-        prompt: str,
-        system_prompt: str | None = None,
-        max_tokens: int = 2048,
-        temperature: float = 0.7,
-        *,
-        json_schema: dict[str, Any] | None = None,
-    ) -> LLMResponse:
-        index = len(self.prompts)
-        self.prompts.append({"prompt": prompt, "system_prompt": system_prompt, "json_schema": json_schema})
-        if index >= len(self.responses):
-            raise LLMError(f"the scripted LLM has no response left: all {len(self.responses)} were used")
-        return {"text": self.responses[index], "model": self.model_id, "usage": {}}
+from aeon_kernel import Register, hookimpl
+from aeon_kernel.testing.scripted import ScriptedLLM as ScriptedLLM
+from aeon_kernel.testing.scripted import load_script as load_script
 
 
 @hookimpl

@@ -45,13 +45,37 @@ def _isort(name: str) -> tuple[int, str]:
     return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
 
 
+def _wrapped(items: list[str], indent: str) -> list[str]:
+    """``items`` (already quoted) as lines of at most 110 characters."""
+    lines, line = [], indent
+    for item in items:
+        if line != indent and len(line) + len(item) + 2 > 110:
+            lines.append(line.rstrip())
+            line = indent
+        line += f"{item}, "
+    return [*lines, line.rstrip()] if line != indent else lines
+
+
 def generated(table: dict[str, str], also: list[str]) -> str:
-    """The table, and ``__all__`` as a literal list (what type checkers read as the module's exports)."""
-    lines = [BEGIN, "_EXPORTS: Final[dict[str, str]] = {"]
-    lines += [f'    "{name}": "{module}",' for name, module in sorted(table.items())]
-    lines += ["}", "__all__ = ["]
-    lines += [f'    "{name}",' for name in sorted([*table, *also], key=_isort)]
-    lines += ["]", END]
+    """The table, by module, and ``__all__`` as a literal list (what type checkers read as the module's
+    exports), compact: ruff's formatter would give every name a line of its own."""
+    by_module: dict[str, list[str]] = {}
+    for name, module in sorted(table.items()):
+        by_module.setdefault(module, []).append(name)
+    lines = [BEGIN, "# fmt: off", "_EXPORTS: Final[dict[str, str]] = {", "    name: module"]
+    lines.append("    for module, names in {")
+    for module, names in sorted(by_module.items()):
+        quoted = [f'"{name}"' for name in names]
+        one_line = f'        "{module}": ({", ".join(quoted)},),'
+        if len(one_line) <= 110:
+            lines.append(one_line)
+            continue
+        lines.append(f'        "{module}": (')
+        lines += _wrapped(quoted, " " * 12)
+        lines.append("        ),")
+    lines += ["    }.items()", "    for name in names", "}", "__all__ = ["]
+    lines += _wrapped([f'"{name}"' for name in sorted([*table, *also], key=_isort)], "    ")
+    lines += ["]", "# fmt: on", END]
     return "\n".join(lines)
 
 

@@ -50,6 +50,7 @@ def test_defaults_when_nothing_is_configured() -> None:
         "scheduler": "linear",
         "depth": "model",
         "semantic_validator": "model",
+        "executor": "local",
     }
     assert config.telemetry == ()
     assert config.tools_enabled is None

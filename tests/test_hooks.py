@@ -359,7 +359,7 @@ def test_hook_aeon_register_convergence_engines() -> None:
 def test_hook_aeon_register_telemetry_sinks() -> None:
     engine = every_kind_engine()
     engine.run("add")
-    (sink,) = engine._sinks
+    (sink,) = engine.components.sinks
     assert isinstance(sink, ListSink) and sink.label == "x"  # options from [telemetry.list]
     assert engine.pm.is_registered(sink)  # so it receives the event hooks
     assert [e.step_number for e in sink.entries] == [1, 2, 3]

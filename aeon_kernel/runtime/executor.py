@@ -17,7 +17,6 @@ work overlap (bench/README.md, ``batch.py``, measures what this costs).
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import queue
@@ -154,6 +153,8 @@ class Executor(ABC):
     ) -> dict[str, Any]:
         """Submit ``item`` and await its result (``TaskHandle.result``'s semantics); cancelling the awaiting
         asyncio task cancels the Aeon task. A full queue is waited for in a thread, never in the event loop."""
+        import asyncio  # here: a program that never awaits a task does not load asyncio (DESIGN rule 5)
+
         try:
             handle = self.submit(item, ttl=ttl, deadline=deadline, block=False)
         except BackpressureError:
@@ -180,6 +181,8 @@ class Executor(ABC):
     ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
         """``map`` for asyncio: ``async for index, result in executor.amap(items)``. The waiting happens in a
         thread; leaving the loop early (or cancelling it) cancels the tasks still queued or running."""
+        import asyncio
+
         mapping = _Mapping(self, items, ttl, deadline)
         try:
             while True:
@@ -384,32 +387,22 @@ class LocalExecutor(Executor):
             self._cond.notify_all()
 
 
-def map_tasks(
-    source: Any,
-    items: Iterable[Any],
-    *,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    ttl: int | None = None,
-    deadline: float | None = None,
+def map_on(
+    executor: Executor, items: Iterable[Any], *, ttl: int | None = None, deadline: float | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``map`` on a LocalExecutor made for it, shut down when the iteration ends or is left (``Engine.map``)."""
-    executor = LocalExecutor(source, concurrency)
+    """``executor.map``, the executor shut down when the iteration ends or is left (``Engine.map``)."""
     try:
         yield from executor.map(items, ttl=ttl, deadline=deadline)
     finally:
         executor.shutdown(wait=True, cancel=True)
 
 
-async def amap_tasks(
-    source: Any,
-    items: Iterable[Any],
-    *,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    ttl: int | None = None,
-    deadline: float | None = None,
+async def amap_on(
+    executor: Executor, items: Iterable[Any], *, ttl: int | None = None, deadline: float | None = None
 ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
-    """``amap`` on a LocalExecutor made for it (``Engine.amap``)."""
-    executor = LocalExecutor(source, concurrency)
+    """``executor.amap``, the executor shut down when the iteration ends or is left (``Engine.amap``)."""
+    import asyncio
+
     try:
         async for pair in executor.amap(items, ttl=ttl, deadline=deadline):
             yield pair

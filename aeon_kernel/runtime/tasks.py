@@ -152,7 +152,7 @@ class TaskHandle:
     def failed(cls, item: Any, error: BaseException) -> TaskHandle:
         """A task that ended in ``error`` before it was queued (an item no run can start from)."""
         handle = cls(item)
-        handle._finish("error", _error_outcome(None, error), error)
+        handle._finish("error", error_outcome(None, error), error)
         return handle
 
     @property
@@ -286,14 +286,14 @@ def drive(handle: TaskHandle, tasks: Tasks, start_lock: threading.Lock | None = 
     except BaseException as exc:  # one task's failure, whatever it is, must not end its worker
         if not isinstance(exc, AeonError):
             log.exception("a task raised instead of ending its run")
-        handle._finish("error", _error_outcome(handle.run_id, exc), exc)
+        handle._finish("error", error_outcome(handle.run_id, exc), exc)
 
 
 def _cancelled_outcome(run_id: str | None, message: str) -> dict[str, Any]:
     return {"run_id": run_id, "status": "cancelled", "answer": None, "message": message, "errors": []}
 
 
-def _error_outcome(run_id: str | None, exc: BaseException) -> dict[str, Any]:
+def error_outcome(run_id: str | None, exc: BaseException) -> dict[str, Any]:
     record = error_record(exc)
     return {
         "run_id": run_id,

@@ -43,7 +43,7 @@ def aeon_plugin_manager() -> AeonPluginManager:
 
 @pytest.fixture
 def aeon_scripted_llm() -> Callable[[list[Any]], Any]:
-    from aeon_plugins.scripted import ScriptedLLM
+    from aeon_kernel.testing.scripted import ScriptedLLM
 
     return ScriptedLLM
 

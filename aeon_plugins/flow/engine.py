@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from aeon_kernel.errors import OrchestrationError, RunStoreError, ValidationError
 from aeon_plugins.flow.checks import Known
@@ -27,53 +27,13 @@ from aeon_plugins.flow.yamlfile import Problem
 
 if TYPE_CHECKING:
     from aeon_kernel import (
+        Engine,
         Memory,
-        Orchestrator,
-        Policy,
         Run,
         RunResult,
-        Scheduler,
-        StateStore,
-        TelemetrySink,
         ToolRegistry,
     )
-    from aeon_kernel.kit import ModelClient, Registries
-
-
-class Host(Protocol):
-    """What a flow needs of the :class:`~aeon_kernel.engine.Engine` it runs on (named here, so that the engine
-    module and this one do not import each other)."""
-
-    registries: Registries
-
-    @property
-    def memory(self) -> Memory: ...
-
-    @property
-    def tools(self) -> ToolRegistry: ...
-
-    @property
-    def llm(self) -> ModelClient: ...
-
-    @property
-    def state_store(self) -> StateStore | None: ...
-
-    @property
-    def policies(self) -> list[tuple[str, Policy]]: ...
-
-    def without_model(self, reason: str) -> None: ...
-
-    def add_sink(self, name: str, **options: Any) -> TelemetrySink: ...
-
-    def orchestrator(
-        self,
-        ttl: int | None = None,
-        *,
-        scheduler: Callable[[], Scheduler] | None = None,
-        manifest: dict[str, Any] | None = None,
-    ) -> Orchestrator: ...
-
-    def close(self) -> None: ...
+    from aeon_kernel.kit import Registries
 
 
 @dataclass(frozen=True)
@@ -116,7 +76,7 @@ class FlowEngine:
 
     def __init__(
         self,
-        engine: Host,
+        engine: Engine,
         flow: Flow,
         functions: dict[str, NodeFunction],
         layers: Layers,
@@ -131,7 +91,7 @@ class FlowEngine:
         self.result: TaskResult | None = None
 
     @classmethod
-    def build(cls, engine: Host, directory: str | Path) -> FlowEngine:
+    def build(cls, engine: Engine, directory: str | Path) -> FlowEngine:
         """Spec 004 §8, in order, on an engine whose plugins are discovered (nothing is built yet)."""
         registries = engine.registries
         # 1-4: load the manifests, check the schemas and references, build the DAG, check its invariants.
@@ -180,7 +140,7 @@ class FlowEngine:
         if any(node.kind == "agent" for node in flow.spec.nodes):
             engine.llm  # noqa: B018 - built now, so a missing model is reported before any run
         else:  # no node asks the model: do not load one
-            engine.without_model(f"flow {flow.name!r} has no agent nodes")
+            engine.components.without_model(f"flow {flow.name!r} has no agent nodes")
         # 7: the plugins' code the flow names: node implementations and retrieval policies.
         functions = node_functions(registries, flow)
         policies = {

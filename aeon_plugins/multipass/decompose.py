@@ -43,8 +43,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from aeon_kernel import PlanStep, StepStatus
-from aeon_plugins.planning.grounding import facts_in
-from aeon_plugins.planning.prompts import compact
+from aeon_plugins.planning import compact, facts_in
 
 MAX_PARTS: Final = 4
 #: how much of a previous result goes into the next part's text when it is not a number

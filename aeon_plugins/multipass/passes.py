@@ -87,7 +87,7 @@ from aeon_plugins.multipass.decompose import (
     with_context,
 )
 from aeon_plugins.multipass.deltas import RefinementLedger, apply_refinements, depth_of
-from aeon_plugins.planning.linear import LinearPlanScheduler
+from aeon_plugins.planning import LinearPlanScheduler
 
 KEY: Final = "multipass"
 #: stage -> (the cycle's phase in the log record, the spec 003 phase it belongs to)

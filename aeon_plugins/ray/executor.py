@@ -27,22 +27,24 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import Any, Final, Self
 
 from aeon_kernel import BackpressureError, TaskHandle
-from aeon_kernel.config import RAY_EXECUTOR_KEYS
 from aeon_kernel.errors import ConfigError, OrchestrationError
-from aeon_kernel.kit import Executor, ExecutorSettings, LocalExecutor
-from aeon_kernel.runtime.executor import DEFAULT_CONCURRENCY, SETTINGS_KEYS, OnFull, amap_tasks, map_tasks
-from aeon_kernel.runtime.tasks import FlowTasks, RequestTasks, _error_outcome
+from aeon_kernel.kit import (
+    DEFAULT_CONCURRENCY,
+    Executor,
+    ExecutorSettings,
+    FlowTasks,
+    OnFull,
+    RequestTasks,
+    error_outcome,
+)
 from aeon_plugins.ray.worker import Worker, WorkerSpec
-
-if TYPE_CHECKING:
-    from aeon_kernel.config import Choice
 
 log = logging.getLogger("aeon")
 
@@ -109,19 +111,6 @@ class RaySettings:
             )
         if self.runtime_env is not None and not isinstance(self.runtime_env, dict):
             raise ConfigError(f"the ray executor's runtime_env must be a table, got {self.runtime_env!r}")
-
-
-def executor_settings(choice: Choice | None) -> tuple[str, ExecutorSettings, RaySettings]:
-    """``(use, settings, ray settings)`` of an ``[executor]`` table (None: the defaults, local); the config checked
-    its keys, a ConfigError here names a bad value."""
-    if choice is None:
-        return "local", ExecutorSettings(), RaySettings()
-    table = choice.options
-    settings = ExecutorSettings.from_table({k: v for k, v in table.items() if k in SETTINGS_KEYS})
-    options = {k: v for k, v in table.items() if k in RAY_EXECUTOR_KEYS}
-    if isinstance(options.get("plugins"), list):
-        options["plugins"] = tuple(options["plugins"])
-    return choice.use, settings, RaySettings(**options)
 
 
 def import_ray() -> Any:
@@ -195,6 +184,10 @@ class RayExecutor(Executor):
         cwd: str | Path | None = None,
     ) -> None:
         self.settings = ExecutorSettings(concurrency, max_queued, on_full)
+        if not isinstance(plugins, (list, tuple)):  # a string is not a list of names (aeon.toml)
+            raise ConfigError(
+                f'the ray executor\'s plugins must be a list of "module" or "module:attribute" names, got {plugins!r}'
+            )
         self.ray_settings = RaySettings(
             address, num_cpus, worker_cpus, tuple(plugins), runtime_env, start_timeout
         )
@@ -232,21 +225,6 @@ class RayExecutor(Executor):
         self._owns_ray = self._started = self._closed = False
         #: seconds the last ``start`` took: connecting to (or starting) the cluster, and the workers' engines
         self.startup: dict[str, float] = {}
-
-    @classmethod
-    def configured(cls, source: Any, **overrides: Any) -> RayExecutor:
-        """An executor as the ``[executor]`` table of ``source``'s configuration says, ``overrides`` (those not
-        None) going first (``engine.submit``, ``aeon batch``)."""
-        engine = source.engine if hasattr(source, "flow") and hasattr(source, "engine") else source
-        _, settings, ray_settings = executor_settings(engine.config.executor)
-        options: dict[str, Any] = {
-            "concurrency": settings.concurrency,
-            "max_queued": settings.max_queued,
-            "on_full": settings.on_full,
-            **{f.name: getattr(ray_settings, f.name) for f in fields(RaySettings)},
-        }
-        options.update({key: value for key, value in overrides.items() if value is not None})
-        return cls(source, **options)
 
     # --- the Executor API --------------------------------------------------------------------------------------
 
@@ -464,14 +442,14 @@ class RayExecutor(Executor):
                 f"the Ray worker running this task was lost ({type(exc).__name__}: {_first_line(exc)}); the "
                 "task did not finish. Ray restarts the worker; submit the task again"
             )
-            handle._finish("error", _error_outcome(None, error), error)
+            handle._finish("error", error_outcome(None, error), error)
             with self._cond:
                 slot.lost = True
                 self._refs[slot.actor.ready.remote()] = slot
             return
         except Exception as exc:
             error = WorkerError(f"the Ray task failed: {type(exc).__name__}: {_first_line(exc)}")
-            handle._finish("error", _error_outcome(None, error), error)
+            handle._finish("error", error_outcome(None, error), error)
             return
         if report["run_id"]:
             handle._started(report["run_id"])
@@ -542,80 +520,9 @@ def _connect(ray: Any, settings: RaySettings) -> bool:
 def _fail(handles: Iterable[TaskHandle], error: WorkerError) -> None:
     for handle in handles:
         handle._begin()
-        handle._finish("error", _error_outcome(None, error), error)
+        handle._finish("error", error_outcome(None, error), error)
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-# --- the engine's executor ----------------------------------------------------------------------------------------
-
-
-def configured_executor(engine: Any, concurrency: int | None = None) -> Executor:
-    """The executor ``[executor]`` chooses for ``engine`` (``engine.submit``): local threads, or Ray workers."""
-    use, settings, _ = executor_settings(engine.config.executor)
-    if use == "ray":
-        return RayExecutor.configured(engine, concurrency=concurrency)
-    return LocalExecutor(
-        engine,
-        concurrency or settings.concurrency,
-        max_queued=settings.max_queued,
-        on_full=settings.on_full,
-    )
-
-
-def map_configured(
-    engine: Any,
-    items: Iterable[Any],
-    *,
-    concurrency: int | None = None,
-    ttl: int | None = None,
-    deadline: float | None = None,
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``engine.map``: on a new executor of the kind ``[executor]`` chooses, shut down when the iteration ends."""
-    use, settings, _ = executor_settings(engine.config.executor)
-    if use != "ray":
-        return map_tasks(
-            engine, items, concurrency=concurrency or settings.concurrency, ttl=ttl, deadline=deadline
-        )
-    return _map_on(RayExecutor.configured(engine, concurrency=concurrency), items, ttl, deadline)
-
-
-def _map_on(
-    executor: Executor, items: Iterable[Any], ttl: int | None, deadline: float | None
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    try:
-        yield from executor.map(items, ttl=ttl, deadline=deadline)
-    finally:
-        executor.shutdown(wait=True, cancel=True)
-
-
-def amap_configured(
-    engine: Any,
-    items: Iterable[Any],
-    *,
-    concurrency: int | None = None,
-    ttl: int | None = None,
-    deadline: float | None = None,
-) -> AsyncIterator[tuple[int, dict[str, Any]]]:
-    """``engine.amap``: ``map_configured`` for asyncio."""
-    use, settings, _ = executor_settings(engine.config.executor)
-    if use != "ray":
-        return amap_tasks(
-            engine, items, concurrency=concurrency or settings.concurrency, ttl=ttl, deadline=deadline
-        )
-    return _amap_on(RayExecutor.configured(engine, concurrency=concurrency), items, ttl, deadline)
-
-
-async def _amap_on(
-    executor: Executor, items: Iterable[Any], ttl: int | None, deadline: float | None
-) -> AsyncIterator[tuple[int, dict[str, Any]]]:
-    import asyncio
-
-    try:
-        async for pair in executor.amap(items, ttl=ttl, deadline=deadline):
-            yield pair
-    finally:
-        await asyncio.to_thread(executor.shutdown, wait=True, cancel=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from aeon_kernel import TaskHandle
 from aeon_kernel.errors import ConfigError
-from aeon_kernel.runtime.tasks import _error_outcome, drive, tasks_for
+from aeon_kernel.kit import drive, error_outcome, tasks_for
 
 if TYPE_CHECKING:
     from aeon_kernel import AeonConfig
@@ -122,9 +122,7 @@ class Worker:
             handle.cancel()
         if self.problem is not None:
             handle._begin()
-            handle._finish(
-                "error", _error_outcome(None, ConfigError(self.problem)), ConfigError(self.problem)
-            )
+            handle._finish("error", error_outcome(None, ConfigError(self.problem)), ConfigError(self.problem))
         else:
             try:
                 drive(handle, self.tasks)

@@ -231,7 +231,7 @@ def test_the_manifest_finds_the_project_beside_the_config_else_in_the_working_di
 
     def manifest(config: Any) -> dict[str, Any]:
         with Engine(config) as engine:
-            engine.without_model("the manifest only")
+            engine.components.without_model("the manifest only")
             return engine.manifest()
 
     monkeypatch.chdir(tmp_path)  # no project here

@@ -328,7 +328,7 @@ def test_the_engine_builds_it_with_the_runs_model() -> None:
     config = AeonConfig().with_choice("llm", "scripted", responses=[ANSWER])
     plugins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
     with Engine(config, plugins=plugins, autoload=False) as engine:
-        depth = engine.component("depth_heuristics")
+        depth = engine.components.one("depth_heuristics")
         assert isinstance(depth, ModelAdaptiveDepth) and depth.llm is engine.llm
         assert depth.infer_task_profile("calculate the sum of 5 and 10").reasoning_depth == 2
 

@@ -418,7 +418,7 @@ def test_the_engine_builds_it_with_the_runs_model_and_options(tmp_path: Path) ->
     )
     plugins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
     with Engine(config, plugins=plugins, autoload=False) as engine:
-        validator = engine.component("semantic_validators")
+        validator = engine.components.one("semantic_validators")
         assert isinstance(validator, ModelSemanticValidator) and validator.llm is engine.llm
         assert [i.severity for i in validator.validate(BAD_PLAN, "plan").issues] == ["LOW"]
 

@@ -9,7 +9,6 @@ how often a model was loaded. The tests that need Ray are skipped when it is not
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib
 import json
 import os
@@ -24,10 +23,10 @@ from typing import Any
 import pytest
 
 from aeon_kernel import BackpressureError, ConfigError, Engine
-from aeon_kernel.config import AeonConfig, Choice, parse_config
-from aeon_kernel.kit import TaskCancelledError
+from aeon_kernel.config import AeonConfig, parse_config
+from aeon_kernel.kit import LocalExecutor, TaskCancelledError
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
-from aeon_plugins.ray.executor import RayExecutor, WorkerError, executor_settings, import_ray
+from aeon_plugins.ray.executor import RayExecutor, WorkerError, import_ray
 from tests.support.ray_jobs import BUILDS_ENV, job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +107,7 @@ def config(tmp_path: Path, **executor: Any) -> AeonConfig:
         .with_choice("state", "sqlite", path=str(tmp_path / "runs.db"))
     )
     if executor:
-        chosen = dataclasses.replace(chosen, executor=Choice("ray", executor))
+        chosen = chosen.with_choice("executor", "ray", **executor)
     return chosen
 
 
@@ -158,30 +157,37 @@ def stored(engine: Engine, run_id: str) -> dict[str, Any]:
 # --- configuration, and no Ray --------------------------------------------------------------------------------------
 
 
-def test_the_executor_table_is_checked_as_the_file_is_read() -> None:
-    chosen = parse_config({"executor": {"use": "ray", "address": "auto", "concurrency": 8, "plugins": ["m"]}})
-    use, settings, ray_settings = executor_settings(chosen.executor)
-    assert (use, settings.concurrency, ray_settings.address, ray_settings.plugins) == (
-        "ray",
+def executor_for(table: dict[str, Any]) -> Any:
+    """The executor ``[executor]`` = ``table`` makes (nothing started: Ray is not even imported)."""
+    with Engine(parse_config({"executor": table})) as engine:
+        return engine.make_executor()
+
+
+def test_the_executor_table_holds_the_chosen_executors_options() -> None:
+    """``[executor]`` chooses a component of the executor kind: ``use`` by registered name, the rest its options,
+    checked by its factory when it is made (and by ``aeon plugins --check``)."""
+    executor = executor_for({"use": "ray", "address": "auto", "concurrency": 8, "plugins": ["m"]})
+    assert isinstance(executor, RayExecutor)
+    assert (executor.settings.concurrency, executor.ray_settings.address, executor.ray_settings.plugins) == (
         8,
         "auto",
         ("m",),
     )
-    assert executor_settings(parse_config({"executor": {"max_queued": 3}}).executor)[0] == "local"
-    with pytest.raises(ConfigError, match="num_cpus sizes the local cluster"):
-        executor_settings(
-            parse_config({"executor": {"use": "ray", "address": "auto", "num_cpus": 2}}).executor
-        )
+    local = executor_for({"max_queued": 3})
+    assert isinstance(local, LocalExecutor) and local.settings.max_queued == 3
     for table, message in (
-        ({"use": "dask"}, r'\[executor\] use must be "local" or "ray"'),
-        ({"use": "local", "address": "auto"}, r"options of the ray executor: set use = \"ray\""),
-        ({"use": "ray", "workers": 2}, r"unknown key\(s\) \['workers'\] in \[executor\]"),
+        ({"use": "ray", "address": "auto", "num_cpus": 2}, "num_cpus sizes the local cluster"),
+        ({"use": "dask"}, r"no executor named 'dask'.*'local' \(from aeon.kernel\).*'ray'"),
+        ({"use": "local", "address": "auto"}, r"'local' .* cannot be built with the options \['address'\]"),
+        ({"use": "ray", "workers": 2}, r"the executor 'ray' .* cannot be built with the options"),
         ({"use": "ray", "concurrency": 0}, "concurrency must be a positive integer"),
+        ({"use": "ray", "plugins": "m"}, "plugins must be a list"),
     ):
         with pytest.raises(ConfigError, match=message):
-            parse_config({"executor": table})
-    with pytest.raises(ConfigError, match="plugins must be a list"):
-        executor_settings(parse_config({"executor": {"use": "ray", "plugins": "m"}}).executor)
+            executor_for(table)
+    with Engine(parse_config({"executor": {"use": "local", "address": "auto"}})) as engine:
+        (problem,) = [p for p in engine.check_components() if p["kind"] == "executors"]
+        assert problem["name"] == "local" and "['address']" in problem["error"]
 
 
 def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
