@@ -22,7 +22,7 @@ import contextlib
 import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final, Literal, Self
@@ -32,8 +32,6 @@ from aeon_kernel.runtime.tasks import TaskHandle, Tasks, drive, tasks_for
 
 OnFull = Literal["block", "raise"]
 DEFAULT_CONCURRENCY: Final = 4
-#: the keys of an ``[executor]`` table (:meth:`ExecutorSettings.from_table`)
-SETTINGS_KEYS: Final = frozenset({"concurrency", "max_queued", "on_full"})
 #: held while a run is started, by every executor of the process: the first start on an engine builds its
 #: components (the model among them), which the Engine does without locks, and two executors on one engine (its
 #: shared one and a ``map``'s) must not do that at once. Once they are built, a start takes microseconds.
@@ -77,17 +75,6 @@ class ExecutorSettings:
     @property
     def queue_size(self) -> int:
         return self.max_queued if self.max_queued is not None else 2 * self.concurrency
-
-    @classmethod
-    def from_table(cls, table: Mapping[str, Any]) -> ExecutorSettings:
-        """The settings an ``[executor]`` table of ``aeon.toml`` gives (``concurrency``, ``max_queued``,
-        ``on_full``); a ConfigError names an unknown key or a bad value."""
-        unknown = set(table) - SETTINGS_KEYS
-        if unknown:
-            raise ConfigError(
-                f"unknown key(s) {sorted(unknown)} in [executor]; valid: {sorted(SETTINGS_KEYS)}"
-            )
-        return cls(**table)
 
 
 class Executor(ABC):
@@ -299,10 +286,6 @@ class LocalExecutor(Executor):
         self._running: set[TaskHandle] = set()
         self._workers: list[threading.Thread] = []
         self._closed = False
-
-    @classmethod
-    def from_settings(cls, source: Any, settings: ExecutorSettings) -> LocalExecutor:
-        return cls(source, settings.concurrency, max_queued=settings.max_queued, on_full=settings.on_full)
 
     def submit(
         self,

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from aeon_kernel import (
     BackpressureError,
+    ConfigError,
     Engine,
     FunctionTool,
     LLMAdapter,
@@ -265,16 +266,81 @@ def test_on_full_raise_refuses_at_once(engine: Engine) -> None:
         assert [h.result(timeout=10)["status"] for h in (*handles, late)] == ["completed"] * 4
 
 
-def test_settings_are_checked_and_read_from_an_executor_table() -> None:
-    assert ExecutorSettings.from_table({"concurrency": 3}).queue_size == 6
-    assert ExecutorSettings.from_table({"max_queued": 1, "on_full": "raise"}).on_full == "raise"
-    for table, message in (
+def test_settings_are_checked_and_read_from_the_executor_table() -> None:
+    """``[executor]`` holds the chosen executor's options (``local`` by default): sizes, and what a full queue
+    does; a bad value or an unknown key is a ConfigError when the executor is made."""
+    assert ExecutorSettings(3).queue_size == 6
+    with make_engine() as engine:
+        assert isinstance(engine.make_executor(), LocalExecutor)
+    chosen = (
+        AeonConfig()
+        .with_choice("llm", "by_request")
+        .with_choice("executor", "local", max_queued=1, on_full="raise")
+    )
+    builtins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
+    with Engine(chosen, plugins=[*builtins, JobsPlugin()], autoload=False) as engine:
+        executor = engine.make_executor(concurrency=2)
+        assert (executor.settings.concurrency, executor.settings.max_queued, executor.settings.on_full) == (
+            2,
+            1,
+            "raise",
+        )
+    for options, message in (
         ({"concurrency": 0}, "executor's concurrency must be a positive integer"),
         ({"on_full": "drop"}, 'on_full must be "block" or "raise"'),
-        ({"workers": 2}, r"unknown key\(s\) \['workers'\] in \[executor\]"),
+        (
+            {"workers": 2},
+            r"the executor 'local' \(from aeon.kernel\) cannot be built .* unexpected keyword argument 'workers'",
+        ),
     ):
-        with pytest.raises(Exception, match=message):
-            ExecutorSettings.from_table(table)
+        chosen = AeonConfig().with_choice("executor", "local", **options)
+        with Engine(chosen, autoload=False) as engine, pytest.raises(ConfigError, match=message):
+            engine.make_executor()
+
+
+class Inline(LocalExecutor):
+    """A plugin's executor: one worker, and it counts the tasks it was given."""
+
+    def __init__(self, source: Any, *, label: str = "inline") -> None:
+        super().__init__(source, 1)
+        self.label, self.given = label, 0
+
+    def submit(self, item: Any, **options: Any) -> Any:
+        self.given += 1
+        return super().submit(item, **options)
+
+
+def test_hook_aeon_register_executors() -> None:
+    """``[executor] use = NAME`` picks a plugin's executor for ``submit`` and ``map``, built with the table's
+    options and the engine as its source; a factory that returns no Executor is refused, naming it."""
+    built: list[Inline] = []
+
+    class Executors:
+        @hookimpl
+        def aeon_register_executors(self, register: Any) -> None:
+            def inline(source: Any, **options: Any) -> Inline:
+                built.append(Inline(source, **options))
+                return built[-1]
+
+            register("inline", inline)
+            register("wrong", lambda source: object())
+
+    builtins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
+    chosen = AeonConfig().with_choice("llm", "by_request").with_choice("executor", "inline", label="mine")
+    with Engine(chosen, plugins=[*builtins, JobsPlugin(), Executors()], autoload=False) as engine:
+        assert answer_of(engine.submit(job("alpha")).result(timeout=10)) == "alpha-2"
+        assert sorted(answer_of(r) for _, r in engine.map([job("b"), job("c")])) == ["b-2", "c-2"]
+        assert [(executor.label, executor.given) for executor in built] == [("mine", 1), ("mine", 2)]
+        providers = engine.registries["executors"].providers()
+        assert providers["local"] == "aeon.kernel" and set(providers) == {"local", "inline", "wrong"}
+    wrong = AeonConfig().with_choice("executor", "wrong")
+    with (
+        Engine(wrong, plugins=[Executors()], autoload=False) as engine,
+        pytest.raises(
+            ConfigError, match=r"the executor 'wrong' .* is not an instance of aeon_kernel\.Executor"
+        ),
+    ):
+        engine.make_executor()
 
 
 def test_a_shut_down_executor_takes_no_more_tasks(engine: Engine) -> None:

@@ -372,6 +372,12 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #
 #
 # @hookimpl
+# def aeon_register_executors(register: Register) -> None:
+#     """Executors: ``factory(source, **options)`` returns an ``Executor`` running many tasks at once."""
+#     register("my_executor", MyExecutor)  # aeon.toml: [executor] use = "my_executor"
+#
+#
+# @hookimpl
 # def aeon_register_policies(register: Register) -> None:
 #     """Policies: ``factory(**options)`` returns a ``Policy`` judging every tool call and flow stage."""
 #     register("my_policy", MyPolicy)  # aeon.toml: [policy] use = ["rules", "my_policy"]
