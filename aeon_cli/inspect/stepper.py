@@ -6,8 +6,8 @@ the same cycle (stage) records, each produced only once the page said so, so the
 as they always do. They start the server at once — its URL is printed (on stderr: ``--json`` keeps stdout for the
 result) before the run starts — and the iterator closes it when the run ends.
 
-Before each cycle the run is paused: the page shows the run so far and the pending unit of work
-(:mod:`.pending`), and its buttons answer through :class:`~aeon_cli.inspect.control.Control`. No pause is
+Before each cycle the run is paused: the page shows the run so far and the pending unit of work (the run's
+preview, :mod:`.pending`), and its buttons answer through :class:`~aeon_cli.inspect.control.Control`. No pause is
 made where no cycle is left (the plan finished, the flow's root task ended): the run then ends at once. When it
 ends, the page is given a moment to show the result before the server goes.
 
@@ -192,9 +192,7 @@ def _plan_session(
 ) -> Iterator[LogEntry]:
     collector = orchestrator.pm.get_plugin("aeon.artifacts")  # the engine's, when it keeps artifacts
     session = Session(no_browser=no_browser, artifacts=getattr(collector, "store", None))
-    cycles = session.drive(
-        run, lambda r: pending.plan_run(r, orchestrator.components), "aeon resume", earlier
-    )
+    cycles = session.drive(run, pending.upcoming, "aeon resume", earlier)
     return _exiting(cycles, as_json)
 
 
@@ -218,7 +216,7 @@ def flow_stages(
     is the task's result once the iterator is exhausted."""
     run = engine.start(value, start=start, ttl=ttl)
     session = Session(no_browser=no_browser, artifacts=getattr(engine.engine, "artifact_store", None))
-    cycles = session.drive(run, lambda r: pending.flow_run(r, engine.setup, start, value), "aeon flow resume")
+    cycles = session.drive(run, pending.upcoming, "aeon flow resume")
     return _flow(engine, run, cycles, as_json)
 
 
@@ -232,10 +230,7 @@ def resumed_flow_stages(
     assert store is not None  # start_resume needs one
     earlier = [entry.model_dump(mode="json", exclude={"plan_state"}) for entry in store.load(run_id).entries]
     session = Session(no_browser=no_browser, artifacts=getattr(engine.engine, "artifact_store", None))
-    # what comes next is read from the task book the run saved (no start node, no input)
-    cycles = session.drive(
-        run, lambda r: pending.flow_run(r, engine.setup, None, None), "aeon flow resume", earlier
-    )
+    cycles = session.drive(run, pending.upcoming, "aeon flow resume", earlier)
     return _flow(engine, run, cycles, as_json, history)
 
 

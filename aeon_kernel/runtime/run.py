@@ -23,7 +23,7 @@ from aeon_kernel.errors import AeonError, DeadlineError, LLMError, Orchestration
 from aeon_kernel.llm.client import REQUEST, STARTED, begin_capture, end_capture, total_usage
 from aeon_kernel.models import ConvergenceAssessment, LogEntry, OrchestrationState, RunStatus, utc_now
 from aeon_kernel.runtime.context import Components, Cycle, Hooks, RunContext, error_record
-from aeon_kernel.runtime.scheduler import Conclusion, Scheduler, Verdict, Work
+from aeon_kernel.runtime.scheduler import Conclusion, Preview, Scheduler, Verdict, Work
 from aeon_kernel.runtime.state import RunState
 from aeon_kernel.runtime.store import StateStore, StoredRun
 
@@ -98,7 +98,7 @@ class Run:
         resumed: StoredRun | None = None,
         deadline: float | None = None,
     ) -> None:
-        self.scheduler = scheduler
+        self._scheduler = scheduler
         #: seconds the run may take from its first cycle; checked between cycles (one in progress runs to its end)
         self.deadline = deadline
         self._began = 0.0
@@ -116,6 +116,11 @@ class Run:
     @property
     def run_id(self) -> str:
         return self._context.run_id
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler that decides this run's cycles (it belongs to this run only)."""
+        return self._scheduler
 
     @property
     def state(self) -> OrchestrationState:
@@ -146,6 +151,13 @@ class Run:
             self._finish(verdict)
             return None
         return self._cycle()
+
+    def preview(self) -> Preview | None:
+        """What the next cycle will do (:meth:`Scheduler.preview`), told without doing any of it; None when the run
+        ends at its next step instead: it has ended or was closed, its TTL is spent, or its model or store failed."""
+        if self.result is not None or self._closed or self._fatal or self._context.state.ttl_remaining <= 0:
+            return None
+        return self._scheduler.preview(self._context)
 
     def __iter__(self) -> Run:
         return self
@@ -193,7 +205,7 @@ class Run:
             "aeon_run_start", run_id=self.run_id, request=state.request, state=state, manifest=self.manifest
         )
         try:  # after the run's own events, so that whatever the scheduler reports follows them
-            self.scheduler.start(context, resumed=resumed is not None)
+            self._scheduler.start(context, resumed=resumed is not None)
         except Exception as exc:
             self._scheduler_failed("start", exc)
 
@@ -202,7 +214,7 @@ class Run:
         if self._fatal:
             return Verdict("failed")
         try:
-            verdict = self.scheduler.status(self._context)
+            verdict = self._scheduler.status(self._context)
         except Exception as exc:
             self._scheduler_failed("status", exc)
             return Verdict("failed")
@@ -219,7 +231,7 @@ class Run:
 
     def _scheduler_failed(self, stage: str, exc: Exception) -> None:
         """A scheduler bug outside a cycle: recorded in the state, and the run ends failed (never a bare raise)."""
-        log.exception("%s.%s failed", type(self.scheduler).__name__, stage)
+        log.exception("%s.%s failed", type(self._scheduler).__name__, stage)
         self._context.record_error(error_record(exc, phase=f"scheduler.{stage}"))
         self._fatal = True
 
@@ -232,10 +244,10 @@ class Run:
         try:
             capture = begin_capture(calls)  # this cycle's model responses, whatever other runs do meanwhile
             try:
-                work = self.scheduler.next_work(context)
+                work = self._scheduler.next_work(context)
                 cycle.phase, cycle.step_id = work.phase, work.step_id
-                outcome = self.scheduler.perform(work, context)
-                self.scheduler.apply(work, outcome, context)
+                outcome = self._scheduler.perform(work, context)
+                self._scheduler.apply(work, outcome, context)
             finally:
                 end_capture(capture)
         except Exception as exc:
@@ -246,9 +258,9 @@ class Run:
             cycle.errors.append(error_record(exc, cycle.step_id, phase=cycle.phase))
             self._fatal = isinstance(exc, LLMError)
             try:
-                self.scheduler.abandon(work, exc, context)
+                self._scheduler.abandon(work, exc, context)
             except Exception as inner:  # a scheduler that cannot settle its state cannot go on
-                log.exception("%s.abandon failed", type(self.scheduler).__name__)
+                log.exception("%s.abandon failed", type(self._scheduler).__name__)
                 cycle.errors.append(error_record(inner, cycle.step_id, phase="abandon"))
                 self._fatal = True
         finally:
@@ -309,7 +321,7 @@ class Run:
         context = self._context
         context.state.finish(verdict.status)
         try:
-            conclusion = self.scheduler.conclude(context.state.snapshot(), verdict)
+            conclusion = self._scheduler.conclude(context.state.snapshot(), verdict)
         except Exception as exc:
             self._scheduler_failed("conclude", exc)
             conclusion = Conclusion(answer=None, message=f"the scheduler could not conclude: {exc}")

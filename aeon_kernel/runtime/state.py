@@ -6,14 +6,20 @@ Everything outside the run (hooks, step executors, state stores, ``Run.state``) 
 snapshot on every change cost a new step, plan and state per transition, three of them per step; here a change
 replaces one step in a list and drops the cached snapshots, which are rebuilt only when somebody asks. The
 transition rules stay in one place: :func:`aeon_kernel.models.moved_step`.
+
+A scheduler's own durable data is a :class:`SchedulerMemo`, a pydantic model it keeps here (:meth:`RunState.keep`,
+:meth:`RunState.memo`) and changes in place; a snapshot stores it as JSON in ``scheduler_state``, under its ``key``.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, ClassVar, Self, TypeVar
 
-from aeon_kernel.errors import StateTransitionError
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from aeon_kernel.errors import RunStoreError, StateTransitionError
 from aeon_kernel.models import (
     OrchestrationState,
     Plan,
@@ -27,10 +33,50 @@ from aeon_kernel.models import (
 )
 
 
+class SchedulerMemo(BaseModel):
+    """What a scheduler remembers across a crash, as a pydantic model (pydantic_graph's typed state).
+
+    A scheduler subclasses it — its fields are what it must remember — and names it by ``key``, the key it is
+    stored under in ``OrchestrationState.scheduler_state``. It keeps its memo in the run's state
+    (:meth:`RunState.keep`), gets it back each cycle (:meth:`RunState.memo`) and changes it in place, calling
+    :meth:`RunState.changed` after a change; a snapshot stores it as JSON. A run stored by an earlier version
+    loads when the memo accepts that layout (a ``model_validator(mode="before")``); otherwise loading it raises
+    a :class:`RunStoreError` saying so.
+    """
+
+    #: where it is stored in ``scheduler_state`` (the scheduler's name)
+    key: ClassVar[str]
+
+    @classmethod
+    def stored(cls, state: OrchestrationState) -> Self | None:
+        """The memo ``state`` holds, read from its JSON (to read, e.g. in ``conclude``), or None when it holds none."""
+        data = state.scheduler_state.get(cls.key)
+        return None if data is None else cls.loaded(data, state.run_id)
+
+    @classmethod
+    def loaded(cls, data: Any, run_id: str) -> Self:
+        """The memo stored as ``data`` (JSON) in run ``run_id``; a :class:`RunStoreError` when it cannot be read."""
+        try:
+            return cls.model_validate(data)
+        except PydanticValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'the memo'}: {e['msg']}" for e in exc.errors()[:3]
+            )
+            raise RunStoreError(
+                f"run {run_id} cannot be resumed: its {cls.key!r} state was stored by another (older or newer) "
+                f"version of its scheduler, which this one cannot read ({problems}). Finish it with the version "
+                "that started it, or run the request again."
+            ) from None
+
+
+M = TypeVar("M", bound=SchedulerMemo)
+
+
 class RunState:
     """The working copy of one run's :class:`OrchestrationState`."""
 
     __slots__ = (
+        "_memos",
         "_plan",
         "_snapshot",
         "current_step_id",
@@ -67,6 +113,8 @@ class RunState:
         self.status: RunStatus = state.status
         #: the scheduler's own durable data (JSON); a scheduler that changes it calls :meth:`changed`
         self.scheduler_state: dict[str, Any] = dict(state.scheduler_state)
+        #: the schedulers' typed memos, by key: kept in place of their JSON in ``scheduler_state``
+        self._memos: dict[str, SchedulerMemo] = {}
         self._use_plan(state.plan)
         self._snapshot = state
 
@@ -93,10 +141,19 @@ class RunState:
                 ttl_remaining=self.ttl_remaining,
                 cycle=self.cycle,
                 status=self.status,
-                # a scheduler changes its state in place: the snapshot gets its own copy, taken only when asked
-                scheduler_state=copy.deepcopy(self.scheduler_state) if self.scheduler_state else {},
+                scheduler_state=self._durable(),
             )
         return self._snapshot
+
+    def _durable(self) -> dict[str, Any]:
+        """``scheduler_state`` for a snapshot: a scheduler changes its state in place, so the snapshot gets its own
+        copy, taken only when asked; a typed memo is dumped as JSON."""
+        if not self._memos:
+            return copy.deepcopy(self.scheduler_state) if self.scheduler_state else {}
+        durable = {k: copy.deepcopy(v) for k, v in self.scheduler_state.items() if k not in self._memos}
+        for key, memo in self._memos.items():
+            durable[key] = memo.model_dump(mode="json")
+        return durable
 
     # --- reading -----------------------------------------------------------------------------------------------
 
@@ -105,6 +162,26 @@ class RunState:
 
     def all_complete(self) -> bool:
         return all(step.status is StepStatus.COMPLETE for step in self.steps)
+
+    def memo(self, kind: type[M]) -> M | None:
+        """The scheduler memo of type ``kind`` this run keeps (:meth:`keep`), or None when it keeps none.
+
+        A resumed run's memo is loaded from its stored JSON on first use (a :class:`RunStoreError` when it cannot
+        be read); after that it is the same object, which the scheduler changes in place (then :meth:`changed`).
+        Reading it changes nothing.
+        """
+        memo = self._memos.get(kind.key)
+        if memo is None:
+            data = self.scheduler_state.get(kind.key)
+            if data is None:
+                return None
+            # the stored JSON may be shared with an immutable snapshot: the memo gets its own copy
+            memo = self._memos[kind.key] = kind.loaded(copy.deepcopy(data), self.run_id)
+        if not isinstance(memo, kind):
+            raise TypeError(
+                f"the memo kept under {kind.key!r} is a {type(memo).__name__}, not a {kind.__name__}"
+            )
+        return memo
 
     # --- changes -----------------------------------------------------------------------------------------------
 
@@ -142,7 +219,12 @@ class RunState:
         self._plan = self._snapshot = None
 
     def changed(self) -> None:
-        """Something the snapshot shows changed in place (``scheduler_state``, ``ttl_remaining``)."""
+        """Something the snapshot shows changed in place (a memo, ``scheduler_state``, ``ttl_remaining``)."""
+        self._snapshot = None
+
+    def keep(self, memo: SchedulerMemo) -> None:
+        """Keep ``memo`` as this run's memo of its type (replacing any under its ``key``); snapshots store it."""
+        self._memos[memo.key] = memo
         self._snapshot = None
 
     def replace_step(self, step: PlanStep) -> None:

@@ -7,15 +7,15 @@ the output against the node's schema, update the task's output, write the histor
 bookkeeping is :class:`~aeon_plugins.flow.tasks.TaskBook`; what runs inside a node is :mod:`aeon_plugins.flow.nodes`.
 
 History records (one per stage, :meth:`RunContext.record_stage`) land in the cycle's log entry (``stages``), so
-they reach the JSONL log and the state store with the cycle; the book of tasks is the scheduler's durable state,
-so ``aeon flow resume`` goes on from the last committed stage. A stage whose process died is run again with the
-same idempotency key (``<run_id>:<task>/<node>``).
+they reach the JSONL log and the state store with the cycle; the book of tasks is the scheduler's memo
+(:class:`~aeon_plugins.flow.tasks.FlowBook`, in the run's state), so ``aeon flow resume`` goes on from the last
+committed stage. A stage whose process died is run again with the same idempotency key (``<run_id>:<task>/<node>``).
+Between cycles, :meth:`FlowScheduler.preview` tells which stages run next, each with the context it will get.
 """
 
 from __future__ import annotations
 
 import contextvars
-import copy
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -28,6 +28,7 @@ from aeon_kernel import (
     OrchestrationState,
     Policy,
     PolicyAction,
+    Preview,
     RunContext,
     Scheduler,
     ToolCall,
@@ -39,7 +40,7 @@ from aeon_kernel.kit import begin_capture, captured, denial, end_capture, schema
 from aeon_plugins.flow.context import Layers, RetrievalPolicy, assemble
 from aeon_plugins.flow.graph import Flow
 from aeon_plugins.flow.nodes import NodeContext, NodeFunction, ToolMisuseError, agent_schema, run_agent
-from aeon_plugins.flow.tasks import TaskBook, route_of
+from aeon_plugins.flow.tasks import FlowBook, FlowTask, TaskBook, route_of
 
 
 @dataclass
@@ -72,8 +73,10 @@ class FlowSetup:
     judges: Sequence[tuple[str, Policy]] = ()
 
 
-class FlowScheduler(Scheduler):
+class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
     """Routes one task tree through a flow (``start`` and ``value`` are used by a new run, not a resumed one)."""
+
+    memo_type = FlowBook
 
     def __init__(self, setup: FlowSetup, start: str | None = None, value: Any = None) -> None:
         self.setup = setup
@@ -86,11 +89,11 @@ class FlowScheduler(Scheduler):
         self._pool: ThreadPoolExecutor | None = None
 
     def start(self, run: RunContext, *, resumed: bool) -> None:
-        saved = run.state.scheduler_state.get("book")
+        saved = self.memo(run)
         if resumed and saved is not None:
-            self.book = TaskBook(self.flow, copy.deepcopy(saved))
+            self.book = TaskBook(self.flow, saved)
             return
-        self.book = TaskBook(self.flow, {"flow": self.flow.name})
+        self.book = TaskBook(self.flow, FlowBook(flow=self.flow.name))
         self.book.begin(self._start, self._value)
         self._save(run)
 
@@ -108,7 +111,7 @@ class FlowScheduler(Scheduler):
     def next_work(self, run: RunContext) -> Work:
         book = self._book
         self._claimed = book.claim(self.flow.spec.parallelism)
-        return Work("node", " ".join(f"{t}/{book.tasks[t]['node']}" for t in self._claimed))
+        return Work.of("node", (f"{t}/{book.tasks[t]['node']}" for t in self._claimed))
 
     def perform(self, work: Work, run: RunContext) -> list[StageOutcome]:
         if len(self._claimed) == 1:
@@ -167,9 +170,10 @@ class FlowScheduler(Scheduler):
     def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
-        book = TaskBook(self.flow, state.scheduler_state.get("book") or {})  # the final snapshot's own copy
-        if not book.tasks:
+        stored = FlowBook.stored(state)  # the final snapshot's, read back
+        if stored is None or not stored.tasks:
             return Conclusion(answer=None, message="the flow did not start")
+        book = TaskBook(self.flow, stored)
         root = book.root
         status = root["status"] if book.finished else "failure"
         task = {
@@ -183,6 +187,58 @@ class FlowScheduler(Scheduler):
         return Conclusion(
             answer=root["output"], message=message, details={"task": task, "flow": self.flow.metadata()}
         )
+
+    def preview(self, run: RunContext) -> Preview | None:
+        """The stages the next cycle runs: the first ready tasks (up to the flow's parallelism), each with its node,
+        its input and the context :func:`assemble` gives it (it only reads). Before the first cycle the book is not
+        kept yet: a resumed run's stored one, or the new run's root task at its start node with its input."""
+        book = self.book
+        if book is None:
+            stored = self.memo(run)
+            book = TaskBook(self.flow, stored or FlowBook(flow=self.flow.name))
+            if stored is None:
+                book.begin(self._start, self._value)
+        if book.finished or not book.queue:
+            return None  # status ends the run
+        stages = [
+            self._upcoming(book, task_id, run.run_id) for task_id in book.queue[: self.flow.spec.parallelism]
+        ]
+        labels = tuple(f"{stage['task']}/{stage['node']}" for stage in stages)
+        return Preview(
+            "node",
+            labels,
+            "node",
+            ", ".join(labels),
+            "The router runs one stage of "
+            + ("this task" if len(stages) == 1 else f"these {len(stages)} tasks, concurrently")
+            + ": it assembles the context, runs the node, validates its output and routes the task.",
+            {"stages": stages},
+        )
+
+    def _upcoming(self, book: TaskBook, task_id: str, run_id: str) -> dict[str, Any]:
+        """One stage as :meth:`preview` tells it (JSON values: the input and the context items as they are)."""
+        task, setup = book.tasks[task_id], self.setup
+        node = self.flow.nodes[task["node"]]
+        items: list[dict[str, Any]] = []
+        problem = None
+        try:
+            items = assemble(
+                setup.layers, node.context, self.flow.profiles, setup.policies, run_id, book.lineage(task_id)
+            )
+        except Exception as exc:  # the stage itself will fail the same way, and say so
+            problem = f"context assembly failed: {type(exc).__name__}: {exc}"
+        profile = getattr(node.context, "profile", None)
+        return {
+            "task": task_id,
+            "node": node.id,
+            "role": node.role,
+            "agent": node.kind == "agent",
+            "instruction": node.instruction,
+            "input": task["output"],
+            "context_choice": f"profile {profile}" if profile else str(node.context),
+            "context": [{"layer": i["layer"], "key": i["key"], "value": i["value"]} for i in items],
+            "context_problem": problem,
+        }
 
     # --- one stage -----------------------------------------------------------------------------------------------
 
@@ -269,7 +325,7 @@ class FlowScheduler(Scheduler):
     # --- records -----------------------------------------------------------------------------------------------
 
     def _record(
-        self, seq: int, stage: StageOutcome, task: dict[str, Any], events: list[dict[str, Any]]
+        self, seq: int, stage: StageOutcome, task: FlowTask, events: list[dict[str, Any]]
     ) -> dict[str, Any]:
         """The history record of one stage (spec 004 §6): input and output exactly as given, the context used, the
         tool calls, the route, what the routing did (forks, merges, task ends), the status and the times. Keys
@@ -309,9 +365,8 @@ class FlowScheduler(Scheduler):
         return self.book
 
     def _save(self, run: RunContext) -> None:
-        """The book is the run's durable state (a snapshot, when one is taken, copies it)."""
-        run.state.scheduler_state = {"book": self._book.state}
-        run.state.changed()
+        """The book is the run's memo (a snapshot, when one is taken, stores it as JSON)."""
+        run.state.keep(self._book.state)
 
 
 _encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False, check_circular=False).encode
@@ -328,14 +383,20 @@ class _StageFailed(Exception):
     """A stage error named by the spec (§7.1): schema mismatch, invalid routing decision, context assembly."""
 
 
-def _summary(task: dict[str, Any]) -> dict[str, Any]:
+def _summary(task: FlowTask) -> dict[str, Any]:
     return {
-        key: task.get(key)
-        for key in ("id", "parent", "lineage", "status", "ended_at", "exit", "merged_into", "error")
+        "id": task["id"],
+        "parent": task["parent"],
+        "lineage": task["lineage"],
+        "status": task["status"],
+        "ended_at": task.get("ended_at"),
+        "exit": task.get("exit"),
+        "merged_into": task.get("merged_into"),
+        "error": task["error"],
     }
 
 
-def _message(verdict: Verdict, root: dict[str, Any], book: TaskBook) -> str:
+def _message(verdict: Verdict, root: FlowTask, book: TaskBook) -> str:
     if verdict.status == "ttl_expired":
         return (
             "TTL expired before the task reached an exit; the state is kept in final_state. Run it again with "

@@ -2,7 +2,8 @@
 changes. Pure bookkeeping, no I/O: :class:`~aeon_plugins.flow.router.FlowScheduler` runs the stages and hands
 each outcome to :meth:`TaskBook.advance`.
 
-The book is plain JSON (it lives in the run's ``scheduler_state``, so a crashed run resumes from it). Tasks are
+The book is the router's memo, :class:`FlowBook` (kept in the run's state and stored as JSON in its
+``scheduler_state``, so a crashed run resumes from it); each task in it a :class:`FlowTask`. Tasks are
 named by lineage — the root is ``t1``, its clones or subtasks ``t1.1``, ``t1.2``, ... in edge declaration
 order — and ready tasks wait in one FIFO queue, so a run takes the same stages in the same order whether they run
 one at a time or several at once.
@@ -27,28 +28,72 @@ decision) runs the merge at once with its own output alone.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal, NotRequired
 
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from aeon_kernel import SchedulerMemo
 from aeon_plugins.flow.graph import Flow
 
 TaskStatus = Literal["success", "failure", "partial"]
 ROOT: Final = "t1"
 
 
-class TaskBook:
-    """The tasks of one flow run, kept in (and read back from) ``state``, a JSON dict."""
+class FlowTask(TypedDict):
+    """One task of a flow run, as the book keeps it (JSON; the keys after ``error`` appear once they apply)."""
 
-    def __init__(self, flow: Flow, state: dict[str, Any]) -> None:
+    id: str
+    #: the task it was forked from (None: the root)
+    parent: str | None
+    lineage: Literal["root", "clone", "subtask"]
+    #: the node it is at: ready to run, parked at (a merge), or where it ended
+    node: str
+    state: Literal["ready", "waiting", "parked", "done"]
+    status: TaskStatus
+    output: Any
+    #: the tasks of its latest fork
+    children: list[str]
+    error: str | None
+    #: how many children it has forked in all (the next fork numbers on from here)
+    spawned: NotRequired[int]
+    #: children of its latest fork not yet parked or ended
+    pending: NotRequired[int]
+    #: parked at a merge: the node it came from
+    arrived_from: NotRequired[str]
+    ended_at: NotRequired[str]
+    #: the exit node it ended at (None: it ended elsewhere)
+    exit: NotRequired[str | None]
+    merged_into: NotRequired[str]
+
+
+class FlowBook(SchedulerMemo):
+    """The router's memo: every task of the run, the FIFO queue of ready ones, and the stage counter."""
+
+    #: stored as ``scheduler_state["book"]``, as every version has stored it
+    key: ClassVar[str] = "book"
+
+    #: the flow's name
+    flow: str
+    tasks: dict[str, FlowTask] = Field(default_factory=dict)
+    queue: list[str] = Field(default_factory=list)
+    #: the last history record's number
+    seq: int = 0
+
+
+class TaskBook:
+    """The tasks of one flow run, kept in (and read back from) ``state``, the run's :class:`FlowBook`."""
+
+    def __init__(self, flow: Flow, state: FlowBook) -> None:
         self.flow = flow
         self.state = state
-        self.tasks: dict[str, dict[str, Any]] = state.setdefault("tasks", {})
-        self.queue: list[str] = state.setdefault("queue", [])
-        state.setdefault("seq", 0)
+        self.tasks = state.tasks
+        self.queue = state.queue
 
     # --- reading ---------------------------------------------------------------------------------------------
 
     @property
-    def root(self) -> dict[str, Any]:
+    def root(self) -> FlowTask:
         return self.tasks[ROOT]
 
     @property
@@ -56,8 +101,8 @@ class TaskBook:
         return bool(self.tasks) and self.root["state"] == "done"
 
     def next_seq(self) -> int:
-        self.state["seq"] += 1
-        return int(self.state["seq"])
+        self.state.seq += 1
+        return self.state.seq
 
     def lineage(self, task_id: str) -> list[str]:
         """The task and its ancestors, nearest first."""
@@ -103,7 +148,7 @@ class TaskBook:
             self._end(task, status, events, exit_node=node.id)
         elif node.role in ("branch", "split"):
             task["state"] = "waiting"
-            lineage = "clone" if node.role == "branch" else "subtask"
+            lineage: Literal["clone", "subtask"] = "clone" if node.role == "branch" else "subtask"
             created = []
             spawned = task.get("spawned", 0)  # a task that forks again numbers its new children on
             task["children"] = []
@@ -136,7 +181,7 @@ class TaskBook:
         it joins the paths of a decision taken inside one clone or subtask)."""
         return sum(merge in self.flow.reachable(target) for target in self.flow.successors[fork]) >= 2
 
-    def _arrive(self, task: dict[str, Any], target: str, source: str, events: list[dict[str, Any]]) -> None:
+    def _arrive(self, task: FlowTask, target: str, source: str, events: list[dict[str, Any]]) -> None:
         """``task`` reaches ``target`` by the edge from ``source``: ready to run it, or parked at a merge."""
         task["node"] = target
         if self.flow.nodes[target].role != "merge":
@@ -154,7 +199,7 @@ class TaskBook:
 
     def _end(
         self,
-        task: dict[str, Any],
+        task: FlowTask,
         status: TaskStatus,
         events: list[dict[str, Any]],
         exit_node: str | None = None,
@@ -165,7 +210,7 @@ class TaskBook:
         if task["parent"] is not None:
             self._settle(self.tasks[task["parent"]], events)
 
-    def _settle(self, parent: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    def _settle(self, parent: FlowTask, events: list[dict[str, Any]]) -> None:
         """A child of ``parent`` parked or ended. When the last one has: merge them, or end the parent by its
         fork's rule."""
         parent["pending"] -= 1
@@ -213,10 +258,10 @@ class TaskBook:
 
     def _merge(
         self,
-        owner: dict[str, Any],
+        owner: FlowTask,
         merge: str,
-        parked: list[dict[str, Any]],
-        failed: list[dict[str, Any]],
+        parked: list[FlowTask],
+        failed: list[FlowTask],
         events: list[dict[str, Any]],
     ) -> None:
         """``owner`` resumes at ``merge`` with its inputs in declaration order (inbound edge, then fork order)."""
@@ -234,7 +279,7 @@ class TaskBook:
         status = owner["status"]
         if strategy == "collect" and any(c["status"] != "success" for c in [*parked, *failed]):
             status = "partial"
-        owner.update(state="ready", node=merge, output=entries, status=status)
+        owner["state"], owner["node"], owner["output"], owner["status"] = "ready", merge, entries, status
         owner.pop("arrived_from", None)  # it goes on: where it ends is what counts from now
         self.queue.append(owner["id"])
         events.append(
@@ -263,7 +308,9 @@ def route_of(flow: Flow, node_id: str, output: Any) -> tuple[list[str], str | No
     return targets, None
 
 
-def _task(task_id: str, parent: str | None, lineage: str, node: str, output: Any) -> dict[str, Any]:
+def _task(
+    task_id: str, parent: str | None, lineage: Literal["root", "clone", "subtask"], node: str, output: Any
+) -> FlowTask:
     return {
         "id": task_id,
         "parent": parent,
@@ -277,7 +324,7 @@ def _task(task_id: str, parent: str | None, lineage: str, node: str, output: Any
     }
 
 
-def _entry(task: dict[str, Any]) -> dict[str, Any]:
+def _entry(task: FlowTask) -> dict[str, Any]:
     """One input of a merge (or of a split's result): which task, from where, how it ended, its output."""
     return {
         "task": task["id"],

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import Final
 
 from aeon_kernel import PlanStep, StepStatus
 from aeon_plugins.planning import compact, facts_in
@@ -153,8 +153,3 @@ def _number(value: float) -> str:
     if math.isfinite(value) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
     return repr(value)
-
-
-def part_record(step: PlanStep) -> dict[str, Any]:
-    """A part as the scheduler remembers it (JSON in the run's state)."""
-    return {"step_id": step.step_id, "text": step.description, "subplan": "pending"}

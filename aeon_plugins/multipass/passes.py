@@ -41,8 +41,10 @@ the step's outcome, since the kernel's step executor does not ask the model for 
 A run ends when a pass converges (``completed``), when it cannot (``failed``: no plan, nothing left to refine, or
 ``max_passes``), or when the TTL runs out (the run's ``ttl_expired``; the result is the latest completed pass with
 its scores). What the scheduler must remember — the
-stage, the pass, the profile, the refinement ledger, the passes so far — is JSON in the run's
-``scheduler_state``, so a multi-pass run resumes like any other.
+stage, the pass, the profile, the refinement ledger, the passes so far — is its memo,
+:class:`~aeon_plugins.multipass.memo.MultiPassMemo`, kept in the run's state (stored as JSON in its
+``scheduler_state``), so a multi-pass run resumes like any other; from it, :meth:`MultiPassScheduler.preview`
+tells what the next cycle does.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from aeon_kernel import (
     ConvergenceAssessment,
     OrchestrationState,
     Plan,
+    Preview,
     RecursivePlanner,
     RefinementAction,
     RunContext,
@@ -74,34 +77,28 @@ from aeon_kernel.kit import (
     ClarityState,
     ExecutionHistory,
     ExecutionPass,
-    PassPhase,
-    Phase,
     error_record,
     utc_now,
 )
 from aeon_plugins.multipass.decompose import (
     part_context,
-    part_record,
     part_steps,
     sequenced_parts,
     with_context,
 )
 from aeon_plugins.multipass.deltas import RefinementLedger, apply_refinements, depth_of
+from aeon_plugins.multipass.memo import (
+    STAGES,
+    MultiPassMemo,
+    OpenPass,
+    Part,
+    Stage,
+    Subplan,
+    part_record,
+    upcoming,
+)
 from aeon_plugins.planning import LinearPlanScheduler
 
-KEY: Final = "multipass"
-#: stage -> (the cycle's phase in the log record, the spec 003 phase it belongs to)
-STAGES: Final[dict[str, tuple[Phase, PassPhase]]] = {
-    "profile": ("profile", "A"),
-    "plan": ("plan", "B"),
-    "validate": ("validate", "B"),
-    "refine_plan": ("refine", "B"),
-    "execute": ("step", "C"),
-    "evaluate": ("evaluate", "C"),
-    "refine": ("refine", "C"),
-    "subplan": ("refine", "C"),
-    "update_profile": ("update_profile", "D"),
-}
 #: issue severities that hold a shallow task's convergence back (as the ``model`` convergence engine's do)
 BLOCKING: Final = ("HIGH", "CRITICAL")
 
@@ -110,8 +107,10 @@ class Decomposition(list[RefinementAction]):
     """The refine stage's outcome when the request is decomposed: the ADD deltas of its part steps."""
 
 
-class MultiPassScheduler(Scheduler):
+class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
     """Spec 003's loop. Options come from ``[reasoning]`` in ``aeon.toml`` (see the module docstring)."""
+
+    memo_type = MultiPassMemo
 
     def __init__(
         self,
@@ -145,35 +144,31 @@ class MultiPassScheduler(Scheduler):
 
     # --- the scheduler's memory, kept in the run's state ----------------------------------------------------------
 
-    def _memo(self, run: RunContext) -> dict[str, Any]:
-        memo: dict[str, Any] = run.state.scheduler_state.setdefault(KEY, {})
+    def _memo(self, run: RunContext) -> MultiPassMemo:
+        memo = self.memo(run)
+        assert memo is not None, "start() keeps the memo"
         return memo
 
-    def _set(self, run: RunContext, **values: Any) -> None:
-        self._memo(run).update(values)
-        run.state.changed()
-
-    def _stage(self, run: RunContext, stage: str) -> None:
+    def _stage(self, run: RunContext, stage: Stage) -> None:
         memo = self._memo(run)
-        memo["stage"] = stage
-        if memo.get("current") and stage in STAGES:
-            memo["current"]["phase"] = STAGES[stage][1]
+        memo.stage = stage
+        if memo.current is not None and stage in STAGES:
+            memo.current.phase = STAGES[stage][1]
         run.state.changed()
 
     def _profile(self, run: RunContext) -> TaskProfile:
-        data = self._memo(run).get("profile")
-        return TaskProfile.model_validate(data) if data else TaskProfile.default("not inferred yet")
+        return self._memo(run).profile or TaskProfile.default("not inferred yet")
 
     def _deep(self, run: RunContext) -> bool:
         """Whether the task gets the semantic validation and the judge: its profile says it is not shallow, and
         its plan (as written: steps added later do not count) has more than ``shallow_plan_steps`` steps.
         Decided when the plan is written: a profile deepened later buys cycles, not a judge."""
         memo = self._memo(run)
-        if "deep" in memo:
-            return bool(memo["deep"])
+        if memo.deep is not None:
+            return memo.deep
         if self._profile(run).reasoning_depth <= self.shallow_depth:
             return False
-        written = self._memo(run).get("plan_steps")
+        written = memo.plan_steps
         if written is None:
             written = len(run.state.steps) if run.state.goal is not None else None
         return written is None or written > self.shallow_plan_steps
@@ -183,7 +178,7 @@ class MultiPassScheduler(Scheduler):
             run.emit(
                 "aeon_pass_event",
                 run_id=run.run_id,
-                pass_number=self._memo(run).get("pass_number", 0),
+                pass_number=self._memo(run).pass_number,
                 event=event,
                 record=record,
             )
@@ -191,7 +186,7 @@ class MultiPassScheduler(Scheduler):
     # --- the protocol ----------------------------------------------------------------------------------------------
 
     def start(self, run: RunContext, *, resumed: bool) -> None:
-        if not self._memo(run):  # a new run (a resumed one has its memo in its state)
+        if self.memo(run) is None:  # a new run (a resumed one has its memo in its state)
             ledger = RefinementLedger(
                 per_fragment=self.limits["per_fragment"],
                 limit=self.limits["limit"],
@@ -199,42 +194,36 @@ class MultiPassScheduler(Scheduler):
             )
             budget = run.state.ttl_remaining + run.state.cycle
             planned = run.state.goal is not None  # an initial plan was given: straight to pass 1
-            self._set(
-                run,
+            memo = MultiPassMemo(
                 stage="execute" if planned else "profile",
                 pass_number=1 if planned else 0,
-                ledger=ledger.to_json(),
-                passes=[],
-                current={},
-                converged=False,
+                ledger=ledger,
                 ttl_cap=min(self.ttl_cap, budget) if self.ttl_cap else budget,
                 started_at=time.time(),
             )
+            run.state.keep(memo)
             self._open_pass(run)
         self.linear.start(run, resumed=resumed)
 
     def status(self, run: RunContext) -> Verdict | None:
         memo = self._memo(run)
-        if memo.get("stage") != "done":
+        if memo.stage != "done":
             return None
-        assessment = memo.get("assessment")
         plan = run.state.plan()
         converged = (
-            bool(memo.get("converged"))
+            memo.converged
             and plan is not None
-            and all(s.status is StepStatus.COMPLETE for s in self._attempt(memo, plan).steps)
+            and all(s.status is StepStatus.COMPLETE for s in self._attempt(memo.parts, plan).steps)
         )
-        return Verdict(
-            "completed" if converged else "failed",
-            ConvergenceAssessment.model_validate(assessment) if assessment else None,
-        )
+        return Verdict("completed" if converged else "failed", memo.assessment)
 
     def next_work(self, run: RunContext) -> Work:
-        stage = self._memo(run)["stage"]
+        memo = self._memo(run)
+        stage = memo.stage
         if stage == "execute":
             current = run.state.current_step_id
-            if current is not None and self._part(run, current, "pending") is not None:
-                refused = RefinementLedger.from_json(self._memo(run)["ledger"]).refusal(current)
+            if current is not None and memo.part(current, "pending") is not None:
+                refused = memo.ledger.refusal(current)
                 if refused is None:
                     self._stage(run, "subplan")  # a part of a decomposed request: its subplan first
                     return Work(STAGES["subplan"][0])
@@ -251,11 +240,11 @@ class MultiPassScheduler(Scheduler):
         if work.phase == "step":
             return self.linear.perform(work, run)
         components = run.components
-        stage = self._memo(run)["stage"]
+        stage = self._memo(run).stage
         if stage == "profile":
             depth: AdaptiveDepth = components.component("depth_heuristics")
             profile = depth.infer_task_profile(run.state.request, record=run.record_action)
-            return profile, depth.allocate_ttl(profile, self._memo(run)["ttl_cap"])
+            return profile, depth.allocate_ttl(profile, self._memo(run).ttl_cap)
         if stage == "plan":
             return components.planner.generate_plan(
                 run.state.request, self._profile(run), components.tools, record=run.record_action
@@ -283,16 +272,18 @@ class MultiPassScheduler(Scheduler):
             if work.step_id is not None:
                 self._clarity(run, work.step_id, outcome)
             return  # next_work moves on to evaluate when nothing is left
-        stage = self._memo(run)["stage"]
+        stage = self._memo(run).stage
         if stage == "profile":
             profile, ttl = outcome
             self._use_profile(run, profile, ttl)
             self._stage(run, "plan")
         elif stage == "plan":
             self.linear.apply(Work("plan"), outcome, run)
-            self._set(run, plan_steps=len(run.state.steps))
-            self._set(run, deep=self._deep(run))
-            if self._deep(run):
+            memo = self._memo(run)
+            memo.plan_steps = len(run.state.steps)
+            memo.deep = self._deep(run)
+            run.state.changed()
+            if memo.deep:
                 self._stage(run, "validate")
             else:
                 self._next_pass(run)
@@ -324,13 +315,13 @@ class MultiPassScheduler(Scheduler):
             if outcome is not None:
                 depth: AdaptiveDepth = run.components.component("depth_heuristics")
                 self._use_profile(
-                    run, outcome, depth.allocate_ttl(outcome, self._memo(run)["ttl_cap"]), update=True
+                    run, outcome, depth.allocate_ttl(outcome, self._memo(run).ttl_cap), update=True
                 )
             self._next_pass(run)
 
     def abandon(self, work: Work | None, error: BaseException, run: RunContext) -> None:
         """What a failed phase leaves behind: spec 003 says which failures a run survives."""
-        stage = self._memo(run).get("stage")
+        stage = self._memo(run).stage
         if work is not None and work.phase == "step":
             self.linear.abandon(work, error, run)
         elif stage == "profile":  # the default profile (003-models.md)
@@ -343,9 +334,9 @@ class MultiPassScheduler(Scheduler):
         elif stage == "subplan":  # no subplan: the part runs as it is, an llm step (best effort)
             part = run.state.current_step_id
             if isinstance(error, NestingDepthError) and part is not None:
-                ledger = RefinementLedger.from_json(self._memo(run)["ledger"])
-                ledger.manual.add(part)  # past the nesting limit: the fragment needs a person (spec 003)
-                self._set(run, ledger=ledger.to_json())
+                # past the nesting limit: the fragment needs a person (spec 003)
+                self._memo(run).ledger.manual.add(part)
+                run.state.changed()
             why = f"{type(error).__name__}: {error}"
             self._mark_part(run, part, "unplanned", error=why)
             self._event(run, "subplan", {"part": part, "applied": False, "error": why})
@@ -356,11 +347,12 @@ class MultiPassScheduler(Scheduler):
 
     def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
         linear = self.linear.conclude(state, verdict)
-        history = self._history(state, verdict, linear.answer)
+        memo = MultiPassMemo.stored(state)
+        history = self._history(state, memo, verdict, linear.answer)
         best = next((p for p in reversed(history.passes) if p.completed and p.assessment), None)
         message = linear.message
         if verdict.status == "completed" and state.plan is not None:
-            attempt = self._attempt(state.scheduler_state.get(KEY, {}), state.plan)
+            attempt = self._attempt(memo.parts if memo else [], state.plan)
             earlier = state.plan.steps[: len(state.plan.steps) - len(attempt.steps)]
             superseded = [s.step_id for s in earlier if s.status is not StepStatus.COMPLETE]
             if superseded:
@@ -388,27 +380,36 @@ class MultiPassScheduler(Scheduler):
             convergence=best.assessment if best else None,
         )
 
+    def preview(self, run: RunContext) -> Preview | None:
+        """The next cycle's stage, or the step it executes (:func:`~aeon_plugins.multipass.memo.upcoming`)."""
+        return upcoming(run, self.linear)
+
     # --- the phases --------------------------------------------------------------------------------------------------
 
     def _use_profile(
         self, run: RunContext, profile: TaskProfile, ttl: int | None, *, update: bool = False
     ) -> None:
         """Phase A (and D): keep the profile and give the run the TTL it allocates, never more than the cap."""
-        cap = self._memo(run)["ttl_cap"]
-        self._set(run, profile=profile.model_dump(mode="json"))
+        memo = self._memo(run)
+        cap = memo.ttl_cap
+        memo.profile = profile
+        run.state.changed()
         self._event(run, "profile_update" if update else "profile", profile.model_dump(mode="json"))
         if ttl is None:
             return
         left = max(1, min(ttl, cap) - run.state.cycle)  # the cycle doing this is counted when it ends
         run.state.ttl_remaining = left if update else min(run.state.ttl_remaining, left)
-        self._set(run, allocated_ttl=ttl)
+        memo.allocated_ttl = ttl
+        run.state.changed()
         self._event(run, "ttl", {"allocated": ttl, "cap": cap, "remaining": run.state.ttl_remaining})
 
     def _keep_report(self, run: RunContext, report: SemanticValidationReport) -> None:
-        data = report.model_dump(mode="json")
-        self._memo(run)["current"]["report"] = data
-        self._set(run, report=data)
-        self._event(run, "report", data)
+        memo = self._memo(run)
+        if memo.current is not None:
+            memo.current.report = report
+        memo.report = report
+        run.state.changed()
+        self._event(run, "report", report.model_dump(mode="json"))
 
     def _proposals(self, run: RunContext) -> list[RefinementAction]:
         planner = run.components.planner
@@ -416,12 +417,12 @@ class MultiPassScheduler(Scheduler):
         if not isinstance(planner, RecursivePlanner) or plan is None:
             return []  # a planner that cannot refine: the plan stays as it is
         memo = self._memo(run)
-        if memo["stage"] == "refine" and _dropped_part(memo) and not memo.get("decomposed"):
+        if memo.stage == "refine" and _dropped_part(memo) and not memo.decomposed:
             parts = sequenced_parts(run.state.request)
             if len(parts) > 1:  # what one pass could not do: the parts, one at a time
                 return self._decomposition(run, plan, parts)
-        issues = SemanticValidationReport.model_validate(memo["report"]).issues if memo.get("report") else ()
-        reasons = list((memo.get("assessment") or {}).get("reason_codes") or [])
+        issues = memo.report.issues if memo.report else ()
+        reasons = list(memo.assessment.reason_codes) if memo.assessment else []
         blocked = [s.step_id for s in run.state.steps if s.status is StepStatus.INVALID]
         executed = {s.step_id for s in run.state.steps if s.status.is_terminal}
         return planner.refine_plan(
@@ -437,16 +438,18 @@ class MultiPassScheduler(Scheduler):
     def _refine(self, run: RunContext, actions: list[RefinementAction]) -> bool:
         """Apply the planner's deltas — the kernel does, never the planner; whether the plan changed."""
         memo = self._memo(run)
-        ledger = RefinementLedger.from_json(memo["ledger"])
+        ledger = RefinementLedger.from_json(memo.ledger.to_json())  # the memo's, once the deltas are applied
         steps, outcomes = apply_refinements(run.state.steps, actions, ledger)
-        applied = [o.action.model_dump(mode="json") for o in outcomes if o.applied]
+        applied = [o.action for o in outcomes if o.applied]
         if applied:
             run.state.restructure(steps)
         for outcome in outcomes:
             if not outcome.applied:
                 run.fail_cycle({"type": outcome.error_type, "message": outcome.reason, "phase": "refine"})
-        memo["current"]["refinements"] = [*memo["current"].get("refinements", []), *applied]
-        self._set(run, ledger=ledger.to_json())
+        if memo.current is not None:
+            memo.current.refinements = [*memo.current.refinements, *applied]
+        memo.ledger = ledger
+        run.state.changed()
         self._event(
             run, "refinement", {"outcomes": [o.to_json() for o in outcomes], "ledger": ledger.to_json()}
         )
@@ -457,7 +460,7 @@ class MultiPassScheduler(Scheduler):
         then assessed for convergence."""
         whole = run.state.plan()
         assert whole is not None
-        plan = self._attempt(self._memo(run), whole)
+        plan = self._attempt(self._memo(run).parts, whole)
         results = [{"step_id": s.step_id, "status": s.status.value, "result": s.result} for s in plan.steps]
         # What the run did: every tool call of every pass (a number the request states may have been used in
         # an earlier one), without results (they are in ``results``).
@@ -500,14 +503,15 @@ class MultiPassScheduler(Scheduler):
         memo = self._memo(run)
         if report is not None:
             self._keep_report(run, report)
-        data = assessment.model_dump(mode="json")
-        memo["current"].update(assessment=data, evaluated=True)
-        self._set(run, assessment=data)
-        self._event(run, "assessment", data)
+        if memo.current is not None:
+            memo.current.assessment, memo.current.evaluated = assessment, True
+        memo.assessment = assessment
+        run.state.changed()
+        self._event(run, "assessment", assessment.model_dump(mode="json"))
         if assessment.converged:
-            self._set(run, converged=True)
+            memo.converged = True
             self._finish(run)
-        elif memo["pass_number"] >= self.max_passes:
+        elif memo.pass_number >= self.max_passes:
             self._finish(run)
         else:
             self._stage(run, "refine")
@@ -515,12 +519,9 @@ class MultiPassScheduler(Scheduler):
     def _updated_profile(self, run: RunContext) -> TaskProfile | None:
         memo = self._memo(run)
         depth: AdaptiveDepth = run.components.component("depth_heuristics")
-        assessment = ConvergenceAssessment.model_validate(memo["assessment"])
-        report = (
-            SemanticValidationReport.model_validate(memo["report"])
-            if memo.get("report")
-            else SemanticValidationReport.of("none", "execution_artifact")
-        )
+        assessment = memo.assessment
+        assert assessment is not None, "update_profile follows evaluate"
+        report = memo.report or SemanticValidationReport.of("none", "execution_artifact")
         clarity = [s.clarity_state for s in run.state.steps if s.clarity_state is not None]
         return depth.update_task_profile(
             self._profile(run), assessment, report, clarity, record=run.record_action
@@ -529,14 +530,13 @@ class MultiPassScheduler(Scheduler):
     # --- decomposition (aeon_plugins/multipass/decompose.py) ------------------------------------------------------
 
     @staticmethod
-    def _attempt(memo: dict[str, Any], plan: Plan) -> Plan:
+    def _attempt(parts: list[Part], plan: Plan) -> Plan:
         """The steps a pass is judged on: all of them; after a decomposition, its parts' and what came after.
 
         The steps before the parts are the attempt that lost a part of the request. They stay in the plan as they
         ended (finished steps are never touched), but the parts redo the whole request, so a step of the earlier
         attempt that failed does not hold the run back for good.
         """
-        parts = memo.get("parts")
         if not parts:
             return plan
         first = parts[0]["step_id"]
@@ -549,8 +549,8 @@ class MultiPassScheduler(Scheduler):
     def _decomposition(self, run: RunContext, plan: Plan, parts: list[str]) -> Decomposition:
         """ADD deltas for one part step per part, after the plan's last step (the kernel proposes them; the
         ledger applies them like any other)."""
-        ledger = RefinementLedger.from_json(self._memo(run)["ledger"])
-        steps = part_steps(parts, {*(s.step_id for s in plan.steps), *ledger.retired})
+        retired = self._memo(run).ledger.retired
+        steps = part_steps(parts, {*(s.step_id for s in plan.steps), *retired})
         after = [plan.steps[-1].step_id, *(s.step_id for s in steps[:-1])]
         return Decomposition(
             RefinementAction(
@@ -565,31 +565,28 @@ class MultiPassScheduler(Scheduler):
     def _decomposed(self, run: RunContext, actions: Decomposition) -> None:
         ids = set(run.state.index)
         parts = [part_record(a.new_step) for a in actions if a.new_step and a.new_step.step_id in ids]
-        self._set(run, decomposed=True, parts=parts)
+        memo = self._memo(run)
+        memo.decomposed, memo.parts = True, parts
+        run.state.changed()
         self._event(run, "decomposition", {"request": run.state.request, "parts": parts})
 
-    def _part(self, run: RunContext, step_id: str, subplan: str | None = None) -> dict[str, Any] | None:
-        """The part step ``step_id`` is (with its subplan's state ``subplan``, when given), or None."""
-        return next(
-            (
-                p
-                for p in self._memo(run).get("parts") or ()
-                if p["step_id"] == step_id and (subplan is None or p["subplan"] == subplan)
-            ),
-            None,
-        )
-
-    def _mark_part(self, run: RunContext, step_id: str | None, subplan: str, **extra: Any) -> None:
-        part = self._part(run, step_id) if step_id is not None else None
+    def _mark_part(
+        self, run: RunContext, step_id: str | None, subplan: Subplan, *, error: str | None = None
+    ) -> Part | None:
+        """The part ``step_id`` is (if it is one) gets its subplan's state, and why it has none (``error``)."""
+        part = self._memo(run).part(step_id) if step_id is not None else None
         if part is not None:
-            part.update(subplan=subplan, **extra)
+            part["subplan"] = subplan
+            if error is not None:
+                part["error"] = error
             run.state.changed()
+        return part
 
     def _subplan(self, run: RunContext) -> tuple[str, Plan, str | None]:
         """The current part's subplan, asked for with the previous part's result (perform: no state change)."""
         part_id = run.state.current_step_id
         assert part_id is not None
-        parts = [p["step_id"] for p in self._memo(run)["parts"]]
+        parts = [p["step_id"] for p in self._memo(run).parts]
         index = parts.index(part_id)
         context = part_context(run.state.steps, parts[index - 1] if index else None)
         planner = run.components.planner
@@ -618,7 +615,7 @@ class MultiPassScheduler(Scheduler):
             "subplan": subplan.model_dump(mode="json"),
         }
         steps = list(subplan.steps)
-        last_part = self._memo(run)["parts"][-1]["step_id"] == part_id
+        last_part = self._memo(run).parts[-1]["step_id"] == part_id
         tools = [k for k, s in enumerate(steps) if s.tool is not None]
         if not last_part and tools and tools[-1] < len(steps) - 1:
             steps = steps[: tools[-1] + 1]
@@ -637,7 +634,9 @@ class MultiPassScheduler(Scheduler):
                 reason=f"the part's subplan: {subplan.goal[:120]}",
             )
             applied = self._refine(run, [action])
-        self._mark_part(run, part_id, "planned" if applied else "unplanned", context=context)
+        part = self._mark_part(run, part_id, "planned" if applied else "unplanned")
+        if part is not None:
+            part["context"] = context
         self._event(run, "subplan", {**record, "applied": applied})
         self._stage(run, "execute")
 
@@ -659,31 +658,32 @@ class MultiPassScheduler(Scheduler):
 
     def _open_pass(self, run: RunContext) -> None:
         memo = self._memo(run)
-        plan = run.state.plan()
-        memo["current"] = {
-            "pass_number": memo["pass_number"],
-            "phase": STAGES[memo["stage"]][1],
-            "plan_snapshot": plan.model_dump(mode="json") if plan else None,
-            "started": utc_now(),
-            "started_at": time.time(),
-        }
+        memo.current = OpenPass(
+            pass_number=memo.pass_number,
+            phase=STAGES[memo.stage][1],
+            plan_snapshot=run.state.plan(),
+            started=utc_now(),
+            started_at=time.time(),
+        )
         run.state.changed()
-        self._event(run, "pass_start", {k: v for k, v in memo["current"].items() if k != "started_at"})
+        opened = memo.current.model_dump(
+            mode="json", include={"pass_number", "phase", "plan_snapshot", "started"}
+        )
+        self._event(run, "pass_start", opened)
 
     def _close_pass(self, run: RunContext) -> None:
         memo = self._memo(run)
-        if not memo.get("current"):
+        if memo.current is None:
             return
-        record = self._pass_record(run, memo["current"])
-        memo["passes"] = [*memo["passes"], record.model_dump(mode="json")]
-        memo["current"] = {}
+        record = self._pass_record(run, memo.current)
+        memo.passes = [*memo.passes, record]
+        memo.current = None
         run.state.changed()
         self._event(run, "pass_end", record.model_dump(mode="json"))
 
     def _next_pass(self, run: RunContext) -> None:
         self._close_pass(run)
-        memo = self._memo(run)
-        self._set(run, pass_number=memo["pass_number"] + 1)
+        self._memo(run).pass_number += 1
         self._stage(run, "execute")
         self._open_pass(run)
 
@@ -691,31 +691,31 @@ class MultiPassScheduler(Scheduler):
         self._close_pass(run)
         self._stage(run, "done")
 
-    def _pass_record(self, run: RunContext, current: dict[str, Any]) -> ExecutionPass:
+    def _pass_record(self, run: RunContext, current: OpenPass) -> ExecutionPass:
         """A pass as the history shows it. Pass 0 is complete once it has a plan; later ones once assessed."""
         plan = run.state.plan()
-        snapshot = current.get("plan_snapshot")
         return ExecutionPass(
-            pass_number=current["pass_number"],
-            phase=current["phase"],
-            plan_snapshot=Plan.model_validate(snapshot) if snapshot else None,
+            pass_number=current.pass_number,
+            phase=current.phase,
+            plan_snapshot=current.plan_snapshot,
             execution_results=tuple(
                 {"step_id": s.step_id, "status": s.status.value, "result": s.result}
                 for s in (plan.steps if plan else ())
             ),
-            assessment=current.get("assessment"),
-            report=current.get("report"),
-            refinements=tuple(RefinementAction.model_validate(a) for a in current.get("refinements", [])),
+            assessment=current.assessment,
+            report=current.report,
+            refinements=tuple(current.refinements),
             ttl_remaining=run.state.ttl_remaining,
-            started=current["started"],
+            started=current.started,
             ended=utc_now(),
-            duration_ms=round((time.time() - current["started_at"]) * 1000, 3),
-            completed=bool(current.get("evaluated")) or (current["pass_number"] == 0 and plan is not None),
+            duration_ms=round((time.time() - current.started_at) * 1000, 3),
+            completed=current.evaluated or (current.pass_number == 0 and plan is not None),
         )
 
-    def _history(self, state: OrchestrationState, verdict: Verdict, answer: Any) -> ExecutionHistory:
-        memo = state.scheduler_state.get(KEY, {})
-        passes = [ExecutionPass.model_validate(p) for p in memo.get("passes", [])]
+    def _history(
+        self, state: OrchestrationState, memo: MultiPassMemo | None, verdict: Verdict, answer: Any
+    ) -> ExecutionHistory:
+        passes = memo.passes if memo else []
         return ExecutionHistory(
             execution_id=state.run_id,
             task_input=state.request,
@@ -725,24 +725,24 @@ class MultiPassScheduler(Scheduler):
                 "limits": self.limits,
                 "shallow_depth": self.shallow_depth,
                 "shallow_plan_steps": self.shallow_plan_steps,
-                "ttl_cap": memo.get("ttl_cap"),
-                "allocated_ttl": memo.get("allocated_ttl"),
+                "ttl_cap": memo.ttl_cap if memo else None,
+                "allocated_ttl": memo.allocated_ttl if memo else None,
             },
-            profile=TaskProfile.model_validate(memo["profile"]) if memo.get("profile") else None,
+            profile=memo.profile if memo else None,
             passes=tuple(passes),
             final_result={"status": verdict.status, "answer": answer},
             total_passes=len(passes),
             total_refinements=sum(len(p.refinements) for p in passes),
-            converged=bool(memo.get("converged")),
+            converged=memo.converged if memo else False,
             status=verdict.status,
-            total_ms=round((time.time() - memo.get("started_at", time.time())) * 1000, 3),
+            total_ms=round((time.time() - (memo.started_at if memo else time.time())) * 1000, 3),
         )
 
 
-def _dropped_part(memo: dict[str, Any]) -> bool:
+def _dropped_part(memo: MultiPassMemo) -> bool:
     """Whether the pass shows the plan lost part of the request — a blocking semantic issue (the results left
     out what the request gave) or a failed step — rather than a poor answer (a low score: ``refine_plan``'s)."""
-    reasons = (memo.get("assessment") or {}).get("reason_codes") or ()
+    reasons = memo.assessment.reason_codes if memo.assessment else ()
     return any(r == "semantic_issues" or str(r).startswith("step_failed:") for r in reasons)
 
 

@@ -3,12 +3,14 @@
 The first cycle asks the planner for the plan; each later cycle starts the next pending step, executes it through
 ``aeon_execute_step``, and records it complete or failed (FR-052). When no step is left, the convergence engine
 decides whether the run reached its answer (FR-004). The run around it owns the TTL, the records and the store.
+It keeps no memo: its state is the plan. Between cycles, :meth:`LinearPlanScheduler.preview` tells the next one
+(:mod:`aeon_plugins.planning.preview`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any, Final, Never
 
 from aeon_kernel import (
     Conclusion,
@@ -16,6 +18,7 @@ from aeon_kernel import (
     OrchestrationState,
     Plan,
     PlanStep,
+    Preview,
     RunContext,
     Scheduler,
     StepExecutionResult,
@@ -34,11 +37,14 @@ from aeon_kernel.kit import (
     safe_text,
     was_checked,
 )
+from aeon_plugins.planning.preview import planning_preview, step_preview
 
 _PLAN: Final = Work("plan")
+#: what ``perform`` returns: the plan (the first cycle), or a step's result
+LinearOutcome = Plan | StepExecutionResult
 
 
-class LinearPlanScheduler(Scheduler):
+class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, its state is the plan
     """One plan, its steps one after another."""
 
     def __init__(self) -> None:
@@ -68,9 +74,9 @@ class LinearPlanScheduler(Scheduler):
         step = state.step(state.current_step_id)
         if step.status is StepStatus.PENDING:
             _transition(run, step.step_id, StepStatus.RUNNING)
-        return Work("step", step.step_id)
+        return Work.of("step", (step.step_id,))
 
-    def perform(self, work: Work, run: RunContext) -> Any:
+    def perform(self, work: Work, run: RunContext) -> LinearOutcome:
         if work.step_id is None:
             components = run.components
             return components.planner.generate_plan(
@@ -78,10 +84,12 @@ class LinearPlanScheduler(Scheduler):
             )
         return _execute_step(run.state.step(work.step_id), self._context_for(run), run)
 
-    def apply(self, work: Work, outcome: Any, run: RunContext) -> None:
+    def apply(self, work: Work, outcome: LinearOutcome, run: RunContext) -> None:
         if work.step_id is None:
             # A new plan starts with every step pending (spec 001), whatever statuses the planner wrote.
-            plan: Plan = outcome
+            if not isinstance(outcome, Plan):
+                raise ValidationError(f"the planner returned a {type(outcome).__name__}, not a Plan")
+            plan = outcome
             dump = plan.model_dump()
             if (problem := json_problem(dump)) is not None:
                 raise ValidationError(f"the plan is not JSON data: {problem}")
@@ -95,7 +103,8 @@ class LinearPlanScheduler(Scheduler):
             )
             run.state.start_plan(plan.model_copy(update={"steps": fresh}))
             return
-        result: StepExecutionResult = _usable(outcome)
+        assert isinstance(outcome, StepExecutionResult), "_execute_step returns one"
+        result = _usable(outcome)
         run.record_tool_calls(result.tool_calls)
         if result.repaired_step is not None:
             run.state.replace_step(
@@ -125,6 +134,16 @@ class LinearPlanScheduler(Scheduler):
 
     def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
         return Conclusion(answer=_answer(state.plan), message=_message(state, verdict.status))
+
+    def preview(self, run: RunContext) -> Preview | None:
+        """The plan generation, or the current step; None where :meth:`status` ends the run (no plan after the
+        first cycle, or no step left)."""
+        state = run.state
+        if state.goal is None:
+            return None if state.cycle > 0 else planning_preview(run)
+        if state.current_step_id is None:
+            return None
+        return step_preview(run)
 
     def _context_for(self, run: RunContext) -> StepContext:
         if (
