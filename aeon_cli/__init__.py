@@ -10,7 +10,7 @@ import sys
 INSTALL = "pip install 'aeon-core[cli]'"
 
 
-def main() -> None:
+def command() -> None:
     """The ``aeon`` console script: the command line when its libraries are installed, else how to get them."""
     try:
         from aeon_cli.main import main as command

@@ -1,5 +1,5 @@
 """``python -m aeon_cli`` is the ``aeon`` command."""
 
-from aeon_cli import main
+from aeon_cli import command
 
-main()
+command()

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from aeon_kernel.runtime.executor import Executor
     from aeon_kernel.runtime.tasks import TaskHandle
 
+#: the [executor] options every executor takes (aeon_kernel.runtime.executor.ExecutorSettings)
+_SIZES: Final = frozenset({"concurrency", "max_queued", "on_full"})
 EXIT_SOME_FAILED: Final = 1
 EXIT_SETUP_ERROR: Final = 2
 EXIT_INTERRUPTED: Final = 130
@@ -275,7 +277,9 @@ def _executor(
         _fail("--address is the Ray cluster's: use it with --executor ray")
     table = chosen.choice("executor")
     use = name or ("ray" if address is not None else table.use)
-    chosen = chosen.with_choice("executor", use, **table.options)
+    # another executor than the table's gets the sizes every executor takes, not the table's own options
+    options = table.options if use == table.use else {k: v for k, v in table.options.items() if k in _SIZES}
+    chosen = chosen.with_choice("executor", use, **options)
     concurrency = concurrency or table.options.get("concurrency") or DEFAULT_CONCURRENCY
     sizes = {"concurrency": concurrency, "max_queued": table.options.get("max_queued") or concurrency}
     if use == "ray":

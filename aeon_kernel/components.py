@@ -331,7 +331,8 @@ class ComponentSet:
     def _checked_executor(self) -> object:
         """The executor's options checked against its factory (nothing started)."""
         choice = self.config.choice("executor")
-        return self.registries["executors"].bound(choice.use, **choice.resolved_options(self.secret_provider))
+        options = choice.resolved_options(self.secret_provider)
+        return self.registries["executors"].bound(choice.use, source=None, **options)  # source: each use's
 
     def problems(self) -> list[dict[str, Any]]:
         """Build every component ``aeon.toml`` selects, as ``aeon run`` would — the model included, however long

@@ -96,14 +96,16 @@ def describe(proc: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
-    """A fresh venv (no system site packages) with aeon-core built from a clean copy of this checkout."""
+    """A fresh venv (no system site packages) with aeon-core[cli] built from a clean copy of this checkout."""
     base = tmp_path_factory.mktemp("e2e")
     source = base / "aeon-core"
     shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True, timeout=300)
     env = Venv(base / "venv", base / "work")
     env.work.mkdir()
-    env.check(env.python, "-m", "pip", "install", str(source), timeout=900)
+    env.check(
+        env.python, "-m", "pip", "install", f"{source}[cli]", timeout=900
+    )  # the plugin author uses aeon
     yield env
 
 
