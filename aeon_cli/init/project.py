@@ -105,19 +105,19 @@ class Template:
 TEMPLATES: Final = {
     "local": Template(
         "one machine: the embedded model (llama.cpp), SQLite state and memory",
-        ("local",),
+        ("cli", "flow", "local"),
         "aeon.toml",
         _COMMON,
     ),
     "service": Template(
         "a service: Redis state and memory, an OpenAI-compatible model server",
-        ("openai", "redis"),
+        ("cli", "flow", "openai", "redis"),
         "smoke.toml",
         (*_COMMON, "smoke.toml"),
     ),
     "ray": Template(
         "the service template on a Ray cluster",
-        ("openai", "redis", "ray"),
+        ("cli", "flow", "openai", "redis", "ray"),
         "smoke.toml",
         (*_COMMON, "smoke.toml", "ray-cluster.yaml"),
         fallbacks={"ray": "ray"},
@@ -333,16 +333,11 @@ def _satisfies(requirement: Any, version: str) -> bool:
 
 
 def ray_executor_accepted() -> bool:
-    """Whether this Aeon's configuration takes ``[executor] use = "ray"``: the ray template writes the section
-    only then (an unknown section is an error), else it leaves the settings as comments."""
-    from aeon_kernel.config import parse_config
-    from aeon_kernel.errors import ConfigError
+    """Whether this Aeon has the ``ray`` executor (``[executor] use = "ray"``): the ray template writes the section
+    only then, else it leaves the settings as comments."""
+    from importlib.metadata import entry_points
 
-    try:
-        parse_config({"executor": {"use": "ray", "address": "auto"}})
-    except ConfigError:
-        return False
-    return True
+    return any(ep.name == "ray" for ep in entry_points(group="aeon"))
 
 
 def _installed(name: str) -> str:
