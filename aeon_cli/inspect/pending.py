@@ -24,15 +24,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aeon_cli.inspect.views import pretty
+from aeon_kernel.secrets import scrub_secrets
 
 if TYPE_CHECKING:
     from aeon_kernel import Preview, Run
 
 
 def upcoming(run: Run) -> dict[str, Any] | None:
-    """The next cycle of ``run``, as the page shows it; None when no cycle is left."""
-    preview = run.preview()
-    return None if preview is None else page(preview, run.state.cycle + 1)
+    """The next cycle of ``run``, as the page shows it; None when no cycle is left. A scheduler that cannot tell
+    (a stored run whose state it cannot read) is shown saying so: the cycle itself then ends the run, and says why."""
+    cycle = run.state.cycle + 1
+    try:
+        preview = run.preview()
+    except Exception as exc:
+        problem = scrub_secrets(f"{type(exc).__name__}: {exc}")
+        return {
+            "kind": "other",
+            "cycle": cycle,
+            "title": f"the {type(run.scheduler).__name__}'s next unit of work",
+            "what": f"The scheduler could not tell what its next cycle does: {problem}",
+        }
+    return None if preview is None else page(preview, cycle)
 
 
 def page(preview: Preview, cycle: int) -> dict[str, Any]:

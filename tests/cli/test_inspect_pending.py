@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import ast
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from aeon_cli.inspect import pending
 from aeon_cli.inspect.views import pretty
 from aeon_kernel import RunContext, Scheduler, Verdict, Work
+from aeon_plugins.sqlite_state import SqliteStateStore
 from tests.conftest import MakeHarness
 from tests.flow.test_flow_memo import INPUT, fan
+from tests.runtime.test_scheduler_memo import Counting, orchestrator, stopped_after
 from tests.support.builders import plan, tool_step
 
 
@@ -100,3 +103,24 @@ def test_another_scheduler_shows_its_durable_state(make_harness: MakeHarness) ->
     after = pending.upcoming(run)
     assert after is not None and after["detail"] == pretty({"seen": [1, 2]}) and after["cycle"] == 2
     assert run.next() is None and pending.upcoming(run) is None
+
+
+def test_a_scheduler_that_cannot_tell_is_shown_saying_why_and_the_cycle_ends_the_run(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    run_id = stopped_after(1, db)
+    with sqlite3.connect(db) as connection:
+        connection.execute(
+            "UPDATE runs SET scheduler_state = ? WHERE run_id = ?", ('{"tally": {"counted": []}}', run_id)
+        )
+    store = SqliteStateStore(db)
+    try:
+        run = orchestrator(Counting(), store).start_resume(run_id)
+        shown = pending.upcoming(run)
+        assert shown is not None and (shown["kind"], shown["cycle"]) == ("other", 2)
+        assert shown["what"].startswith(
+            "The scheduler could not tell what its next cycle does: RunStoreError: "
+        )
+        assert run.next() is None and run.result is not None and run.result.status == "failed"
+        assert pending.upcoming(run) is None
+    finally:
+        store.close()
