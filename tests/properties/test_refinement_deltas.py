@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from aeon_kernel.errors import NestingDepthError, RefinementLimitError, ValidationError
 from aeon_kernel.models import Plan, PlanStep, StepStatus
-from aeon_plugins.multipass import deltas
 from aeon_kernel.reasoning.models import RefinementAction
+from aeon_plugins.multipass import deltas
 
 # Spec 003's limits, written out rather than imported: they are what the kernel is checked against.
 PER_FRAGMENT, TOTAL, MAX_DEPTH = 3, 10, 5
