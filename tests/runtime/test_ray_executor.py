@@ -178,7 +178,10 @@ def test_the_executor_table_holds_the_chosen_executors_options() -> None:
     for table, message in (
         ({"use": "ray", "address": "auto", "num_cpus": 2}, "num_cpus sizes the local cluster"),
         ({"use": "dask"}, r"no executor named 'dask'.*'local' \(from aeon.kernel\).*'ray'"),
-        ({"use": "local", "address": "auto"}, r"'local' .* cannot be built .* unexpected keyword argument 'address'"),
+        (
+            {"use": "local", "address": "auto"},
+            r"'local' .* cannot be built .* unexpected keyword argument 'address'",
+        ),
         ({"use": "ray", "workers": 2}, r"the executor 'ray' .* cannot be built with the options"),
         ({"use": "ray", "concurrency": 0}, "concurrency must be a positive integer"),
         ({"use": "ray", "plugins": "m"}, "plugins must be a list"),
