@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from aeon_kernel.config import AeonConfig, Choice, resolve_secrets
 from aeon_kernel.errors import AeonError, ConfigError, ToolRegistrationError, UnknownComponentError
@@ -96,17 +96,18 @@ class ComponentSet:
         return self._built[kind]
 
     def dependency(self, name: str) -> Any:
-        """What a factory may be handed by name: the run's model (retrying), a built component, a setting."""
+        """What a factory may be handed by name: the run's model (retrying), a built component, a setting, or a
+        builder of a component only some schedulers use (``depth_heuristic``, ``semantic_validator``)."""
         settings = {"max_tokens": self.config.max_tokens, "temperature": self.config.temperature}
         if name in settings:
             return settings[name]
+        if name in _BUILDERS:
+            return partial(self.one, _BUILDERS[name])
         if name == "llm":
             return self.llm
         if name == "tools":
             return self.tools
-        return self.one(
-            {"validator": "validators", "supervisor": "supervisors", "memory": "memory_backends"}[name]
-        )
+        return self.one({"validator": "validators", "supervisor": "supervisors"}[name])
 
     def _attach(self, kind: str, component: Any) -> None:
         """A built artifact store keeps every cycle's outputs from then on (spec 004 §10.1)."""
@@ -397,6 +398,8 @@ class ComponentSet:
             self._llm.close()
 
 
+#: what a scheduler may be handed as a builder (it builds the component when a run first needs it), by kind
+_BUILDERS: Final = {"depth_heuristic": "depth_heuristics", "semantic_validator": "semantic_validators"}
 #: the kinds :meth:`ComponentSet.selected` lists first, by their own lines
 _BUILT_ABOVE = frozenset({"llm_adapters", "validators", "memory_backends", "schedulers"})
 

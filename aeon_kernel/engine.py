@@ -197,7 +197,6 @@ class Engine:
             state_store=self.state_store,
             planner=self.planner if own else None,
             scheduler=scheduler or parts.factory("schedulers"),
-            others=parts.one,
             deadline=deadline,
         )
 

@@ -85,6 +85,8 @@ KINDS: Final[tuple[Kind, ...]] = (
         "one",
         "linear",
         contract="aeon_kernel.runtime.scheduler:Scheduler",
+        # builders of the components only some schedulers use, so a run builds them when it first needs them
+        offered=("depth_heuristic", "semantic_validator"),
     ),
     Kind(
         "depth_heuristics",

@@ -54,8 +54,6 @@ class Orchestrator:
         can be continued with :meth:`resume` (FR-013).
     :param planner: writes the plan; the planner registered as ``model`` on ``llm_adapter`` when omitted.
     :param scheduler: builds each run's scheduler; the scheduler registered as ``linear`` when omitted.
-    :param others: builds the component chosen for another kind, by kind name (``Engine.component``), for
-        schedulers that use more than the components above (the multi-pass one's semantic validator, say).
     :param deadline: seconds each run may take (checked between cycles; see ``Run``).
     """
 
@@ -76,7 +74,6 @@ class Orchestrator:
         state_store: StateStore | None = None,
         planner: Planner | None = None,
         scheduler: Callable[[], Scheduler] | None = None,
-        others: Callable[[str], Any] | None = None,
         deadline: float | None = None,
     ) -> None:
         if ttl < 1:
@@ -101,7 +98,6 @@ class Orchestrator:
             convergence=convergence,
             max_tokens=max_tokens,
             temperature=temperature,
-            others=others,
         )
         self.ttl = ttl
         self.manifest = manifest

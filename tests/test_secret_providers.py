@@ -141,7 +141,7 @@ def test_a_reference_to_a_provider_that_is_not_there_or_fails_is_a_config_error(
 
 def test_a_provided_secret_is_cleaned_and_registered() -> None:
     with engine({}) as e:
-        resolved = resolve_secrets({"key": {"$vault": "shell/token"}}, "tool", e._secret_provider)
+        resolved = resolve_secrets({"key": {"$vault": "shell/token"}}, "tool", e.components.secret_provider)
     assert resolved["key"].get_secret_value() == SHELL_TOKEN
     from aeon_kernel.kit import scrub_secrets
 

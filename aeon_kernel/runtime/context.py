@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aeon_kernel.contracts import ConvergenceEngine, Memory, Planner, Supervisor, Validator
-from aeon_kernel.errors import AeonError, OrchestrationError
-from aeon_kernel.kinds import label
+from aeon_kernel.errors import AeonError
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.models import Phase, Plan, SupervisorAction, ToolCall
 from aeon_kernel.runtime.state import RunState
@@ -47,18 +46,6 @@ class Components:
     convergence: ConvergenceEngine | None = None
     max_tokens: int = 512
     temperature: float = 0.0
-    #: builds (once) the component ``aeon.toml`` chooses for another kind, by kind name (``"semantic_validators"``):
-    #: how a scheduler reaches the components only it uses, without every run paying for them
-    others: Callable[[str], Any] | None = None
-
-    def component(self, kind: str) -> Any:
-        """The configured component of ``kind``; an ``OrchestrationError`` when this run has no way to build one."""
-        if self.others is None:
-            raise OrchestrationError(
-                f"no {label(kind)} is available to this run: build it through an Engine (aeon.toml chooses it), "
-                "or give the Orchestrator components=... with others="
-            )
-        return self.others(kind)
 
 
 def error_record(exc: BaseException, step_id: str | None = None, **extra: Any) -> dict[str, Any]:

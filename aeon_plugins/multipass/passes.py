@@ -50,6 +50,7 @@ tells what the next cycle does.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from aeon_kernel import (
@@ -71,7 +72,7 @@ from aeon_kernel import (
     Verdict,
     Work,
 )
-from aeon_kernel.errors import AeonError, NestingDepthError
+from aeon_kernel.errors import AeonError, NestingDepthError, OrchestrationError
 from aeon_kernel.kit import (
     SEVERITY_ORDER,
     ClarityState,
@@ -125,6 +126,8 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         shallow_depth: int = 2,
         shallow_plan_steps: int = 1,
         ttl_cap: int | None = None,
+        depth_heuristic: Callable[[], AdaptiveDepth] | None = None,
+        semantic_validator: Callable[[], SemanticValidator] | None = None,
     ) -> None:
         self.criteria = {
             "completeness_threshold": completeness_threshold,
@@ -141,6 +144,20 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         self.shallow_plan_steps = shallow_plan_steps
         self.ttl_cap = ttl_cap
         self.linear = LinearPlanScheduler()
+        #: the ``[depth]`` and ``[semantic_validator]`` components, built when a pass first needs them
+        self._depth, self._validator = depth_heuristic, semantic_validator
+
+    def depth(self) -> AdaptiveDepth:
+        if self._depth is None:
+            raise OrchestrationError(
+                "this multipass scheduler was built without a depth heuristic (depth_heuristic=)"
+            )
+        return self._depth()
+
+    def semantic_validator(self) -> SemanticValidator:
+        if self._validator is None:
+            raise OrchestrationError("this multipass scheduler was built without a semantic validator")
+        return self._validator()
 
     # --- the scheduler's memory, kept in the run's state ----------------------------------------------------------
 
@@ -242,7 +259,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         components = run.components
         stage = self._memo(run).stage
         if stage == "profile":
-            depth: AdaptiveDepth = components.component("depth_heuristics")
+            depth = self.depth()
             profile = depth.infer_task_profile(run.state.request, record=run.record_action)
             return profile, depth.allocate_ttl(profile, self._memo(run).ttl_cap)
         if stage == "plan":
@@ -250,7 +267,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
                 run.state.request, self._profile(run), components.tools, record=run.record_action
             )
         if stage == "validate":
-            validator: SemanticValidator = components.component("semantic_validators")
+            validator = self.semantic_validator()
             plan = run.state.plan()
             assert plan is not None
             return validator.validate(
@@ -313,10 +330,8 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
             self._record_evaluation(run, *outcome)
         elif stage == "update_profile":
             if outcome is not None:
-                depth: AdaptiveDepth = run.components.component("depth_heuristics")
-                self._use_profile(
-                    run, outcome, depth.allocate_ttl(outcome, self._memo(run).ttl_cap), update=True
-                )
+                ttl = self.depth().allocate_ttl(outcome, self._memo(run).ttl_cap)
+                self._use_profile(run, outcome, ttl, update=True)
             self._next_pass(run)
 
     def abandon(self, work: Work | None, error: BaseException, run: RunContext) -> None:
@@ -477,7 +492,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         report: SemanticValidationReport | None = None
         deep = self._deep(run)
         try:
-            validator: SemanticValidator = run.components.component("semantic_validators")
+            validator = self.semantic_validator()
             if deep:
                 report = validator.validate(
                     artifact, "execution_artifact", run.components.tools, record=run.record_action
@@ -518,7 +533,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
 
     def _updated_profile(self, run: RunContext) -> TaskProfile | None:
         memo = self._memo(run)
-        depth: AdaptiveDepth = run.components.component("depth_heuristics")
+        depth = self.depth()
         assessment = memo.assessment
         assert assessment is not None, "update_profile follows evaluate"
         report = memo.report or SemanticValidationReport.of("none", "execution_artifact")
