@@ -8,7 +8,7 @@ the extra parameter is keyword-only with a default, so a plain spec implementati
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
 from aeon_kernel.models import ConvergenceAssessment, FrozenModel, Plan, PlanStep, SupervisorAction
@@ -231,3 +231,12 @@ class Planner(ABC):
         record: RecordAction | None = None,
     ) -> Plan:
         """The plan for ``task_description``. ``task_profile`` is None until adaptive depth (spec 003) sets it."""
+
+    def answer_problem(
+        self, answer: Any, request: str, steps: Sequence[PlanStep], *, final: bool
+    ) -> str | None:
+        """What is wrong with the model's ``answer`` to one of this planner's steps (``final``: the plan's last),
+        given the ``request`` and the plan's ``steps`` so far, or None. The step executor asks the model once more,
+        told why, and answers from the tools when the second answer is wrong too. The default checks nothing; the
+        ``model`` planner checks answers against the tool results unless ``[planner] check = false``."""
+        return None

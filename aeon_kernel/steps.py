@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aeon_kernel.contracts import Memory, RecordAction, Supervisor, Validator
+from aeon_kernel.contracts import Memory, Planner, RecordAction, Supervisor, Validator
 from aeon_kernel.invocation import ToolContext, checked, redacted
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.models import OrchestrationState, ToolCall
@@ -39,6 +39,8 @@ class StepContext:
     invoke: Callable[..., Any]
     max_tokens: int = 512
     temperature: float = 0.0
+    #: the planner that wrote the plan: it judges the model's answers to its steps (``Planner.answer_problem``)
+    planner: Planner | None = None
 
     @property
     def state(self) -> OrchestrationState:

@@ -42,7 +42,7 @@ steps for every step it was given, 4 times in 4; bench/README.md.)
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from aeon_kernel import (
@@ -210,6 +210,12 @@ class ModelRecursivePlanner(ModelBacked, RecursivePlanner):
         return ModelPlanner(
             self.llm, self.validator, self.supervisor, self.max_tokens, self.temperature, max_steps=max_steps
         )
+
+    def answer_problem(
+        self, answer: Any, request: str, steps: Sequence[PlanStep], *, final: bool
+    ) -> str | None:
+        """The ``model`` planner's check of an answer to a step (this planner writes its plans through it)."""
+        return self._writer(MAX_SUBSTEPS).answer_problem(answer, request, steps, final=final)
 
     def generate_plan(
         self,

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 from aeon_kernel import PlanStep, StepExecutionResult, Tool, ToolCall
@@ -27,6 +28,15 @@ from aeon_plugins.planning.prompts import (
     step_summary,
     tool_arguments_prompt,
 )
+
+
+def _answer_problem(
+    ctx: StepContext, answer: Any, request: str, steps: Sequence[PlanStep], final: bool
+) -> str | None:
+    """The planner's judgement of a model answer (a context without a planner: the grounding check itself)."""
+    if ctx.planner is None:
+        return grounding_problem(answer, request, steps, final=final)
+    return ctx.planner.answer_problem(answer, request, steps, final=final)
 
 
 def _failed(mode: Literal["tool", "llm", "fallback"], error: str, **fields: Any) -> StepExecutionResult:
@@ -106,9 +116,9 @@ class KernelStepExecutor:
     ) -> StepExecutionResult:
         """Ask the model to do the step from the results so far; the answer is stored in memory like a tool's.
 
-        An answer that contradicts the tools (:func:`grounding_problem`: a number nothing supports, a final
-        report without the result, the prompt's example copied) is asked for once more, told why; if it still
-        does, the step answers with the last tool result, or fails when no tool has ended.
+        An answer the planner finds wrong (``Planner.answer_problem``; the ``model`` planner's grounding: a number
+        nothing supports, a final report without the result, the prompt's example copied) is asked for once more,
+        told why; if it still is, the step answers with the last tool result, or fails when no tool has ended.
         """
         state, summary = ctx.state, step_summary(ctx)
         steps = state.plan.steps if state.plan else ()
@@ -116,14 +126,14 @@ class KernelStepExecutor:
         note = None
         try:
             answer = _model_answer(ctx, reasoning_prompt(summary, state.request, step))
-            problem = grounding_problem(answer, state.request, steps, final=final)
+            problem = _answer_problem(ctx, answer, state.request, steps, final)
             if problem is not None:
                 first = compact(json.dumps(answer, ensure_ascii=False))
                 correction = (
                     f"Your first answer was {first}. {problem} Answer again with what the results give."
                 )
                 answer = _model_answer(ctx, reasoning_prompt(summary, state.request, step, correction))
-                if (again := grounding_problem(answer, state.request, steps, final=final)) is not None:
+                if (again := _answer_problem(ctx, answer, state.request, steps, final)) is not None:
                     note = f"the model's answer contradicted the tools twice ({again})"
                     fallback = tool_answer(steps)
                     if fallback is None:  # no tool to answer from: better no answer than a made-up one

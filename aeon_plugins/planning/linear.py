@@ -162,6 +162,7 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
                 invoke=run.hooks.caller("aeon_invoke_tool"),
                 max_tokens=components.max_tokens,
                 temperature=components.temperature,
+                planner=components.planner,
             )
             self._step_context = (run, context)
         return self._step_context[1]

@@ -13,17 +13,19 @@ check; the attempt is recorded as a ``plan_repair`` whose original carries the c
 Only a model whose decoding the schema constrains is asked again (to any other the second request would be the
 first one over again), and only for a request short enough to be a goal. (Sending the plan to the supervisor's
 repair prompt, or adding the findings to the plan prompt, was measured first: the 270M model wrote the same plan
-back, or a worse one; bench/README.md.) ``[planner] check = false`` turns the check off.
+back, or a worse one; bench/README.md.) The planner also judges the model's answers to its steps
+(:meth:`ModelPlanner.answer_problem`, the grounding check). ``[planner] check = false`` turns both checks off.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
-from aeon_kernel import Plan, Planner, Supervisor, SupervisorAction, ToolRegistry, Validator
+from aeon_kernel import Plan, Planner, PlanStep, Supervisor, SupervisorAction, ToolRegistry, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
 from aeon_kernel.kit import ModelBacked, ModelClient, RecordAction, ignore_action
-from aeon_plugins.planning.grounding import plan_problems
+from aeon_plugins.planning.grounding import grounding_problem, plan_problems
 from aeon_plugins.planning.parse import parse_plan
 from aeon_plugins.planning.prompts import MAX_PLAN_STEPS, SYSTEM_PROMPT, plan_prompt, plan_schema
 
@@ -50,6 +52,13 @@ class ModelPlanner(ModelBacked, Planner):
         self.max_steps = max_steps
         #: whether a plan is checked against the request, and asked for again when it fails
         self.check = check
+
+    def answer_problem(
+        self, answer: Any, request: str, steps: Sequence[PlanStep], *, final: bool
+    ) -> str | None:
+        """The grounding check (:func:`~aeon_plugins.planning.grounding.grounding_problem`) of a model's answer to
+        one of this planner's steps, unless ``check`` is off: both of this planner's checks fit a small model."""
+        return grounding_problem(answer, request, steps, final=final) if self.check else None
 
     def generate_plan(
         self,

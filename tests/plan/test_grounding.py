@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aeon_kernel import StepStatus
+from aeon_kernel import AeonConfig, Engine, StepStatus
+from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from aeon_plugins.planning.grounding import facts_in, numbers_in, unsupported_numbers
 from tests.conftest import MakeHarness
 from tests.support.builders import answer, llm_step, plan, tool_step
@@ -97,6 +100,27 @@ def test_an_answer_contradicting_its_tool_twice_is_replaced_by_the_tool_result(
     assert "contradicted the tools twice (It states 36, which no result above says.)" in note["message"]
     assert note["message"].endswith("answered with the last tool result")
     assert len(h.llm.prompts) == 3  # one retry, no more
+
+
+@pytest.mark.parametrize(
+    ("check", "calls", "final"), [(True, 3, "6 times 7 is 42."), (False, 2, "6 times 7 is 48.")]
+)
+def test_the_answer_check_is_the_planners_and_its_check_option_switches_it(
+    check: bool, calls: int, final: str
+) -> None:
+    """``[planner] check = false`` turns off the grounding of answers too (the planner owns it, issue 25): the
+    contradicting answer is then kept as the model wrote it, with no second model call."""
+    replies = [PRODUCT_PLAN, answer("6 times 7 is 48."), answer("6 times 7 is 42.")]
+    config = (
+        AeonConfig()
+        .with_choice("llm", "scripted", responses=replies)
+        .with_choice("planner", "model", check=check)
+    )
+    builtins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
+    with Engine(config, autoload=False, plugins=builtins) as engine:
+        result = engine.run(REQUEST)
+        assert (result["status"], result["answer"]) == ("completed", final)
+        assert len(engine.llm.adapter.prompts) == calls
 
 
 def test_a_final_report_that_does_not_state_the_result_is_asked_again(make_harness: MakeHarness) -> None:
