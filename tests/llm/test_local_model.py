@@ -62,7 +62,7 @@ def test_the_readme_main_job_works_from_the_command_line(tmp_path: Path) -> None
         [
             sys.executable,
             "-m",
-            "aeon_kernel",
+            "aeon_cli",
             "run",
             "calculate the sum of 5 and 10",
             "--json",
