@@ -177,7 +177,6 @@ class Engine:
             attach()
         parts.policies  # noqa: B018 - built before any run, so that every tool call is judged
         self.artifact_store  # noqa: B018 - and every output kept, when [artifacts] says where
-        own = scheduler is None  # a flow's router judges its runs itself: no plan judge or planner to build
         return Orchestrator(
             parts.llm,
             self.memory,
@@ -185,7 +184,9 @@ class Engine:
             self.supervisor,
             self.validator,
             ttl=ttl or self.config.ttl,
-            convergence=self.convergence if own else None,
+            convergence=self.convergence
+            if scheduler is None
+            else None,  # a flow's router judges its own runs
             plugin_manager=self.pm,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
@@ -195,7 +196,7 @@ class Engine:
                 **(manifest or {}),
             },
             state_store=self.state_store,
-            planner=self.planner if own else None,
+            planner=self.planner,  # built once per engine (a flow's runs never ask it)
             scheduler=scheduler or parts.factory("schedulers"),
             deadline=deadline,
         )

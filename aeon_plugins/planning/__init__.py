@@ -9,6 +9,7 @@ prompts, the worked examples, the plan parsing and repair, and the grounding che
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Final
 
 from aeon_kernel import Register, hookimpl
@@ -61,9 +62,15 @@ def aeon_register_schedulers(register: Register) -> None:
 @hookimpl(trylast=True)
 def aeon_execute_step(step: PlanStep, context: StepContext) -> StepExecutionResult:
     """The step executor of spec 002, unless a plugin's implementation answers first."""
+    return _step_executor().execute_step(step, context)
+
+
+@functools.cache
+def _step_executor() -> KernelStepExecutor:
+    """The executor, imported on the first step (a call per step must not pay for an import statement)."""
     from aeon_plugins.planning.executor import STEP_EXECUTOR
 
-    return STEP_EXECUTOR.execute_step(step, context)
+    return STEP_EXECUTOR
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

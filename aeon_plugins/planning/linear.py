@@ -74,7 +74,7 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
         step = state.step(state.current_step_id)
         if step.status is StepStatus.PENDING:
             _transition(run, step.step_id, StepStatus.RUNNING)
-        return Work.of("step", (step.step_id,))
+        return Work("step", step.step_id, (step.step_id,))  # Work.of, without its join for one unit
 
     def perform(self, work: Work, run: RunContext) -> LinearOutcome:
         if work.step_id is None:
