@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from aeon_cli.main import cli
-from tests.flow.test_engine import chain, write_flow
+from tests.plugins.flow.test_engine import chain, write_flow
 
 PLUGIN = """
 import json, re, time

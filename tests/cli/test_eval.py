@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from aeon_cli.evaluation import Expect, Outcome, judge, junit_xml
 from aeon_cli.main import cli
-from tests.flow.test_engine import EXIT, START, chain, write_flow
+from tests.plugins.flow.test_engine import EXIT, START, chain, write_flow
 from tests.support.builders import answer, llm_step, plan, tool_step
 
 ROOT = Path(__file__).resolve().parents[2]

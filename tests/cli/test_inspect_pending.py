@@ -14,7 +14,7 @@ from aeon_cli.inspect.views import pretty
 from aeon_kernel import RunContext, Scheduler, Verdict, Work
 from aeon_plugins.sqlite_state import SqliteStateStore
 from tests.conftest import MakeHarness
-from tests.flow.test_flow_memo import INPUT, fan
+from tests.plugins.flow.test_flow_memo import INPUT, fan
 from tests.runtime.test_scheduler_memo import Counting, orchestrator, stopped_after
 from tests.support.builders import plan, tool_step
 

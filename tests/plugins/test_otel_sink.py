@@ -29,7 +29,7 @@ from aeon_kernel.kit import register_secret
 from aeon_plugins import otel
 from aeon_plugins.otel import OtelSink, conventions
 from aeon_plugins.scripted import ScriptedLLM
-from tests.flow.test_engine import EXIT, START, build
+from tests.plugins.flow.test_engine import EXIT, START, build
 from tests.support.builders import answer, llm_step, plan, tool_step
 from tests.support.otlp_receiver import OtlpReceiver
 

@@ -18,7 +18,7 @@ from aeon_kernel.config import parse_config
 from aeon_kernel.kit import register_secret
 from aeon_kernel.runtime.artifacts import ArtifactKind
 from aeon_plugins.sqlite_artifacts import SQLiteArtifactStore
-from tests.flow.test_engine import EXIT, START, Demo, chain, write_flow
+from tests.plugins.flow.test_engine import EXIT, START, Demo, chain, write_flow
 from tests.support.builders import answer, llm_step, plan, tool_step
 
 CANARY = "art-cAnAry-sEcret-7Qw2Lp9Zx4"

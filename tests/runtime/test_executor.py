@@ -180,7 +180,7 @@ def test_a_bad_request_is_its_own_error_result_in_map_and_raises_at_submit(engin
 
 
 def test_flows_run_through_the_same_executor(tmp_path: Any) -> None:
-    from tests.flow.test_engine import chain, write_flow
+    from tests.plugins.flow.test_engine import chain, write_flow
 
     directory = write_flow(
         tmp_path / "flow", chain({"id": "in", "role": "start"}, {"id": "out", "role": "exit"}, name="pass")

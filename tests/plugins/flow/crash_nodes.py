@@ -8,8 +8,8 @@ stage again. It also appends the key to a list of raw executions (every executio
 
 As a script (the crash tests' child process)::
 
-    python tests/flow/crash_nodes.py FLOW_DIR run INPUT_JSON [KILL_AFTER]
-    python tests/flow/crash_nodes.py FLOW_DIR resume RUN_ID
+    python tests/plugins/flow/crash_nodes.py FLOW_DIR run INPUT_JSON [KILL_AFTER]
+    python tests/plugins/flow/crash_nodes.py FLOW_DIR resume RUN_ID
 
 ``run`` iterates the flow and, after the KILL_AFTER-th committed stage, kills itself with SIGKILL; a run that is
 not killed prints its Task result as JSON.
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 if __name__ == "__main__":  # a script: make ``tests`` and the kernel importable from the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from aeon_kernel import hookimpl
 

@@ -1,6 +1,6 @@
 """Flow runs that survive ``kill -9`` (docs/flows.md "History, resume, replay", docs/durable-runs.md).
 
-A flow whose nodes have side effects (``tests/flow/crash_nodes.py``: each appends its idempotency key to a
+A flow whose nodes have side effects (``tests/plugins/flow/crash_nodes.py``: each appends its idempotency key to a
 ledger unless the key is already there) runs in a real process with ``[state] use = "sqlite"`` and is killed with
 SIGKILL at every stage boundary and inside nodes (a node that waits until it is killed), then resumed. The resumed
 run must end exactly as an uninterrupted run does — same status, output, tasks and history, timestamps and
@@ -25,7 +25,7 @@ import pytest
 from aeon_kernel import Engine, RunStoreError
 from aeon_plugins.flow.engine import FlowEngine, TaskResult
 from aeon_plugins.sqlite_state import SqliteStateStore
-from tests.flow import crash_nodes
+from tests.plugins.flow import crash_nodes
 
 CHILD = Path(crash_nodes.__file__).resolve()
 INPUT = {"ticket": "The invoice is wrong", "noise": 1}

@@ -17,7 +17,7 @@ from aeon_plugins.flow.tasks import FlowBook
 from aeon_plugins.sqlite_state import SqliteStateStore
 from tests.support.previews import previewed, shown
 
-OLD_LAYOUT = Path(__file__).parents[1] / "support" / "old_layout" / "flow_after_fork.json"
+OLD_LAYOUT = Path(__file__).parents[2] / "support" / "old_layout" / "flow_after_fork.json"
 #: the flow the old layout was stored by (tests/support/old_layout/flow_after_fork.json, after its third cycle)
 FAN = {
     "name": "fan",

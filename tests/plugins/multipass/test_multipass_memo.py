@@ -12,11 +12,11 @@ from typing import Any
 from aeon_kernel import Engine, ValidationIssue
 from aeon_plugins.multipass.memo import MultiPassMemo
 from aeon_plugins.sqlite_state import SqliteStateStore
-from tests.reasoning import test_multipass_refinement as chains
-from tests.reasoning import test_passes as passes
+from tests.plugins.multipass import test_multipass_refinement as chains
+from tests.plugins.multipass import test_passes as passes
 from tests.support.previews import previewed, shown
 
-OLD_LAYOUT = Path(__file__).parents[1] / "support" / "old_layout" / "multipass_between_parts.json"
+OLD_LAYOUT = Path(__file__).parents[2] / "support" / "old_layout" / "multipass_between_parts.json"
 
 
 def deep_script() -> passes.Script:

@@ -1,4 +1,4 @@
-"""Property-based tests of the flow engine (spec 004) against ``tests/flow/reference.py``.
+"""Property-based tests of the flow engine (spec 004) against ``tests/plugins/flow/reference.py``.
 
 Hypothesis builds valid DAGs from a recursive grammar (a block is a chain of linear nodes and forks; a fork — a
 decision, branch or split — has sub-blocks that each end at exits or rejoin at one merge), runs them through
@@ -27,7 +27,7 @@ import aeon_plugins.supervisor
 from aeon_kernel import Engine, hookimpl
 from aeon_kernel.config import AeonConfig
 from aeon_plugins.flow.loader import FlowError, load_flow
-from tests.flow.reference import ROLE_DEGREES, NodeFailed, interpret, step_output
+from tests.plugins.flow.reference import ROLE_DEGREES, NodeFailed, interpret, step_output
 
 MAX_NODES = 30
 SETTINGS = settings(

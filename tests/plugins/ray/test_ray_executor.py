@@ -29,7 +29,7 @@ from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from aeon_plugins.ray.executor import RayExecutor, WorkerError, import_ray
 from tests.support.ray_jobs import BUILDS_ENV, job
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 JOBS = "tests.support.ray_jobs"
 #: what every engine here registers, in the driver (as modules) and in the workers (by name)
 PLUGINS = [*BUILTIN_PLUGINS, "aeon_plugins.sqlite_state", "aeon_plugins.ray", JOBS]
@@ -271,7 +271,7 @@ def test_engine_submit_and_map_follow_the_executor_table(cluster: dict[str, Any]
 
 def test_a_flow_runs_on_ray_workers_as_on_local_threads(cluster: dict[str, Any], tmp_path: Path) -> None:
     from aeon_kernel.kit import LocalExecutor
-    from tests.flow.test_engine import chain, write_flow
+    from tests.plugins.flow.test_engine import chain, write_flow
 
     directory = write_flow(
         tmp_path / "flow", chain({"id": "in", "role": "start"}, {"id": "out", "role": "exit"}, name="pass")
@@ -422,7 +422,7 @@ sys.path[:0] = [sys.argv[1]]
 from aeon_kernel.config import AeonConfig
 from aeon_plugins.ray.executor import RayExecutor
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
-from tests.runtime.test_ray_executor import ray_children
+from tests.plugins.ray.test_ray_executor import ray_children
 from tests.support.ray_jobs import job
 import ray
 

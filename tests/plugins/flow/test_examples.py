@@ -3,9 +3,9 @@ embedded model, and (marked ``model``) runs on the embedded model itself.
 
 The cassettes in ``tests/cassettes/flows/`` (one per example, holding each of its cases) were recorded from Gemma 3
 270M (llama.cpp, constrained decoding); ``AEON_RECORD_CASSETTES=1 python3 -m pytest -m model
-tests/flow/test_examples.py`` re-records them. Replay serves only recorded requests, so an instruction, schema or
-agent prompt changed without re-recording fails the replay tests, naming the nearest recorded prompt. Replay loads
-no model.
+tests/plugins/flow/test_examples.py`` re-records them. Replay serves only recorded requests, so an instruction,
+schema or agent prompt changed without re-recording fails the replay tests, naming the nearest recorded prompt.
+Replay loads no model.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from aeon_plugins.flow.engine import TaskResult
 from aeon_plugins.flow.graph import Flow, mermaid
 from aeon_plugins.flow.loader import load_flow
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "flows"
 CASSETTES = ROOT / "tests" / "cassettes" / "flows"
 FLOWS = sorted(path.parent.name for path in EXAMPLES.glob("*/flow.yaml"))
