@@ -69,6 +69,7 @@ def run(plan: Plan, tool: aeon_w.FunctionTool) -> int:
             step_id=step.step_id,
             step_status=done,
             usage={},
+            stages=(),
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
         total += result["value"]

@@ -51,3 +51,16 @@ def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
         assert flow["variant"] == "history" and flow["nodes"] == nodes
         assert {"median", "build_ms"} <= set(flow) and flow["history_bytes_per_node"] > 0
     assert "Targets" in done.stdout and "Flow ratios" in done.stdout
+
+
+def test_the_required_work_floor_runs() -> None:
+    """``bench/required_work.py`` (the floor W1 is compared with) runs against the current models: it broke once
+    without anyone noticing when ``LogEntry`` gained a field (issue 31)."""
+    done = subprocess.run(
+        [sys.executable, str(RUN.parent / "required_work.py"), "10"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "required work of a tool step, N=10: median" in done.stdout
