@@ -7,12 +7,17 @@ command again skips every id already there and runs the rest. Ctrl-C stops takin
 ones finish (a second Ctrl-C cancels them at their next cycle boundary); no finished result is lost or
 half-written, and the exit status is 130.
 
+Once-only (:mod:`aeon_cli.batch_journal`): ``OUT.lock`` keeps a second batch off the same ``--out`` (exit 2), and
+``OUT.journal`` records each task's run id before its first cycle, so that the batch run again resumes an
+interrupted task's run from the state store (as ``aeon resume`` does) rather than starting it anew.
+
 Exit status: 0 every task completed; 1 some did not (failed, TTL expired, error); 2 the batch could not start;
 130 interrupted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import signal
@@ -30,8 +35,10 @@ from aeon_kernel.runtime.executor import DEFAULT_CONCURRENCY
 from aeon_kernel.secrets import scrub_secrets, scrub_secrets_json
 
 if TYPE_CHECKING:
+    from aeon_cli.batch_journal import Journal, Line
     from aeon_kernel.config import AeonConfig
     from aeon_kernel.runtime.executor import Executor
+    from aeon_kernel.runtime.store import StateStore
     from aeon_kernel.runtime.tasks import TaskHandle
 
 #: the [executor] options every executor takes (aeon_kernel.runtime.executor.ExecutorSettings)
@@ -112,31 +119,47 @@ def batch(
     command again to finish an interrupted batch. Exit status: 0 all completed, 1 some did not, 2 could not
     start, 130 interrupted (Ctrl-C).
     """
-    flow = flow_dir is not None
     if not Path(out).resolve().parent.is_dir():
         _fail(f"--out {out}: its directory does not exist; create it first")
-    try:
-        earlier = read_results(Path(out))
-    except ValueError as exc:
-        _fail(str(exc))
-    pending, skipped, problems = check_requests(Path(requests_file), flow=flow, done=earlier)
-    if problems:
-        more = f"\n  ... and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
-        _fail(f"{requests_file} has {len(problems)} bad line(s):\n  " + "\n  ".join(problems[:_SHOWN]) + more)
-    chosen, log = _config(flow_dir, config, log_path, no_log)
-    source, executor = _executor(chosen, log, flow_dir, concurrency, executor_name, address)
-    where = _where(chosen, log, no_log)
-    try:
-        runner = _Runner(executor, flow, Path(out), ttl, deadline)
-        todo = (
-            (key, value)
-            for canonical, key, value in requests(Path(requests_file), flow)
-            if canonical not in earlier
+    from aeon_cli.batch_journal import Journal, companion
+
+    flow, results_file = flow_dir is not None, Path(out)
+    with _holding(results_file):
+        try:
+            earlier = read_results(results_file)
+            journal = Journal(companion(results_file, "journal"))
+        except ValueError as exc:
+            _fail(str(exc))
+        pending, skipped, problems = check_requests(Path(requests_file), flow=flow, done=earlier)
+        if problems:
+            more = f"\n  ... and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
+            _fail(
+                f"{requests_file} has {len(problems)} bad line(s):\n  "
+                + "\n  ".join(problems[:_SHOWN])
+                + more
+            )
+        chosen, log = _config(flow_dir, config, log_path, no_log)
+        source, executor, store = _executor(
+            chosen, log, flow_dir, concurrency, executor_name, address, journal
         )
-        runner.run(todo, pending, skipped)
-    finally:
-        if source is not None:
-            source.close()
+        where = _where(chosen, log, no_log)
+        again = len(set(journal.runs) - set(earlier)) if store is not None else 0
+        if again:
+            click.echo(
+                f"batch: {again} task(s) started before go on from their runs ({journal.path})", err=True
+            )
+        try:
+            runner = _Runner(executor, flow, results_file, ttl, deadline, journal if store else None, store)
+            todo = (
+                (canonical, key, value)
+                for canonical, key, value in requests(Path(requests_file), flow)
+                if canonical not in earlier
+            )
+            runner.run(todo, pending, skipped)
+        finally:
+            journal.close()
+            if source is not None:
+                source.close()
     if where:
         click.echo(where, err=True)
     if runner.interrupts:
@@ -149,6 +172,21 @@ def batch(
         sys.exit(EXIT_SOME_FAILED)
 
 
+@contextlib.contextmanager
+def _holding(out: Path) -> Iterator[None]:
+    """``OUT.lock`` held while the batch runs; another batch holding it stops this one (exit 2)."""
+    from aeon_cli.batch_journal import Busy, lock
+
+    try:
+        held = lock(out)
+    except Busy as exc:
+        _fail(str(exc))
+    try:
+        yield
+    finally:
+        held.close()
+
+
 # --- the input and the output ------------------------------------------------------------------------------------
 
 
@@ -158,6 +196,8 @@ def _parse(line: str, number: int, flow: bool) -> tuple[Any, Any]:
         data = json.loads(line)
     except ValueError as exc:
         raise ValueError(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
     field = "input" if flow else "request"
     if isinstance(data, str) and not flow:
         data = {"id": number, "request": data}
@@ -217,13 +257,12 @@ def read_results(path: Path) -> dict[str, str]:
     ValueError naming it."""
     if not path.exists():
         return {}
+    from aeon_cli.batch_journal import drop_torn_line
+
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
         click.echo(f"{path}: dropping an unfinished last line (its task runs again)", err=True)
-        with path.open("r+b") as handle:
-            handle.truncate(cut)
-        data = data[:cut]
+        data = drop_torn_line(path)
     done: dict[str, str] = {}
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
@@ -231,7 +270,7 @@ def read_results(path: Path) -> dict[str, str]:
         try:
             result = json.loads(line)
             done[json.dumps(result["id"])] = str(result.get("status"))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             raise ValueError(
                 f"line {number} of {path} is not a batch result; fix or remove it, or choose another --out"
             ) from None
@@ -269,10 +308,12 @@ def _executor(
     concurrency: int | None,
     name: str | None,
     address: str | None,
-) -> tuple[Any, Executor]:
+    journal: Journal,
+) -> tuple[Any, Executor, StateStore | None]:
     """What runs the tasks, as ``--executor`` (else ``[executor]``) says, with ``[executor]``'s options: local
-    threads on an Engine (or a FlowEngine) built here, or Ray workers, each building its own. The Engine to close
-    and the executor; a problem building either stops the batch (exit 2)."""
+    threads on an Engine (or a FlowEngine) built here, or Ray workers, each building its own. The Engine to close,
+    the executor, and the state store whose runs a local executor's tasks resume (through ``journal``; None: no
+    store, or not the local executor); a problem building any stops the batch (exit 2)."""
     if address is not None and name == "local":
         _fail("--address is the Ray cluster's: use it with --executor ray")
     table = chosen.choice("executor")
@@ -283,11 +324,20 @@ def _executor(
     concurrency = concurrency or table.options.get("concurrency") or DEFAULT_CONCURRENCY
     sizes = {"concurrency": concurrency, "max_queued": table.options.get("max_queued") or concurrency}
     if use == "ray":
-        return _ray(chosen, log, flow_dir, sizes, address)
+        return (*_ray(chosen, log, flow_dir, sizes, address), None)
     source = _source(chosen, log, flow_dir)
     engine = source.engine if flow_dir is not None else source
     try:
-        return source, engine.make_executor(source, **sizes)
+        store = engine.state_store if use == "local" else None
+        if store is None:
+            return source, engine.make_executor(source, **sizes), None
+        from aeon_cli.batch_journal import JournalTasks
+
+        return (
+            source,
+            engine.make_executor(JournalTasks(source, flow_dir is not None, journal), **sizes),
+            store,
+        )
     except AeonError as exc:
         source.close()
         _fail(exc)
@@ -367,25 +417,36 @@ class _Runner:
     """
 
     def __init__(
-        self, executor: Executor, flow: bool, out: Path, ttl: int | None, deadline: float | None
+        self,
+        executor: Executor,
+        flow: bool,
+        out: Path,
+        ttl: int | None,
+        deadline: float | None,
+        journal: Journal | None = None,
+        store: StateStore | None = None,
     ) -> None:
         self.executor = executor
         self.flow = flow
         self.out, self.ttl, self.deadline = out, ttl, deadline
+        #: with a state store and the local executor, tasks are Lines: the journal's runs are resumed
+        self.journal, self.store = journal, store
+        self._stored_ids: set[str] | None = None
         self.interrupts = 0
         self.statuses: Counter[str] = Counter()
         self._in_flight: dict[TaskHandle, Any] = {}
         self._ended: queue.SimpleQueue[TaskHandle] = queue.SimpleQueue()
         self._reacted = 0
 
-    def run(self, todo: Iterator[tuple[Any, Any]], total: int, skipped: int) -> None:
+    def run(self, todo: Iterator[tuple[str, Any, Any]], total: int, skipped: int) -> None:
         previous = _on_sigint(self._interrupted)
         started = time.monotonic()
         with self.out.open("a", encoding="utf-8") as out, _Progress(total, skipped, self.out) as progress:
             self._progress, self._file = progress, out
             try:
-                for key, payload in todo:
-                    if not self._submit(key, payload):
+                for canonical, key, payload in todo:
+                    item = payload if self.journal is None else self._line(canonical, key, payload)
+                    if item is not None and not self._submit(key, item):
                         break
                 while self._in_flight:
                     self._react()
@@ -413,6 +474,30 @@ class _Runner:
             return True
         return False
 
+    def _line(self, canonical: str, key: Any, value: Any) -> Line | None:
+        """The task of a line: a resume of the run the journal names while the store has it running, else a new
+        run; None when that run had ended (its result, as the store kept it, is written now)."""
+        from aeon_cli.batch_journal import Line, stored_outcome
+        from aeon_kernel.errors import RunStoreError
+
+        assert self.journal is not None and self.store is not None
+        run_id = self.journal.runs.get(canonical)
+        if run_id is None:
+            return Line(key, value)
+        try:
+            stored = self.store.load(run_id)
+        except RunStoreError:
+            if self._stored_ids is None:
+                self._stored_ids = {summary.run_id for summary in self.store.list_runs()}
+            # never stored: stopped before its first cycle, nothing ran. Else resuming says what is wrong.
+            return Line(key, value, run_id if run_id in self._stored_ids else None)
+        if stored.state.status == "running":
+            return Line(key, value, run_id)
+        status, outcome = stored_outcome(run_id, stored, self.flow)
+        self.statuses[status] += 1
+        self._line_out(key, status, outcome, 0.0)
+        return None
+
     def _drain(self, timeout: float) -> None:
         """Write every result that has ended; wait up to ``timeout`` for the first."""
         wait = timeout > 0
@@ -430,16 +515,18 @@ class _Runner:
         self.statuses[handle.status] += 1
         if handle.status == "cancelled":
             return  # not a result: the next run of the batch runs it again
-        result = handle.outcome()
+        self._line_out(key, handle.status, handle.outcome(), handle.seconds)
+
+    def _line_out(self, key: Any, status: str, result: dict[str, Any], seconds: float) -> None:
         line: dict[str, Any] = {
             "id": key,
             "run_id": result.get("run_id"),
-            "status": handle.status,
+            "status": status,
             "answer": result.get("output") if self.flow else result.get("answer"),
             "message": result.get("message"),
-            "seconds": round(handle.seconds, 3),
+            "seconds": round(seconds, 3),
         }
-        if self.flow and handle.status in ("completed", "failed", "ttl_expired"):
+        if self.flow and status in ("completed", "failed", "ttl_expired"):
             line["task_status"] = result.get("status")  # success, failure or partial
         text = json.dumps(line, ensure_ascii=False, default=str)
         if not text.isascii():

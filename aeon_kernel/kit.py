@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     )
     from aeon_kernel.runtime.sqlite_wal import use_wal
     from aeon_kernel.runtime.state import RunState
-    from aeon_kernel.runtime.store import RunSummary, StoredRun
+    from aeon_kernel.runtime.store import RunOwner, RunSummary, StoredRun
     from aeon_kernel.runtime.tasks import (
         FlowTasks,
         RequestTasks,
@@ -142,7 +142,7 @@ _EXPORTS: Final[dict[str, str]] = {
         ),
         "aeon_kernel.runtime.sqlite_wal": ("use_wal",),
         "aeon_kernel.runtime.state": ("RunState",),
-        "aeon_kernel.runtime.store": ("RunSummary", "StoredRun",),
+        "aeon_kernel.runtime.store": ("RunOwner", "RunSummary", "StoredRun",),
         "aeon_kernel.runtime.tasks": (
             "FlowTasks", "RequestTasks", "TaskCancelledError", "TaskStatus", "Tasks", "drive",
             "error_outcome", "tasks_for",
@@ -163,14 +163,14 @@ __all__ = [
     "SYSTEM_PROMPT", "ArtifactType", "ClarityState", "Components", "ExecutionHistory", "ExecutionPass",
     "Executor", "ExecutorSettings", "FlowTasks", "IssueType", "Lazy", "LocalExecutor", "MemoryEntry",
     "ModelBacked", "ModelClient", "OnFull", "PassPhase", "Phase", "RecordAction", "Registries",
-    "RequestTasks", "RunState", "RunSummary", "Severity", "StepContext", "StepToolCheck", "StoredRun",
-    "SupervisorActionType", "TaskCancelledError", "TaskStatus", "Tasks", "ask_json", "begin_capture",
-    "canonical_json", "captured", "changed_steps", "check_amount", "check_claim", "check_depth", "check_key",
-    "check_prefix", "check_schema", "checked", "clean_secret", "compiled_validator",
-    "current_idempotency_key", "decode_value", "denial", "describe", "drive", "dumps_lenient",
-    "encode_value", "end_capture", "ensure_no_new_tools", "ensure_repairable", "error_outcome",
-    "error_record", "expand_log", "failure_text", "ignore_action", "increment_error", "is_utf8",
-    "json_problem", "lazy_getattr", "loads_strict", "memory_key", "parse_json", "plan_progress",
+    "RequestTasks", "RunOwner", "RunState", "RunSummary", "Severity", "StepContext", "StepToolCheck",
+    "StoredRun", "SupervisorActionType", "TaskCancelledError", "TaskStatus", "Tasks", "ask_json",
+    "begin_capture", "canonical_json", "captured", "changed_steps", "check_amount", "check_claim",
+    "check_depth", "check_key", "check_prefix", "check_schema", "checked", "clean_secret",
+    "compiled_validator", "current_idempotency_key", "decode_value", "denial", "describe", "drive",
+    "dumps_lenient", "encode_value", "end_capture", "ensure_no_new_tools", "ensure_repairable",
+    "error_outcome", "error_record", "expand_log", "failure_text", "ignore_action", "increment_error",
+    "is_utf8", "json_problem", "lazy_getattr", "loads_strict", "memory_key", "parse_json", "plan_progress",
     "plan_snapshots", "read_log", "redacted", "register_secret", "safe_text", "schema_errors",
     "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json", "storable_json", "storable_model_json",
     "storable_result", "storable_text", "stored_state", "tasks_for", "tool_names", "tools_not_in", "use_wal",

@@ -38,6 +38,7 @@ from aeon_kernel import (
     hookimpl,
 )
 from aeon_kernel.kit import (
+    RunOwner,
     RunSummary,
     StoredRun,
     check_claim,
@@ -124,6 +125,7 @@ _UPDATE_COUNTERS: Final = (
     "WHERE run_id = ?"
 )
 _UPDATE_HELD_COUNTERS: Final = _UPDATE_COUNTERS + " AND owner_token = ?"
+_DELETE: Final = tuple(f"DELETE FROM {table} WHERE run_id = ?" for table in ("runs", "steps", "cycles"))  # noqa: S608
 
 
 class SqliteStateStore(StateStore):
@@ -291,13 +293,25 @@ class SqliteStateStore(StateStore):
         finally:
             self._let_go(run_id)
 
+    def delete_run(self, run_id: str) -> bool:
+        """Delete the run's rows, in one transaction; refused while a live claim holds it (as ``claim`` refuses)."""
+        with self._writing(f"cannot delete run {run_id!r}") as db:
+            row = db.execute(
+                "SELECT status, owner_pid, owner_host, owner_token FROM runs WHERE run_id = ?",
+                (_key(run_id),),
+            ).fetchone()
+            if row is not None and row[0] == "running" and isinstance(row[1], int):
+                check_claim(run_id, *row, here=self._host, live=_LIVE_CLAIMS)
+            gone = sum(db.execute(delete, (_key(run_id),)).rowcount for delete in _DELETE)
+        return gone > 0
+
     # --- reading -----------------------------------------------------------------------------------------------
 
     def load(self, run_id: str) -> StoredRun:
         with self._reading(f"cannot read run {run_id!r}"):
             row = self._db.execute(
-                "SELECT request, goal, status, ttl_remaining, cycle, current_step_id, manifest, scheduler_state "
-                "FROM runs "
+                "SELECT request, goal, status, ttl_remaining, cycle, current_step_id, manifest, scheduler_state, "
+                "result FROM runs "
                 "WHERE run_id = ?",
                 (_key(run_id),),
             ).fetchone()
@@ -309,10 +323,16 @@ class SqliteStateStore(StateStore):
             cycles = self._db.execute(
                 "SELECT entry, llm_outputs FROM cycles WHERE run_id = ? ORDER BY step_number", (run_id,)
             ).fetchall()
-        request, goal, status, ttl, cycle, current, manifest, scheduler_state = row
+        request, goal, status, ttl, cycle, current, manifest, scheduler_state, result = row
         try:
             _expect(str, request=request, status=status, manifest=manifest)
-            _expect((str, type(None)), goal=goal, current_step_id=current, scheduler_state=scheduler_state)
+            _expect(
+                (str, type(None)),
+                goal=goal,
+                current_step_id=current,
+                scheduler_state=scheduler_state,
+                result=result,
+            )
             _expect(int, ttl_remaining=ttl, cycle=cycle)
             _expect(
                 str,
@@ -340,7 +360,8 @@ class SqliteStateStore(StateStore):
                 status=status,
                 scheduler_state=scheduler_state,
             )
-            return StoredRun(state=state, manifest=json.loads(manifest), entries=entries)
+            ended = json.loads(result) if result is not None else None
+            return StoredRun(state=state, manifest=json.loads(manifest), entries=entries, result=ended)
         except Exception as exc:  # whatever the rows hold, they do not make a run: corrupt
             reason = failure_text(exc)
             raise RunStoreError(
@@ -354,7 +375,7 @@ class SqliteStateStore(StateStore):
             self._db.text_factory = bytes
             try:
                 rows = self._db.execute(
-                    "SELECT run_id, request, status, cycle, started, updated FROM runs "
+                    "SELECT run_id, request, status, cycle, started, updated, owner_pid, owner_host FROM runs "
                     "ORDER BY started DESC, rowid DESC"
                 ).fetchall()
             finally:
@@ -367,8 +388,9 @@ class SqliteStateStore(StateStore):
                 cycle if isinstance(cycle, int) else -1,
                 _shown(started),
                 _shown(updated),
+                RunOwner(pid, _shown(host)) if isinstance(pid, int) else RunOwner(None, None),
             )
-            for run_id, request, status, cycle, started, updated in rows
+            for run_id, request, status, cycle, started, updated, pid, host in rows
         ]
 
     def close(self) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Container, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -118,6 +119,19 @@ def check_claim(
                 )
         elif _alive(pid):
             raise RunStoreError(f"run {run_id!r} is being run by process {pid}; wait for it or stop it")
+
+
+Liveness = Literal["live", "stale", "unchecked", "released"]
+
+
+def claim_liveness(pid: int | None, host: str | None) -> Liveness:
+    """What a running run's recorded owner is now, seen from this process: ``released`` (no claim), ``unchecked``
+    (a claim on another host), ``live`` (this process, or a process of this host that runs) or ``stale``."""
+    if pid is None:
+        return "released"
+    if host != socket.gethostname():
+        return "unchecked"
+    return "live" if pid == os.getpid() or _alive(pid) else "stale"
 
 
 def _alive(pid: int) -> bool:

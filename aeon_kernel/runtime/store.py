@@ -12,7 +12,17 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from aeon_kernel.errors import RunStoreError
 from aeon_kernel.models import LogEntry, OrchestrationState
+from aeon_kernel.runtime.durable import Liveness, claim_liveness
+
+
+@dataclass(frozen=True)
+class RunOwner:
+    """Who holds a run, as its store records it: the claim's process and host (both None: no claim holds it)."""
+
+    pid: int | None
+    host: str | None
 
 
 @dataclass(frozen=True)
@@ -25,8 +35,18 @@ class RunSummary:
     cycles: int
     started: str
     updated: str
+    #: the run's claim; None where the store does not say
+    owner: RunOwner | None = None
+
+    def liveness(self) -> Liveness | None:
+        """For a ``running`` run whose store reports its owner: ``live`` (its process runs on this host),
+        ``stale`` (it is gone), ``unchecked`` (on another host), ``released`` (no claim: interrupted); else None."""
+        if self.status != "running" or self.owner is None:
+            return None
+        return claim_liveness(self.owner.pid, self.owner.host)
 
     def to_dict(self) -> dict[str, Any]:
+        owner = self.owner
         return {
             "run_id": self.run_id,
             "request": self.request,
@@ -34,6 +54,8 @@ class RunSummary:
             "cycles": self.cycles,
             "started": self.started,
             "updated": self.updated,
+            "owner": None if owner is None else {"pid": owner.pid, "host": owner.host},
+            "liveness": self.liveness(),
         }
 
 
@@ -44,6 +66,8 @@ class StoredRun:
     state: OrchestrationState
     manifest: dict[str, Any]
     entries: tuple[LogEntry, ...]
+    #: a finished run's result as the store kept it (without ``final_state``); None while it runs
+    result: dict[str, Any] | None = None
 
 
 class StateStore(ABC):
@@ -84,6 +108,11 @@ class StateStore(ABC):
     @abstractmethod
     def list_runs(self) -> list[RunSummary]:
         """Every run, newest first."""
+
+    def delete_run(self, run_id: str) -> bool:
+        """Delete every record of the run (``aeon runs prune``); False when there is none. Raises RunStoreError,
+        deleting nothing, while a live claim holds it or one on another host that cannot be checked."""
+        raise RunStoreError(f"the {type(self).__name__} state store cannot delete runs (no delete_run)")
 
     def close(self) -> None:  # noqa: B027 - optional hook with nothing to do by default
         """Release resources."""

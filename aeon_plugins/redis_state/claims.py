@@ -86,6 +86,37 @@ class _Claims(_Reading):
                     raise self._missing(run_id) from None
                 raise self._refusal(what, refused, [key]) from None
 
+    def delete_run(self, run_id: str) -> bool:
+        """Delete the run's keys and its place in the index in one script; refused while a live claim holds it
+        (as ``claim`` refuses), or when it was claimed since its owner was read."""
+        what = f"cannot delete run {run_id!r}"
+        if not is_utf8(run_id):
+            return False
+        keys = self._keys(run_id)
+        kind, row = self._call(
+            what,
+            lambda: self._snapshot(lambda p: p.type(keys[0]).hmget(keys[0], ["status", *_OWNER])),
+            retry=True,
+        )
+        status, pid_text, host, held = (
+            (None if v is None else v.decode("utf-8", "replace") for v in row)
+            if _decoded(kind) == "hash" and isinstance(row, list)
+            else (None,) * 4
+        )
+        if status == "running" and pid_text is not None and pid_text.isdigit():
+            check_claim(run_id, status, int(pid_text), host, held, here=self._host, live=_LIVE_CLAIMS)
+        try:
+            removed = self._call(
+                what,
+                lambda: self._scripts["delete"](keys=[*keys, self._index], args=[run_id, held or ""]),
+                retry=True,  # harmless twice
+            )
+        except _Refused:
+            raise RunStoreError(
+                f"run {run_id!r} was claimed while it was being deleted; it is kept"
+            ) from None
+        return bool(removed)
+
     def release(self, run_id: str) -> None:
         """Let go of this store's claim on the run (another claim's hold is left alone)."""
         token = self._claims.get(run_id)

@@ -13,6 +13,7 @@ from typing import Any, Final, cast
 
 from aeon_kernel import LogEntry, Plan, PlanStep, RunStoreError
 from aeon_kernel.kit import (
+    RunOwner,
     RunSummary,
     StoredRun,
     failure_text,
@@ -97,7 +98,9 @@ class _Reading(_Connection):
             read_manifest = json.loads(manifest)
             if not isinstance(read_manifest, dict):
                 raise ValueError(f"its manifest is a {type(read_manifest).__name__}, not an object")
-            return StoredRun(state=state, manifest=read_manifest, entries=entries)
+            result = _field(fields, "result", optional=True)
+            ended = json.loads(result) if result is not None else None
+            return StoredRun(state=state, manifest=read_manifest, entries=entries, result=ended)
         except Exception as exc:  # whatever the keys hold, they do not make a run: corrupt
             raise RunStoreError(
                 f"run {run_id!r} in {self._display} is corrupt ({', '.join(self._keys(run_id))}): "
@@ -131,7 +134,8 @@ class _Reading(_Connection):
                 pipe = self._client.pipeline(transaction=False)
                 for member in batch:
                     pipe.hmget(
-                        self._namespaced("run:", member), ["request", "status", "cycle", "started", "updated"]
+                        self._namespaced("run:", member),
+                        ["request", "status", "cycle", "started", "updated", "owner_pid", "owner_host"],
                     )
                 return pipe.execute(raise_on_error=False)
 
@@ -141,9 +145,10 @@ class _Reading(_Connection):
                 if isinstance(row, Exception):  # a key of another type
                     summaries.append(RunSummary(run_id, "", "corrupt", -1, "", ""))
                     continue
-                request, status, cycle, started, updated = row
+                request, status, cycle, started, updated, pid, host = row
                 if all(v is None for v in row) and self._pruned(member):
                     continue
+                owner = RunOwner(int(pid), _shown(host)) if pid is not None and pid.isdigit() else None
                 summaries.append(
                     RunSummary(
                         run_id,
@@ -152,6 +157,7 @@ class _Reading(_Connection):
                         int(cycle) if cycle is not None and cycle.isdigit() else -1,
                         _shown(started),
                         _shown(updated),
+                        owner or RunOwner(None, None),
                     )
                 )
         return summaries

@@ -112,6 +112,15 @@ return 0
 """
 
 
+#: KEYS run, steps, cycles, index. ARGV run_id, the owner token read ('' = none): the run goes, unless claimed since.
+_DELETE: Final = """
+if redis.call('TYPE', KEYS[1]).ok == 'hash' and (redis.call('HGET', KEYS[1], 'owner_token') or '') ~= ARGV[2] then
+  return redis.error_reply('AEON changed')
+end
+return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) + redis.call('ZREM', KEYS[4], ARGV[1])
+"""
+
+
 class _Refused(Exception):
     """A script's own refusal (``AEON ...``): the check that failed, and what it found."""
 
@@ -130,5 +139,6 @@ def register(client: redis.Redis) -> dict[str, Script]:
             ("claim", _CLAIM),
             ("release", _RELEASE),
             ("prune", _PRUNE),
+            ("delete", _DELETE),
         )
     }
