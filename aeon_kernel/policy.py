@@ -6,6 +6,10 @@ policy ``[policy] use`` names is asked before every tool call and every flow sta
 is a failed tool call (or a failed stage) carrying the policy and the rule that denied it, recorded like any other
 failure — it never changes where a run or a flow goes next.
 
+What a call touches but can only be known while it runs — the host a redirect leads to — is judged the same way
+before the tool touches it: the tool calls :meth:`~aeon_kernel.Tool.check_resources`, which asks the same policies
+about the same call with those resources, and a denial fails the call there.
+
 A policy is a component (``aeon_register_policies``), so an organisation can plug in its own evaluator; the
 declarative rules of ``aeon.toml`` are the built-in ``rules`` policy.
 """
@@ -13,7 +17,7 @@ declarative rules of ``aeon.toml`` are the built-in ``rules`` policy.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,7 +26,7 @@ from aeon_kernel.errors import PolicyDeniedError
 from aeon_kernel.invocation import ToolContext, describe, failed_call_error
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.models import ToolCall, utc_now
-from aeon_kernel.tools import Tool
+from aeon_kernel.tools import Tool, judged_by
 
 
 class PolicyAction(BaseModel):
@@ -90,10 +94,33 @@ def denial(policies: Sequence[tuple[str, Policy]], action: PolicyAction) -> Poli
 
 class PolicyGate:
     """The ``aeon_invoke_tool`` implementation that asks the policies first (``tryfirst``): a denied call is
-    answered with its refusal and never reaches the tool; an allowed one goes on to the next implementation."""
+    answered with its refusal and never reaches the tool; an allowed one goes on to the next implementation. Around
+    them all (a wrapper), the same policies judge whatever the call reports while it runs
+    (:meth:`~aeon_kernel.Tool.check_resources`)."""
 
     def __init__(self, policies: Sequence[tuple[str, Policy]]) -> None:
         self.policies = tuple(policies)
+
+    @hookimpl(specname="aeon_invoke_tool", wrapper=True)
+    def judge_while_running(
+        self, tool: Tool, arguments: dict[str, Any], context: ToolContext
+    ) -> Generator[None, ToolCall | None, ToolCall | None]:
+        def judge(asking: Tool, resources: dict[str, list[str]]) -> None:
+            action = PolicyAction(
+                kind="tool_call",
+                run_id=context.run_id,
+                stage=context.step_id,
+                node=context.node,
+                tool=asking.name,
+                arguments=arguments,
+                resources=resources,
+            )
+            refused = denial(self.policies, action)
+            if refused is not None:
+                raise refused
+
+        with judged_by(judge):
+            return (yield)
 
     @hookimpl(tryfirst=True)
     def aeon_invoke_tool(

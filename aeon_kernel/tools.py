@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -20,6 +22,22 @@ from aeon_kernel.schemas import check_schema, schema_errors
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 #: seconds the kernel waits past ``timeout`` for a tool that ``enforces_timeout``
 TIMEOUT_GRACE: Final = 2.0
+
+#: what judges the call running in this context (the policies, see :func:`judged_by`): given the tool and more of
+#: what the call touches, it raises the refusal, or returns
+Judge = Callable[["Tool", dict[str, list[str]]], None]
+_JUDGE: ContextVar[Judge | None] = ContextVar("aeon_tool_judge", default=None)
+
+
+@contextmanager
+def judged_by(judge: Judge) -> Iterator[None]:
+    """While the block runs (a tool call, in this context and the worker thread that copies it), have
+    :meth:`Tool.check_resources` ask ``judge``."""
+    token = _JUDGE.set(judge)
+    try:
+        yield
+    finally:
+        _JUDGE.reset(token)
 
 
 class Tool(BaseModel, ABC):
@@ -96,8 +114,19 @@ class Tool(BaseModel, ABC):
 
     def resources(self, arguments: dict[str, Any]) -> dict[str, list[str]]:
         """What a call with ``arguments`` touches, for policies to match: ``{"path": [...], "host": [...]}`` and
-        the like. Paths are relative to the tool's root, with ``/`` between parts. By default nothing."""
+        the like. Paths are relative to the tool's root, with ``/`` between parts; a path outside the root is
+        absolute, and what the tool could not work out is listed under ``unresolved`` (a policy that matches paths
+        should refuse it). By default nothing."""
         return {}
+
+    def check_resources(self, resources: dict[str, list[str]]) -> None:
+        """Have what this call touches beyond what :meth:`resources` said beforehand — found only while it runs,
+        as a redirect's host — judged as the call itself was, before the tool touches it: raises the refusal
+        (:class:`~aeon_kernel.errors.PolicyDeniedError`) when a policy denies it. Outside a judged call (no
+        policy configured, or the tool called directly) it does nothing."""
+        judge = _JUDGE.get()
+        if judge is not None:
+            judge(self, resources)
 
     @abstractmethod
     def invoke(self, **kwargs: Any) -> dict[str, Any]:

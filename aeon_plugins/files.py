@@ -9,7 +9,9 @@ a time from a descriptor of the root, never following a symbolic link (``O_NOFOL
 inside the root can lead outside it, even if it is changed while the call runs. Only regular files with one
 link are read or written: symbolic links, hard links (which may be a file outside the root under another name),
 devices, FIFOs and sockets are refused. Writes go to a temporary file in the same directory, flushed to disk,
-then renamed over the target: a reader sees the old content or the new, never half of it.
+then renamed over the target: a reader sees the old content or the new, never half of it. The new file keeps the
+old one's permission bits, never its setuid, setgid or sticky bit (the owner is now the tool's user). A failure of
+the system (a full disk, a read-only directory) is a ToolError naming the path asked for, never the temporary file.
 """
 
 from __future__ import annotations
@@ -124,9 +126,17 @@ class FilesTool(Tool):
             return {"path": [arguments["path"]]}
 
     def invoke(self, **kwargs: Any) -> dict[str, Any]:
-        operation, path = kwargs["operation"], kwargs["path"]
-        parts = relative_parts(path)
-        shown = "/".join(parts) or "."
+        parts = relative_parts(kwargs["path"])
+        try:
+            return self._operation(kwargs, parts)
+        except OSError as exc:  # the system's refusal, in words, for the path asked for (never a file's name)
+            raise ToolError(
+                f"{kwargs['operation']} {_shown(parts)} failed: {exc.strerror or type(exc).__name__}"
+            ) from None
+
+    def _operation(self, kwargs: dict[str, Any], parts: list[str]) -> dict[str, Any]:
+        operation = kwargs["operation"]
+        shown = _shown(parts)
         if operation == "list":
             return {"operation": "list", "path": shown, **self._list(parts)}
         if not parts:
@@ -175,8 +185,10 @@ class FilesTool(Tool):
         with self._directory(parts[:-1], create=True) as directory:
             name = parts[-1]
             mode = 0o644
-            with contextlib.suppress(FileNotFoundError):
-                mode = stat.S_IMODE(_regular_file(directory, name, parts).st_mode)
+            with contextlib.suppress(
+                FileNotFoundError
+            ):  # the old permissions, without setuid, setgid, sticky
+                mode = stat.S_IMODE(_regular_file(directory, name, parts).st_mode) & 0o777
             temporary = f".aeon-{secrets.token_hex(8)}.tmp"
             fd = os.open(
                 temporary,

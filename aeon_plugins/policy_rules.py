@@ -17,6 +17,11 @@ A rule matches an action when every condition it sets holds: ``tool`` and ``node
 relative to its root — where ``*`` also crosses ``/``; hosts ignore case), and ``arguments`` (argument name ->
 regular expression searched in the value, text as it is, anything else as JSON). A deny rule that matches wins;
 ``default`` applies to tool calls only, so a flow stage is refused only by a deny rule naming its ``node``.
+
+A path rule binds only what a tool can name, so while one applies to a call (its ``tool`` and ``node``, if set,
+match it) the call is also refused when the tool reports a path it could not resolve (``unresolved``: rule
+``unresolved-path``) or a path outside its root (an absolute path: rule ``outside-root``) that no allow rule's
+``path`` names — ``[[policy.rules.allow]] path = "/usr/share/dict/*"`` lets a program read there.
 """
 
 from __future__ import annotations
@@ -44,10 +49,14 @@ class Rule(BaseModel):
     arguments: dict[str, str] = {}
     reason: str = ""
 
-    def matches(self, action: PolicyAction) -> bool:
+    def applies_to(self, action: PolicyAction) -> bool:
+        """Whether the rule's ``tool`` and ``node`` hold for ``action`` (its other conditions aside)."""
         if self.tool is not None and not (action.tool and fnmatchcase(action.tool, self.tool)):
             return False
-        if self.node is not None and not (action.node and fnmatchcase(action.node, self.node)):
+        return self.node is None or bool(action.node and fnmatchcase(action.node, self.node))
+
+    def matches(self, action: PolicyAction) -> bool:
+        if not self.applies_to(action):
             return False
         if self.path is not None and not any(
             fnmatchcase(path, self.path) for path in action.resources.get("path", ())
@@ -75,12 +84,18 @@ class RulesPolicy(Policy):
         self.deny = _rules(deny or [], "deny")
         self.allow = _rules(allow or [], "allow")
         self.default = default
+        self._path_rules = tuple(rule for rule in (*self.deny, *self.allow) if rule.path is not None)
 
     def evaluate(self, action: PolicyAction) -> PolicyDecision | None:
         for rule in self.deny:
             if rule.matches(action):
                 return PolicyDecision(allowed=False, rule=rule.name, reason=rule.reason)
-        if action.kind == "stage" or self.default == "allow":
+        if action.kind == "stage":
+            return None
+        unbound = self._unbound_paths(action)
+        if unbound is not None:
+            return unbound
+        if self.default == "allow":
             return None
         for rule in self.allow:
             if rule.matches(action):
@@ -90,6 +105,37 @@ class RulesPolicy(Policy):
             rule="default",
             reason='no allow rule matches it, and [policy.rules] default = "deny"',
         )
+
+    def _unbound_paths(self, action: PolicyAction) -> PolicyDecision | None:
+        """The refusal of a call whose paths a path rule that applies to it cannot judge: unresolved ones, and
+        ones outside the tool's root that no allow rule names."""
+        applying = [rule.name for rule in self._path_rules if rule.applies_to(action)]
+        if not applying:
+            return None
+        because = f"and the path rule {applying[0]!r} applies to this call"
+        unresolved = action.resources.get("unresolved", ())
+        if unresolved:
+            return PolicyDecision(
+                allowed=False,
+                rule="unresolved-path",
+                reason=f"what {_short(unresolved[0])} names could not be worked out, {because}",
+            )
+        for path in action.resources.get("path", ()):
+            if path.startswith("/") and not any(
+                rule.matches(action.model_copy(update={"resources": {**action.resources, "path": [path]}}))
+                for rule in self.allow
+                if rule.path is not None
+            ):
+                return PolicyDecision(
+                    allowed=False,
+                    rule="outside-root",
+                    reason=f"{_short(path)} is outside the tool's root and no allow rule's path names it, {because}",
+                )
+        return None
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 def _rules(tables: list[dict[str, Any]], effect: str) -> tuple[Rule, ...]:

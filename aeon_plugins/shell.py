@@ -6,8 +6,28 @@ Off until granted: ``[tools.shell] grant = ["run"]``, ``programs = ["git", "pyth
 Never through a shell: the program is executed directly with the arguments as given, so ``;``, ``|``, ``>``,
 ``$(...)`` and backticks are plain text. Each program is looked up once, when the tool is built, in
 :data:`SEARCH_PATH` (or given as an absolute path) and run by that absolute path; the model chooses among the names
-as the user wrote them and nothing else. The allowlist is only as narrow as its programs: ``env``, ``python3``,
-``sh``, ``find -exec`` or ``xargs`` run anything.
+as the user wrote them and nothing else. The allowlist is only as narrow as its programs: many run others —
+``env``, ``xargs``, ``find -exec``, ``awk``, ``sed`` (its ``e`` command), ``python3``, ``sh``, ``bash``, ``ssh``,
+``make``, ``npm``, ``pip``, ``git`` (``git -c alias.x='!id' x``, and the commands its repository's configuration and
+hooks name) — and then the model can run anything. ``subcommands = { git = ["status", "log", "diff"] }`` allows a
+program only with one of those words as its first argument; and for ``git`` the options that name a program or
+configuration to run (``-c``, ``--config-env``, ``--exec-path=``, ``--upload-pack``, ``--receive-pack``,
+``--exec``, ``--extcmd``, ``--config``, ``--template``, ``--open-files-in-pager``, their abbreviations, ``clone
+-u``, ``rebase -x``, ``grep -O``) and the subcommands that run programs or rewrite configuration (``config``,
+``submodule``, ``bisect``, ``difftool``, ``mergetool``, ``filter-branch``, ``send-email``...) are always refused: a
+deny list, so a help, not a guarantee — list the subcommands you need.
+
+What a call touches, for policies (``resources``): every argument, each word within it (split at whitespace,
+quotes and ``= : , ; @`` and the like: ``--file=a``, ``HEAD:a``, ``-d @a``), and each value a short option may
+carry (``-fa``) is a path; a URL is not, except a ``file:`` one. Each is resolved against the root as the program
+would: ``..`` normalised, symbolic links followed (``realpath``), absolute paths as such, ``~`` as the root (the
+programs' ``HOME``); and a glob (which no shell expands, but some programs do) is expanded. Each is reported
+relative to the root — both as written and as resolved — or, outside it, as an absolute path; a directory is
+reported with everything beneath it (links followed), up to :data:`MAX_WALK_ENTRIES`. What cannot be worked out (a
+larger tree, a glob with more than :data:`MAX_GLOB_MATCHES` matches, an unreadable directory) is reported as
+``unresolved``, which the ``rules`` policy refuses while any path rule applies to the call. This binds what the
+arguments name, not what a program computes (``python3 -c``) or reads by itself: a program run without a path
+reads the working directory (``grep -r x``, ``find``), so keep what a path rule protects outside the root.
 
 The root is the working directory, not a jail: a program may open any path its user can. Set ``user`` to run the
 programs as an unprivileged account (``user = "nobody"``, which must then be able to use the root). The
@@ -40,6 +60,7 @@ waits a little longer and the tool's own message is the one recorded.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import pwd
 import re
@@ -70,6 +91,57 @@ _POLL_SECONDS: Final = 0.02
 _READ_BYTES: Final = 65536
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EXIT: Final = "exit"
+#: at most this many entries beneath the directories a call names are looked at for policies; past it, what the
+#: call touches is ``unresolved``
+MAX_WALK_ENTRIES: Final = 10_000
+#: at most this many matches of a glob in an argument; past it, ``unresolved``
+MAX_GLOB_MATCHES: Final = 1_000
+#: where an argument is split into the words that may each be a path
+_WORD_SEPARATORS: Final = re.compile(r"[\s=:,;'\"()<>|&`@$]+")
+_URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^\s'\"]*)")
+_GLOB: Final = re.compile(r"[*?\[]")
+#: git's options that name a program or configuration for it to run (long options are refused by any
+#: abbreviation git would accept too), the short ones by subcommand, and the subcommands that run programs or
+#: rewrite the configuration others then run
+_GIT_OPTIONS: Final = (
+    "config-env",
+    "exec-path",
+    "upload-pack",
+    "receive-pack",
+    "exec",
+    "extcmd",
+    "config",
+    "template",
+    "open-files-in-pager",
+)
+_GIT_SHORT: Final = {"clone": "u", "rebase": "x", "grep": "O", "ls-remote": "u", "archive": "x"}
+_GIT_SUBCOMMANDS: Final = frozenset(
+    {
+        "config",
+        "submodule",
+        "bisect",
+        "difftool",
+        "mergetool",
+        "filter-branch",
+        "filter-repo",
+        "send-email",
+        "daemon",
+        "instaweb",
+        "web--browse",
+        "help",
+        "credential",
+        "upload-pack",
+        "receive-pack",
+        "upload-archive",
+        "shell",
+        "remote-ext",
+        "remote-fd",
+        "run-command",
+        "hook",
+    }
+)
+#: git's global options that take the next argument as their value
+_GIT_GLOBAL_VALUES: Final = frozenset({"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix"})
 
 
 def input_schema(programs: list[str]) -> dict[str, Any]:
@@ -131,6 +203,8 @@ class ShellTool(Tool):
     env: dict[str, str | SecretStr] = {}
     #: the account to run the programs as (root only); the programs' own user when unset
     user: str | None = None
+    #: program -> the first arguments it may be run with (``git = ["status", "log", "diff"]``); others run with any
+    subcommands: dict[str, list[str]] = {}
 
     _paths: dict[str, str] = PrivateAttr(default_factory=dict)
     _account: tuple[int, int] | None = PrivateAttr(default=None)
@@ -144,6 +218,14 @@ class ShellTool(Tool):
                 names = list(dict.fromkeys(programs))
                 data = {**data, "input_schema": input_schema(names)}
                 data.setdefault("example", {"program": names[0], "args": ["--version"]})
+        subcommands = data.get("subcommands") if isinstance(data, dict) else None
+        if isinstance(subcommands, dict) and subcommands and "description" not in data:
+            rules = "; ".join(
+                f"{name} only as {name} {' | '.join(map(str, words))} ..."
+                for name, words in subcommands.items()
+                if isinstance(words, list)
+            )
+            data = {**data, "description": f"{cls.model_fields['description'].default} Allowed: {rules}."}
         return data
 
     @model_validator(mode="after")
@@ -166,19 +248,29 @@ class ShellTool(Tool):
             if "\x00" in (value.get_secret_value() if isinstance(value, SecretStr) else value):
                 raise ConfigError(f"[tools.shell] env: {shown} of {name} holds a NUL byte")
         self._account = _account(self.user)
+        for name, words in self.subcommands.items():
+            if name not in self._paths:
+                raise ConfigError(f"[tools.shell] subcommands: {name!r} is not one of programs")
+            if not words or not all(w and not w.startswith("-") for w in words):
+                raise ConfigError(
+                    f"[tools.shell] subcommands.{name} must list the words {name} may be run with first "
+                    '(subcommands, not options), e.g. ["status", "log"]'
+                )
         return self
 
     def resources(self, arguments: dict[str, Any]) -> dict[str, list[str]]:
-        """The program, and each argument that could be a path under the root (not an option, not absolute, no
-        ``..``), with ``/`` between its parts: a guess, and a generous one (``echo hello`` lists ``hello``)."""
-        paths = []
+        """The program, and every path its arguments may name, resolved against the root (see the module's
+        docstring): relative to the root, or absolute outside it; what cannot be worked out, ``unresolved``."""
+        assert self.root is not None  # judged only when granted
+        touched = _Touched(str(self.root))
         for argument in arguments.get("args", []):
-            if not isinstance(argument, str) or not argument or argument.startswith(("-", "/", "~")):
-                continue
-            parts = [part for part in argument.split("/") if part not in ("", ".")]
-            if ".." not in parts and "\x00" not in argument:
-                paths.append("/".join(parts) or ".")
-        return {"program": [arguments["program"]], "path": paths}
+            if isinstance(argument, str):
+                for candidate in path_candidates(argument):
+                    touched.add(candidate)
+        found: dict[str, list[str]] = {"program": [arguments["program"]], "path": list(touched.paths)}
+        if touched.unresolved:
+            found["unresolved"] = list(touched.unresolved)
+        return found
 
     def invoke(self, **kwargs: Any) -> dict[str, Any]:
         unknown = sorted(set(kwargs) - {"program", "args"})
@@ -198,6 +290,14 @@ class ShellTool(Tool):
             raise ToolError("an argument holds a NUL byte, which no program can be given; remove it")
         if not all(is_utf8(a) for a in args):
             raise ToolError("an argument holds a lone surrogate, which has no UTF-8 form; remove it")
+        first_words = self.subcommands.get(name)
+        if first_words is not None and (not args or args[0] not in first_words):
+            raise ToolError(
+                f"{name} may be run only with one of {', '.join(first_words)} as its first argument (subcommands in "
+                f"[tools.shell]); {_first(args)} is not one of them"
+            )
+        if "git" in (name, os.path.basename(self._paths[name])):
+            _check_git(args)
         exit_code, stdout, stderr, truncated = self._run(name, args)
         return {
             "program": name,
@@ -345,6 +445,127 @@ class ShellTool(Tool):
                 hard = min(hard, ceiling)
             limits.append((kind, (min(soft, hard), hard)))
         return limits
+
+
+def path_candidates(argument: str) -> list[str]:
+    """Every text in ``argument`` that a program may read as a path: the argument, each word of it, and what a
+    short option may carry (``-fa`` -> ``a``, ``fa``); URLs left out, a ``file:`` URL's path kept."""
+
+    def unurl(match: re.Match[str]) -> str:
+        if match.group(1).lower() != "file":
+            return " "
+        rest = match.group(2)
+        return " " + (rest if rest.startswith("/") else "/" + rest.partition("/")[2]) + " "
+
+    words = [argument, *_WORD_SEPARATORS.split(_URL.sub(unurl, argument))]
+    candidates: list[str] = []
+    for word in words:
+        if not word:
+            continue
+        candidates.append(word)
+        if word.startswith("-") and not word.startswith("--"):
+            end = 1
+            while end < len(word) and word[end].isalnum():
+                end += 1
+                candidates.append(word[end:])
+    return [c for c in dict.fromkeys(candidates) if c]
+
+
+class _Touched:
+    """The paths a call's arguments resolve to under ``root`` (relative) or outside it (absolute), directories
+    with what is beneath them, and what could not be resolved."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.paths: dict[str, None] = {}
+        self.unresolved: dict[str, None] = {}
+        self.walked = 0
+        self.seen: set[str] = set()
+
+    def add(self, candidate: str) -> None:
+        try:
+            if candidate == "~" or candidate.startswith("~/"):
+                self._resolve(candidate[2:] or ".")  # the programs' HOME is the root
+            elif candidate.startswith("~"):
+                self._resolve(os.path.expanduser(candidate))
+            if _GLOB.search(candidate):
+                matches = glob.glob(candidate, root_dir=self.root, recursive=True, include_hidden=True)
+                if len(matches) > MAX_GLOB_MATCHES:
+                    self.unresolved[candidate] = None
+                for match in matches[:MAX_GLOB_MATCHES]:
+                    self._resolve(match)
+            self._resolve(candidate)
+        except (OSError, ValueError):
+            self.unresolved[candidate] = None
+
+    def _shown(self, path: str) -> str:
+        if path == self.root:
+            return "."
+        if path.startswith(self.root + os.sep):
+            return path[len(self.root) + 1 :].replace(os.sep, "/")
+        return path
+
+    def _resolve(self, candidate: str) -> None:
+        joined = os.path.join(self.root, candidate)
+        self.paths[self._shown(os.path.normpath(joined))] = None
+        real = os.path.realpath(joined)
+        self.paths[self._shown(real)] = None
+        if os.path.isdir(real):
+            self._walk(candidate, real)
+
+    def _walk(self, candidate: str, directory: str) -> None:
+        """Everything beneath ``directory``, links followed, until :data:`MAX_WALK_ENTRIES` (then unresolved)."""
+        waiting = [directory]
+        while waiting:
+            current = waiting.pop()
+            if current in self.seen:
+                continue
+            self.seen.add(current)
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    self.walked += 1
+                    if self.walked > MAX_WALK_ENTRIES:
+                        self.unresolved[candidate] = None
+                        return
+                    self.paths[self._shown(entry.path)] = None
+                    if entry.is_symlink():
+                        real = os.path.realpath(entry.path)
+                        self.paths[self._shown(real)] = None
+                        if os.path.isdir(real):
+                            waiting.append(real)
+                    elif entry.is_dir(follow_symlinks=False):
+                        waiting.append(entry.path)
+
+
+def _first(args: list[str]) -> str:
+    return repr(args[0]) if args else "no argument"
+
+
+def _check_git(args: list[str]) -> None:
+    """Refuse what makes git run a program the call names, or rewrite the configuration later calls run."""
+    index = 0
+    while index < len(args) and args[index].startswith("-"):  # the global options, before the subcommand
+        option = args[index]
+        if option.startswith("-c") or option.startswith("--c"):  # -c, -cname=value, --config-env
+            raise ToolError(f"git {option.split('=', 1)[0]} is refused: it can make git run any program")
+        index += 2 if option in _GIT_GLOBAL_VALUES else 1
+    command = args[index] if index < len(args) else ""
+    if command in _GIT_SUBCOMMANDS:
+        raise ToolError(f"git {command} is refused: it runs other programs or rewrites git's configuration")
+    for argument in args[index + 1 :] + args[:index]:
+        if argument == "--":
+            break
+        if argument.startswith("--") and len(argument) > 2:
+            given = argument[2:].split("=", 1)[0]
+            if given in ("exec-path",) and "=" not in argument:
+                continue  # only prints where git's programs are
+            if any(name.startswith(given) for name in _GIT_OPTIONS):
+                raise ToolError(f"git --{given} is refused: it can make git run any program")
+        elif argument.startswith("-") and len(argument) > 1:
+            letters = argument[1:]
+            refused = [c for c in _GIT_SHORT.get(command, "") if c in letters.split("=", 1)[0]]
+            if refused and letters[0].isalpha():
+                raise ToolError(f"git {command} -{refused[0]} is refused: it can make git run any program")
 
 
 def _program_path(name: str) -> str:

@@ -17,17 +17,26 @@ and each redirect's target — is checked before a byte is sent:
   connection is then made to the checked address (pinned), so a second answer from DNS cannot send it elsewhere;
   the Host header and, for https, the certificate check still use the name;
 * redirects are followed here, never by a library, at most ``max_redirects`` of them, each target checked as
-  above before it is requested.
+  above before it is requested — and judged by the policies, as the first URL was (``Tool.check_resources``): a
+  ``host`` rule that denies a redirect's host stops the call at that hop, before a connection is made to it.
 
 ``timeout`` bounds the whole call, redirects included: each connection and read waits at most what is left of it,
 a watchdog shuts the socket when it runs out (a server that drips a byte at a time gains nothing), and a name that
 takes long to resolve is given up on. It is the :class:`~aeon_kernel.Tool` field the kernel also holds a call to;
 the tool ``enforces_timeout``, so the kernel waits a little longer and the tool's own message is the one recorded.
 
-A body larger than ``max_response_bytes`` is an error; no more than one byte past the limit is read. Configured
-``headers`` are sent on every request; their values are registered as secrets (``{ "$env" = "API_TOKEN" }``
-values, and plain ones under a credential-like name), never shown in a result, an error or the tool's repr, and a
-response that echoes one shows ``***`` in its place.
+A body larger than ``max_response_bytes`` is an error; no more than one byte past the limit is read; a body is
+decoded with the charset its Content-Type names when that is a text encoding Python has, else as UTF-8 (undecodable
+bytes replaced either way).
+
+Configured ``headers`` are scoped. A header set directly (``headers = { X-Team = "core" }``) is sent on a call's
+first request, whichever listed host that is, and on redirects that keep its origin (scheme, host and port); a
+table under a ``hosts`` entry (``[tools.http.headers."api.example.com"]``, ``Authorization = ...``) is sent on
+requests to that host only, redirected there or not. After a redirect from https to http no configured header is
+sent at all, and a call's own credential-like headers (``Authorization``, ``Cookie``, ``X-Api-Key``...) are dropped
+on a redirect to another origin too. The values are registered as secrets (``{ "$env" = "API_TOKEN" }`` values,
+and plain ones under a credential-like name), never shown in a result, an error or the tool's repr, and a response
+that echoes one shows ``***`` in its place.
 
 The tool is here; its parts are :mod:`aeon_plugins.http.addresses` (URLs, hosts, allowlist entries and which
 addresses are public) and :mod:`aeon_plugins.http.connection` (name resolution, the deadline, the pinned
@@ -39,7 +48,7 @@ readable here (``aeon_plugins.http.resolve``, ``aeon_plugins.http._tls``), each 
 
 from __future__ import annotations
 
-import contextlib
+import codecs
 import importlib
 import json
 import re
@@ -49,6 +58,7 @@ from urllib.parse import urljoin, urlsplit
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 
 from aeon_kernel import ConfigError, Register, Tool, ToolError, hookimpl
+from aeon_kernel.errors import PolicyDeniedError
 from aeon_kernel.kit import clean_secret, lazy_getattr, scrub_secrets
 
 from .addresses import (
@@ -115,6 +125,9 @@ _CREDENTIAL_NAME: Final = re.compile(
 _HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
 _HEADER_VALUE: Final = re.compile(r"[\x20-\x7e]*")
 _CHARSET: Final = re.compile(r"charset\s*=\s*\"?([A-Za-z0-9._:-]+)", re.IGNORECASE)
+#: codecs Python calls text encodings that are not a charset a body can be in: they fail on ordinary bytes
+#: (``idna`` knows only strict errors), read backslash escapes, or refuse everything
+_NOT_CHARSETS: Final = frozenset({"idna", "punycode", "raw-unicode-escape", "unicode-escape", "undefined"})
 _READ_CHUNK: Final = 64 * 1024
 _USER_AGENT: Final = "aeon-http"
 _HOW_TO_ALLOW: Final = "to hosts in [tools.http]"
@@ -175,10 +188,16 @@ class HttpTool(Tool):
     timeout: float = Field(default=10.0, gt=0, le=3600)
     max_response_bytes: int = Field(default=1_000_000, gt=0, le=16_000_000)
     max_redirects: int = Field(default=5, ge=0, le=20)
-    #: sent on every request; they may hold credentials, so the field is kept out of repr and dumps
-    headers: dict[str, str | SecretStr] = Field(default_factory=dict, exclude=True, repr=False)
+    #: a name and its value: sent on the first request and on redirects within its origin; a ``hosts`` entry and a
+    #: table of them: sent to that host only. They may hold credentials, so the field is kept out of repr and dumps
+    headers: dict[str, str | SecretStr | dict[str, str | SecretStr]] = Field(
+        default_factory=dict, exclude=True, repr=False
+    )
 
     _entries: tuple[Entry, ...] = PrivateAttr(default=())
+    #: the unscoped headers, and each hosts entry's own
+    _unscoped: dict[str, str | SecretStr] = PrivateAttr(default_factory=dict)
+    _scoped: tuple[tuple[Entry, dict[str, str | SecretStr]], ...] = PrivateAttr(default=())
 
     @model_validator(mode="before")
     @classmethod
@@ -209,24 +228,32 @@ class HttpTool(Tool):
             )
         self._entries = tuple(parse_entry(entry) for entry in self.hosts)
         importlib.import_module(_CONNECTION)  # the network code: now, rather than within a call's timeout
-        headers: dict[str, str | SecretStr] = {}
-        for name, value in self.headers.items():
-            if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
-                raise ConfigError(f"[tools.http] headers: {name!r} is not a valid header name")
-            if name.lower() in _FORBIDDEN_HEADERS:
-                raise ConfigError(
-                    f"[tools.http] headers: {name} is set by the tool itself and cannot be configured"
-                )
-            where = f"[tools.http] headers.{name}"
-            secret = isinstance(value, SecretStr) or bool(_CREDENTIAL_NAME.search(name))
-            text = value.get_secret_value() if isinstance(value, SecretStr) else value
-            if secret:
-                text = clean_secret(text, where)  # registered: every scrubber hides it from now on
-            if not _HEADER_VALUE.fullmatch(text):
-                raise ConfigError(f"{where} holds a character other than printable ASCII")  # never quoted
-            headers[name] = SecretStr(text) if secret else text
+        headers: dict[str, str | SecretStr | dict[str, str | SecretStr]] = {}
+        scoped: list[tuple[Entry, dict[str, str | SecretStr]]] = []
+        for key, value in self.headers.items():
+            if isinstance(value, dict):
+                entry = self._scope(key)
+                table = {name: _configured(name, item, f'headers."{key}"') for name, item in value.items()}
+                headers[key] = table
+                scoped.append((entry, table))
+            else:
+                self._unscoped[key] = headers[key] = _configured(key, value, "headers")
         object.__setattr__(self, "headers", headers)
+        self._scoped = tuple(scoped)
         return self
+
+    def _scope(self, key: str) -> Entry:
+        """The ``hosts`` entry a table of headers is scoped to; a ConfigError unless it is one of them."""
+        try:
+            entry = parse_entry(key)
+        except ConfigError:
+            entry = None
+        if entry is None or entry not in self._entries:
+            raise ConfigError(
+                f"[tools.http] headers: {key!r} holds a table, so it must be an entry of hosts (written as in "
+                "hosts), whose requests get those headers"
+            )
+        return entry
 
     def required_permissions(self, arguments: dict[str, Any]) -> frozenset[str]:
         return frozenset({str(arguments["method"]).lower()})
@@ -249,6 +276,8 @@ class HttpTool(Tool):
             message = str(exc)
             scrubbed = scrub_secrets(message)
             if scrubbed != message:
+                if isinstance(exc, PolicyDeniedError):
+                    raise PolicyDeniedError(scrubbed, policy=exc.policy, rule=exc.rule) from None
                 raise ToolError(scrubbed) from None
             raise
 
@@ -267,10 +296,15 @@ class HttpTool(Tool):
             raise ToolError(f"a {method} request has no body; send the body with POST")
         payload = _encoded_body(body) if method == "POST" else None
         headers = self._headers(kwargs.get("headers") or {}, body)
-        target = self._allowed(parse_url(kwargs.get("url")))
+        target = first = self._allowed(parse_url(kwargs.get("url")))
+        downgraded = False  # an https request was redirected to http: no credential is sent from then on
         with Deadline(self.timeout) as deadline:
             for hop in range(self.max_redirects + 1):
-                status, location, content_type, data = self._send(method, target, payload, headers, deadline)
+                sent = {
+                    **self._own(headers, target, first, downgraded),
+                    **self._configured(target, first, downgraded),
+                }
+                status, location, content_type, data = self._send(method, target, payload, sent, deadline)
                 if status not in REDIRECTS or location is None:
                     return {
                         "status": status,
@@ -284,7 +318,7 @@ class HttpTool(Tool):
                         f"{_short(target.url)} redirected more than max_redirects = {self.max_redirects} times; "
                         "raise max_redirects in [tools.http] if the chain is legitimate"
                     )
-                origin, following = target.url, location
+                origin, following, previous = target.url, location, target
                 try:
                     following = urljoin(origin, location)
                     target = self._allowed(parse_url(following))
@@ -292,11 +326,22 @@ class HttpTool(Tool):
                         method, payload = "GET", None  # as browsers do; 307 and 308 keep both
                         headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
                     self._check_granted(method, "the redirect")
+                    self.check_resources(
+                        {"host": [target.host], "url": [target.url]}
+                    )  # the policies, per hop
+                except PolicyDeniedError as exc:
+                    raise PolicyDeniedError(
+                        f"{_short(origin)} redirected ({status}) to {_short(following)}, which was not "
+                        f"requested: {exc}",
+                        policy=exc.policy,
+                        rule=exc.rule,
+                    ) from None
                 except (ToolError, ValueError) as exc:
                     raise ToolError(
                         f"{_short(origin)} redirected ({status}) to {_short(following)}, which was not "
                         f"requested: {exc}"
                     ) from None
+                downgraded = downgraded or (previous.scheme == "https" and target.scheme == "http")
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
     def _check_granted(self, method: str, what: str) -> None:
@@ -307,12 +352,13 @@ class HttpTool(Tool):
             )
 
     def _headers(self, extra: Any, body: str | None) -> dict[str, str]:
-        """The call's headers: its own (checked) and the configured ones, which it may not replace."""
+        """The call's own headers, checked: none may replace a configured one (they are added per request)."""
         if not isinstance(extra, dict):
             raise ToolError("headers must be an object of header names and string values")
         if len(extra) > MAX_CALL_HEADERS:
             raise ToolError(f"a call may set at most {MAX_CALL_HEADERS} headers")
-        configured = {name.lower() for name in self.headers}
+        configured = {name.lower() for name in self._unscoped}
+        configured.update(name.lower() for _, table in self._scoped for name in table)
         headers: dict[str, str] = {"User-Agent": _USER_AGENT}
         for name, value in extra.items():
             if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
@@ -334,22 +380,34 @@ class HttpTool(Tool):
                 )
             headers = {k: v for k, v in headers.items() if k.lower() != name.lower()}
             headers[name] = value
-        for name, secret in self.headers.items():
-            headers[name] = secret.get_secret_value() if isinstance(secret, SecretStr) else secret
         if body is not None and not any(k.lower() == "content-type" for k in headers):
             headers["Content-Type"] = _content_type(body)
         return headers
 
+    @staticmethod
+    def _own(headers: dict[str, str], target: Target, first: Target, downgraded: bool) -> dict[str, str]:
+        """The call's own headers for a request to ``target``: its credentials stay with the first origin."""
+        if target.origin == first.origin and not downgraded:
+            return headers
+        return {k: v for k, v in headers.items() if not _CREDENTIAL_NAME.search(k)}
+
+    def _configured(self, target: Target, first: Target, downgraded: bool) -> dict[str, str]:
+        """The configured headers a request to ``target`` gets: the unscoped ones within the first request's
+        origin, and those of each hosts entry that allows ``target``; none at all after https led to http."""
+        if downgraded:
+            return {}
+        chosen: dict[str, str | SecretStr] = {}
+        tables = [table for entry, table in self._scoped if entry.allows(target)]
+        for table in ([self._unscoped] if target.origin == first.origin else []) + tables:
+            for name, value in table.items():
+                chosen = {k: v for k, v in chosen.items() if k.lower() != name.lower()}
+                chosen[name] = value
+        return {k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in chosen.items()}
+
     def _allowed(self, target: Target) -> Target:
         """``target`` when an entry of ``hosts`` allows its host and port; ToolError otherwise."""
-        for entry in self._entries:
-            if not entry.allows_port(target.scheme, target.port):
-                continue
-            if target.address is None:
-                if entry.name == target.host:
-                    return target
-            elif entry.holds(target.address):
-                return target
+        if any(entry.allows(target) for entry in self._entries):
+            return target
         raise ToolError(
             f"{target.shown} is not on the allowlist, so the request was not sent; if it should be reachable, "
             f'add "{target.shown}" {_HOW_TO_ALLOW}'
@@ -459,12 +517,39 @@ def _content_type(body: str) -> str:
     return "application/json"
 
 
+def _configured(name: Any, value: Any, where: str) -> str | SecretStr:
+    """A configured header's value, checked; a secret (by reference, or by a credential-like name) is registered
+    and kept as a SecretStr. ``where`` is the table it is in, under ``[tools.http]``."""
+    if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+        raise ConfigError(f"[tools.http] {where}: {name!r} is not a valid header name")
+    if name.lower() in _FORBIDDEN_HEADERS:
+        raise ConfigError(f"[tools.http] {where}: {name} is set by the tool itself and cannot be configured")
+    if not isinstance(value, (str, SecretStr)):
+        raise ConfigError(f"[tools.http] {where}.{name} must be text or a secret reference")
+    where = f"[tools.http] {where}.{name}"
+    secret = isinstance(value, SecretStr) or bool(_CREDENTIAL_NAME.search(name))
+    text = value.get_secret_value() if isinstance(value, SecretStr) else value
+    if secret:
+        text = clean_secret(text, where)  # registered: every scrubber hides it from now on
+    if not _HEADER_VALUE.fullmatch(text):
+        raise ConfigError(f"{where} holds a character other than printable ASCII")  # never quoted
+    return SecretStr(text) if secret else text
+
+
 def _text(data: bytes, content_type: str) -> str:
-    """``data`` decoded with the charset ``content_type`` names, else UTF-8; undecodable bytes replaced."""
+    """``data`` decoded with the charset ``content_type`` names when it is a text encoding a body can be in, else
+    UTF-8 (an unknown charset, ``base64``, ``idna``...); undecodable bytes replaced either way."""
     match = _CHARSET.search(content_type)
     if match:
-        with contextlib.suppress(LookupError):  # unknown, or not a text encoding (base64, rot13)
-            return data.decode(match.group(1), errors="replace")
+        try:
+            codec = codecs.lookup(match.group(1))
+        except LookupError:
+            codec = None
+        if codec is not None and codec._is_text_encoding and codec.name not in _NOT_CHARSETS:
+            try:
+                return data.decode(codec.name, errors="replace")
+            except (UnicodeError, ValueError, LookupError, TypeError):
+                pass  # a codec that cannot replace what it cannot read
     return data.decode("utf-8", errors="replace")
 
 

@@ -49,6 +49,14 @@ class Entry:
             return address in _LOCALHOST
         return self.network is not None and address in self.network
 
+    def allows(self, target: Target) -> bool:
+        """Whether this entry lets a request go to ``target`` (its name, or its address, and its port)."""
+        if not self.allows_port(target.scheme, target.port):
+            return False
+        if target.address is None:
+            return self.name == target.host
+        return self.holds(target.address)
+
 
 @dataclass(frozen=True, slots=True)
 class Target:
@@ -60,6 +68,11 @@ class Target:
     address: IPAddress | None  #: when the host is an address
     port: int
     path: str  #: path and query, as sent
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        """Scheme, host and port: what a redirect must keep for credentials to follow it."""
+        return self.scheme, self.host, self.port
 
     @property
     def shown(self) -> str:

@@ -174,10 +174,35 @@ def test_stdin_is_empty(tool: ShellTool) -> None:
     }
 
 
-def test_resources_name_the_program_and_possible_paths(tool: ShellTool) -> None:
-    arguments = {"program": "cat", "args": ["-n", "notes/./a.txt", "/etc/passwd", "../up", "b"]}
-    assert tool.resources(arguments) == {"program": ["cat"], "path": ["notes/a.txt", "b"]}
+def test_resources_name_the_program_and_every_path_resolved(tool: ShellTool, tmp_path: Path) -> None:
+    """Every argument, and each word and option value in it, resolved against the root: relative to it, or
+    absolute outside it (the rules policy's tests and test_policy_resources.py judge them)."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("a")
+    os.symlink("notes/a.txt", tmp_path / "link")
+    arguments = {"program": "cat", "args": ["-n", "notes/./a.txt", "/etc/passwd", "../up", "b", "link"]}
+    assert tool.resources(arguments) == {
+        "program": ["cat"],
+        "path": ["-n", "notes/a.txt", "/etc/passwd", str(tmp_path.parent / "up"), "b", "link"],
+    }
     assert tool.resources({"program": "echo"}) == {"program": ["echo"], "path": []}
+    found = tool.resources(
+        {"program": "cat", "args": ["--file=notes//a.txt,x", "-fb", "HEAD:c", "https://h/d"]}
+    )
+    assert found["path"] == [
+        "--file=notes/a.txt,x",
+        "--file",
+        "notes/a.txt",
+        "x",
+        "-fb",
+        "b",
+        "HEAD:c",
+        "HEAD",
+        "c",
+        "https:/h/d",
+    ]  # fmt: skip: a URL's words are not paths (the whole argument still is one)
+    walked = tool.resources({"program": "grep", "args": ["-r", "x", "."]})["path"]
+    assert set(walked) == {"-r", "x", ".", "notes", "notes/a.txt", "link"}
 
 
 # --- the environment -------------------------------------------------------------------------------------------
