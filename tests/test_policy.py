@@ -17,6 +17,7 @@ from aeon_kernel import (
     PolicyAction,
     PolicyDecision,
     Register,
+    Tool,
     hookimpl,
 )
 from aeon_kernel.config import parse_config
@@ -66,6 +67,97 @@ def test_default_deny_needs_an_allow_rule_for_tool_calls_only() -> None:
     refused = policy.evaluate(action(tool="echo"))
     assert refused is not None and not refused.allowed and refused.rule == "default"
     assert policy.evaluate(PolicyAction(kind="stage", run_id="r", stage="t1/a", node="a")) is None
+
+
+@pytest.mark.parametrize(
+    ("rules", "resources", "rule"),
+    [
+        # no path rule applies: paths outside the root and unresolved ones are for other policies to judge
+        ({"deny": [{"tool": "files", "arguments": {"operation": "write"}}]}, {"path": ["/etc/passwd"]}, None),
+        ({"deny": [{"tool": "files", "path": "secrets/*"}]}, {"path": ["/etc/passwd"]}, None),
+        ({"deny": [{"node": "other", "path": "secrets/*"}]}, {"unresolved": ["big"]}, None),
+        # a path rule applies: what it cannot judge is refused
+        ({"deny": [{"path": "secrets/*"}]}, {"path": ["notes/a.txt"]}, None),
+        ({"deny": [{"path": "secrets/*"}]}, {"path": ["notes/a.txt", "/etc/passwd"]}, "outside-root"),
+        ({"deny": [{"tool": "sh*", "path": "secrets/*"}]}, {"path": ["/etc/passwd"]}, "outside-root"),
+        ({"deny": [{"path": "secrets/*"}]}, {"path": ["a"], "unresolved": ["big"]}, "unresolved-path"),
+        ({"deny": [{"path": "secrets/*"}]}, {"path": ["secrets/k", "/etc/passwd"]}, "deny[0]"),  # deny first
+        ({"deny": [{"path": "/etc/*"}]}, {"path": ["/etc/passwd"]}, "deny[0]"),  # absolute paths match too
+        # an allow rule's path names what may be touched outside the root
+        (
+            {"deny": [{"path": "secrets/*"}], "allow": [{"path": "/usr/share/*"}]},
+            {"path": ["/usr/share/x"]},
+            None,
+        ),
+        (
+            {"deny": [{"path": "secrets/*"}], "allow": [{"path": "/usr/share/*", "tool": "files"}]},
+            {"path": ["/usr/share/x"]},
+            "outside-root",
+        ),
+        (
+            {"default": "deny", "allow": [{"name": "work", "path": "work/*"}]},
+            {"path": ["work/a", "/tmp/x"]},
+            "outside-root",
+        ),
+        ({"default": "deny", "allow": [{"name": "work", "path": "work/*"}]}, {"path": ["work/a"]}, "work"),
+    ],
+)
+def test_what_a_path_rule_cannot_judge_is_refused(
+    rules: dict[str, Any], resources: dict[str, list[str]], rule: str | None
+) -> None:
+    decision = RulesPolicy(**rules).evaluate(action(tool="shell", node="act", resources=resources))
+    if rule is None:
+        assert decision is None or decision.allowed
+    else:
+        assert decision is not None and decision.rule == rule
+        assert decision.allowed is (rule == "work")
+    stage = PolicyAction(kind="stage", run_id="r", stage="t/act", node="act", resources=resources)
+    judged = RulesPolicy(**rules).evaluate(stage)  # a stage is refused only by a deny rule
+    assert judged is None or judged.rule.startswith("deny[")
+
+
+class Probe(Tool):
+    """A tool that learns, while it runs, a host it is about to reach (as a redirect would tell it)."""
+
+    name: str = "probe"
+    description: str = "Reach a host."
+    input_schema: dict[str, Any] = {"type": "object", "properties": {"host": {"type": "string"}}}
+    output_schema: dict[str, Any] = {"type": "object"}
+    reached: list[str] = []
+
+    def resources(self, arguments: dict[str, Any]) -> dict[str, list[str]]:
+        return {"host": ["start.test"]}
+
+    def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        self.check_resources({"host": [kwargs["host"]]})
+        self.reached.append(kwargs["host"])
+        return {"reached": kwargs["host"]}
+
+
+class ProbePlugin:
+    @hookimpl
+    def aeon_register_tools(self, register: Register) -> None:
+        register("probe", lambda **options: Probe(**options))
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0])  # in the caller's thread, and in the kernel's worker thread
+def test_what_a_tool_reports_while_it_runs_is_judged_by_the_same_policies(timeout: float | None) -> None:
+    deny = {"deny": [{"name": "not-there", "tool": "probe", "host": "evil.test"}]}
+    config = parse_config({"tools": {"probe": {"timeout": timeout}}, "policy": {"rules": deny}})
+    with Engine(config, plugins=[ProbePlugin()]) as engine:
+        assert engine.policies
+        tool = engine.tools.get("probe")
+        assert isinstance(tool, Probe)
+        context = ToolContext("r", "1")
+        fine = engine.pm.hook.aeon_invoke_tool(tool=tool, arguments={"host": "good.test"}, context=context)
+        refused = engine.pm.hook.aeon_invoke_tool(tool=tool, arguments={"host": "evil.test"}, context=context)
+    assert fine.result == {"reached": "good.test"}
+    assert refused.result is None and (refused.error["type"], refused.error["rule"]) == (
+        "PolicyDeniedError",
+        "not-there",
+    )
+    assert tool.reached == ["good.test"]
+    assert tool.invoke(host="evil.test") == {"reached": "evil.test"}  # called directly, nothing judges it
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import itertools
 import os
 import re
+import resource
 import socket
 import stat
 import threading
@@ -194,6 +196,55 @@ def test_writes_are_atomic_keep_the_mode_and_leave_no_temporary_file(sandbox: tu
     assert (root / "notes.txt").read_text() == "replaced"
     assert stat.S_IMODE((root / "notes.txt").stat().st_mode) == 0o600
     assert not [p for p in root.iterdir() if p.name.startswith(".aeon-")]
+
+
+@pytest.mark.parametrize("mode", [0o4755, 0o2755, 0o6777, 0o1644, 0o7700])
+def test_a_write_never_keeps_setuid_setgid_or_sticky(sandbox: tuple[Path, Path], mode: int) -> None:
+    """The file's owner becomes the tool's user: a setuid bit kept would make the new content run as that user."""
+    root, _ = sandbox
+    target = root / "tool.sh"
+    target.write_text("#!/bin/sh\necho old\n")
+    os.chmod(target, mode)
+    assert stat.S_IMODE(target.stat().st_mode) & 0o7000  # the bits are really there (root or the owner)
+    files(root).invoke(operation="write", path="tool.sh", content="#!/bin/sh\nid\n")
+    written = stat.S_IMODE(target.stat().st_mode)
+    assert written == mode & 0o777 and not written & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX)
+
+
+def test_a_failing_write_is_a_tool_error_naming_the_path_asked_for(
+    sandbox: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The system's refusal (a full disk, a file too large, a read-only directory) says which path, never the
+    temporary file's name, and leaves no temporary file behind."""
+    root, _ = sandbox
+    tool = files(root)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, hard))  # a real EFBIG (Python ignores SIGXFSZ)
+    try:
+        with pytest.raises(ToolError) as info:
+            tool.invoke(operation="write", path="sub/big.txt", content="x" * 5000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert str(info.value) == "write sub/big.txt failed: File too large"
+    real_replace = os.replace
+
+    def refused(source: Any, target: Any, **kwargs: Any) -> None:  # as a read-only file system answers
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), source, None, target)
+
+    monkeypatch.setattr("aeon_plugins.files.os.replace", refused)
+    with pytest.raises(ToolError) as info:
+        tool.invoke(operation="write", path="notes.txt", content="new")
+    assert str(info.value) == "write notes.txt failed: Read-only file system"
+    monkeypatch.setattr("aeon_plugins.files.os.replace", real_replace)
+    if os.geteuid() != 0:  # root writes anywhere: a directory without write permission only binds others
+        (root / "sub").chmod(0o555)
+        try:
+            with pytest.raises(ToolError, match=r"^write sub/inner.txt failed: Permission denied$"):
+                tool.invoke(operation="write", path="sub/inner.txt", content="new")
+        finally:
+            (root / "sub").chmod(0o755)
+    assert (root / "notes.txt").read_text() == "inside notes"
+    assert not [p for p in root.rglob(".aeon-*")]
 
 
 def test_a_write_never_replaces_a_link_a_hard_link_or_a_device(sandbox: tuple[Path, Path]) -> None:

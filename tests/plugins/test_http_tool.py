@@ -126,6 +126,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.answer(200, "café".encode("latin-1"), "text/plain; charset=ISO-8859-1")
         elif route == "/binary":
             self.answer(200, b"\xff\xfe\x00ok", "application/octet-stream; charset=base64")
+        elif route == "/charset":  # UTF-8 bytes, under whatever charset the query names
+            self.answer(200, "café \\u0041 ü".encode(), f"text/plain; charset={query.get('name', '')}")
         elif route == "/big":
             self.answer(200, b"x" * int(query.get("n", "0")), "text/plain")
         elif route == "/stream":  # no Content-Length: the body ends when the connection closes
@@ -675,6 +677,35 @@ def test_get_and_post_reach_the_allowlisted_server(allowed: Server) -> None:
     assert allowed.paths() == ["/text", "/json", "/latin1", "/binary", "/missing", "/echo", "/echo"]
 
 
+@pytest.mark.parametrize(
+    ("charset", "body"),
+    [
+        # Python knows them, but they are no charset a body is in: UTF-8 instead
+        ("idna", "café \\u0041 ü"),
+        ("IDNA", "café \\u0041 ü"),
+        ("punycode", "café \\u0041 ü"),
+        ("unicode_escape", "café \\u0041 ü"),  # would read the backslash escape
+        ("raw-unicode-escape", "café \\u0041 ü"),
+        ("undefined", "café \\u0041 ü"),
+        ("base64", "café \\u0041 ü"),
+        ("rot13", "café \\u0041 ü"),
+        ("hex", "café \\u0041 ü"),
+        ("x-no-such-charset", "café \\u0041 ü"),
+        # real charsets are still honoured
+        ("utf-8", "café \\u0041 ü"),
+        ("latin-1", "cafÃ© \\u0041 Ã¼"),
+        ("ascii", "caf\ufffd\ufffd \\u0041 \ufffd\ufffd"),
+    ],
+)
+def test_a_charset_that_is_not_a_text_encoding_falls_back_to_utf8(
+    allowed: Server, charset: str, body: str
+) -> None:
+    tool = HttpTool(granted=BOTH, hosts=[f"127.0.0.1:{allowed.port}"])
+    result = get(tool, f"http://127.0.0.1:{allowed.port}/charset?name={charset}")
+    assert (result["status"], result["body"]) == (200, body)
+    assert result["content_type"] == f"text/plain; charset={charset}"
+
+
 def test_localhost_listed_means_loopback(allowed: Server) -> None:
     a = allowed.port
     tool = HttpTool(granted=BOTH, hosts=[f"localhost:{a}"])
@@ -997,9 +1028,32 @@ def test_allowlist_entries() -> None:
         ({"Authorization": SecretStr("Bearer abc\ndef")}, "line break"),
         ({"Authorization": SecretStr("Bearer abc\u00e9def")}, "printable ASCII"),
         ({"Cookie": "abc\u00e9def"}, "printable ASCII"),
+        ({"other.test": {"Authorization": "x"}}, "must be an entry of hosts"),
+        ({"https://a.test": {"Authorization": "x"}}, "must be an entry of hosts"),
+        ({"a.test:8443": {"Authorization": "x"}}, "must be an entry of hosts"),
+        ({"a.test": {"Host": "x"}}, 'headers."a.test": Host is set by the tool itself'),
+        ({"A.TEST.": {"Host": "x"}}, "set by the tool itself"),
+        ({"a.test": {"Authorization": SecretStr("Bearer abc\ndef")}}, "line break"),
     ],
 )
 def test_unusable_headers_are_config_errors(headers: dict[str, Any], problem: str) -> None:
     with pytest.raises(ConfigError, match=problem) as info:
         HttpTool(granted=BOTH, hosts=["a.test"], headers=headers)
     assert "def" not in str(info.value)
+
+
+def test_headers_scoped_to_a_host_are_secrets_too(allowed: Server) -> None:
+    a = allowed.port
+    tool = HttpTool(
+        granted=BOTH,
+        hosts=[f"127.0.0.1:{a}"],
+        headers={f"127.0.0.1:{a}": {"X-Api-Key": "scoped-key-0123456789", "X-Client": "aeon"}},
+    )
+    echoed = get(tool, f"http://127.0.0.1:{a}/echo")
+    received = allowed.requests[-1]["headers"]
+    assert (received["X-Api-Key"], received["X-Client"]) == ("scoped-key-0123456789", "aeon")
+    assert json.loads(echoed["body"])["headers"]["X-Api-Key"] == "***"
+    with pytest.raises(ToolError, match="configured in"):
+        get(tool, f"http://127.0.0.1:{a}/echo", headers={"x-api-key": "mine"})
+    for text in (repr(tool), str(tool), tool.model_dump_json(), json.dumps(echoed)):
+        assert "scoped-key-0123456789" not in text

@@ -205,6 +205,84 @@ def test_resources_name_the_program_and_every_path_resolved(tool: ShellTool, tmp
     assert set(walked) == {"-r", "x", ".", "notes", "notes/a.txt", "link"}
 
 
+# --- programs that run others: git's options, and the first arguments a program may take --------------------
+
+GIT = shutil.which("git", path=shell_plugin.SEARCH_PATH)
+needs_git = pytest.mark.skipif(GIT is None, reason="git is not installed")
+
+
+@needs_git
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-c", "alias.x=!touch pwned", "x"],
+        ["-calias.x=!touch pwned", "x"],
+        ["-C", ".", "-c", "core.pager=touch pwned", "log"],
+        ["--config-env=alias.x=HOME", "x"],
+        ["--exec-path=.", "status"],
+        ["config", "alias.x", "!touch pwned"],
+        ["submodule", "foreach", "touch pwned"],
+        ["bisect", "run", "touch", "pwned"],
+        ["difftool", "-x", "touch pwned"],
+        ["clone", "--upload-pack=touch pwned", "a", "b"],
+        ["clone", "--upload-p=touch pwned", "a", "b"],  # git takes any unambiguous abbreviation
+        ["clone", "-u", "touch pwned", "a", "b"],
+        ["clone", "-qu", "touch pwned", "a", "b"],
+        ["clone", "--config", "core.sshCommand=touch pwned", "a", "b"],
+        ["clone", "--template=.", "a", "b"],
+        ["fetch", "--upload-pack", "touch pwned", "origin"],
+        ["push", "--receive-pack=touch pwned", "origin"],
+        ["rebase", "--exec", "touch pwned", "main"],
+        ["rebase", "--exe=touch pwned", "main"],
+        ["rebase", "-x", "touch pwned", "main"],
+        ["archive", "--remote=x", "--exec=touch pwned", "HEAD"],
+        ["grep", "-O", "touch pwned", "x"],
+        ["grep", "--open-files-in-pager=touch pwned", "x"],
+    ],
+)
+def test_git_options_that_run_programs_are_refused(make: Make, tmp_path: Path, args: list[str]) -> None:
+    tool = make(programs=["git"])
+    with pytest.raises(ToolError, match="is refused: it"):
+        tool.invoke(program="git", args=args)
+    assert not (tmp_path / "pwned").exists()
+
+
+@needs_git
+def test_git_runs_otherwise(make: Make, tmp_path: Path) -> None:
+    tool = make(programs=["git"])
+    assert tool.invoke(program="git", args=["--version"])["stdout"].startswith("git version")
+    assert tool.invoke(program="git", args=["init", "-q", "."])["exit_code"] == 0
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    for args in (["add", "a.txt"], ["grep", "-c", "--cached", "one"], ["diff", "-c"], ["status", "--short"]):
+        assert tool.invoke(program="git", args=args)["exit_code"] == 0, args
+    assert tool.invoke(program="git", args=["grep", "-c", "--cached", "one"])["stdout"] == "a.txt:1\n"
+
+
+def test_subcommands_bind_the_first_argument(make: Make) -> None:
+    tool = make(programs=["printf", "echo"], subcommands={"printf": ["%s", "[%s]"]})
+    assert "printf only as printf %s | [%s] ..." in tool.description
+    assert tool.invoke(program="printf", args=["[%s]", "a"])["stdout"] == "[a]"
+    assert tool.invoke(program="echo", args=["-n", "free"])["stdout"] == "free"
+    for args in ([], ["%d", "1"], ["--", "%s"], ["-v", "x", "%s"]):
+        with pytest.raises(ToolError, match=r"printf may be run only with one of %s, \[%s\] as its first"):
+            tool.invoke(program="printf", args=args)
+
+
+@pytest.mark.parametrize(
+    ("subcommands", "message"),
+    [
+        ({"git": ["status"]}, "'git' is not one of programs"),
+        ({"echo": []}, "must list the words echo may be run with first"),
+        ({"echo": ["-n"]}, "subcommands, not options"),
+    ],
+)
+def test_unusable_subcommands_are_config_errors(
+    make: Make, subcommands: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        make(programs=["echo"], subcommands=subcommands)
+
+
 # --- the environment -------------------------------------------------------------------------------------------
 
 
