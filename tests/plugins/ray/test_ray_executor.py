@@ -34,7 +34,9 @@ JOBS = "tests.support.ray_jobs"
 #: what every engine here registers, in the driver (as modules) and in the workers (by name)
 PLUGINS = [*BUILTIN_PLUGINS, "aeon_plugins.sqlite_state", "aeon_plugins.ray", JOBS]
 #: keys whose values differ between two runs of the same request however they ran
-VOLATILE = frozenset({"run_id", "timestamp", "duration_ms", "started", "updated", "seconds", "pid", "host"})
+VOLATILE = frozenset(
+    {"run_id", "timestamp", "duration_ms", "llm_ms", "started", "updated", "seconds", "pid", "host"}
+)
 
 
 @pytest.fixture(scope="module")
