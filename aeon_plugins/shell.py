@@ -221,7 +221,7 @@ class ShellTool(Tool):
         subcommands = data.get("subcommands") if isinstance(data, dict) else None
         if isinstance(subcommands, dict) and subcommands and "description" not in data:
             rules = "; ".join(
-                f"{name} only as {name} {' | '.join(map(str, words))} ..."
+                f"{name} only with {', '.join(map(str, words))} as its first argument"
                 for name, words in subcommands.items()
                 if isinstance(words, list)
             )
