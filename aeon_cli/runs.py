@@ -158,7 +158,8 @@ def prune(
         return
     verb = "would delete" if dry_run else "deleted"
     for run in report["deleted"]:
-        click.echo(f"{verb} {run['run_id']}  {run['status']:<11}  {run['updated']}  {run['request'][:50]}")
+        request = scrub_secrets(run["request"])[:50]
+        click.echo(f"{verb} {run['run_id']}  {shown_status(run):<11}  {run['updated']}  {request}")
     for run in report["kept"]:
         click.echo(f"kept {run['run_id']}: {run['why']}")
     artifacts = f", {report['artifacts']} artifact(s)" if report["artifacts"] else ""

@@ -19,10 +19,12 @@ from aeon_kernel.testing.recording import RecordingSink
 _CONFORMANCE = {
     "LLMAdapterConformance",
     "MemoryConformance",
+    "StateStoreConformance",
     "TelemetrySinkConformance",
     "ToolConformance",
     "llm_adapter_conformance",
     "memory_conformance",
+    "state_store_conformance",
     "telemetry_sink_conformance",
     "tool_conformance",
 }

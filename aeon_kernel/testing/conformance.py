@@ -6,6 +6,7 @@ Apply one to your class in one line (LangGraph's checkpoint-conformance kit is t
     TestMyTool = tool_conformance(MyTool)                      # factory: () -> Tool
     TestMyAdapter = llm_adapter_conformance(MyAdapter, failing=lambda: MyAdapter(base_url="http://127.0.0.1:9"))
     TestMySink = telemetry_sink_conformance(lambda: MySink(path=...))
+    TestMyStore = state_store_conformance(lambda directory: MyStore(path=directory / "runs.db"))
 
 Every built-in backend runs these suites too. The suites are plain pytest classes; the ``make_*`` helpers only
 fill in the factory.
@@ -15,8 +16,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import socket
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -24,9 +29,11 @@ import pytest
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.contracts import LLMAdapter, Memory, TelemetrySink
 from aeon_kernel.engine import Engine
-from aeon_kernel.errors import LLMError, MemoryStoreError, ValidationError
+from aeon_kernel.errors import LLMError, MemoryStoreError, RunStoreError, ValidationError
 from aeon_kernel.llm.client import ModelClient
+from aeon_kernel.models import OrchestrationState
 from aeon_kernel.plugins import build_plugin_manager
+from aeon_kernel.runtime.store import RunOwner, StateStore
 from aeon_kernel.schemas import check_schema, schema_errors
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
 from aeon_kernel.tools import Tool, ToolRegistry
@@ -318,6 +325,110 @@ class TelemetrySinkConformance:
         sink.close()
 
 
+# --- State store ----------------------------------------------------------------------------------------------
+
+
+class StateStoreConformance:
+    """What ``aeon runs`` and ``aeon runs prune`` rely on: each run's owner and whether it is alive, a finished
+    run's result, and deleting runs, never one a live claim holds. ``factory(directory)`` builds a store over the
+    runs kept for ``directory`` (a file in it, a namespace named after it): two stores of one directory share them.
+    """
+
+    factory: ClassVar[Callable[[Path], StateStore]]
+
+    @pytest.fixture
+    def stores(self, tmp_path: Path) -> Iterator[Callable[[], StateStore]]:
+        made: list[StateStore] = []
+
+        def make() -> StateStore:
+            made.append(type(self).factory(tmp_path))
+            return made[-1]
+
+        yield make
+        for store in made:
+            store.close()
+
+    def _gone_owner(self, tmp_path: Path) -> tuple[str, int]:
+        """A run created by a process that ended without letting go of it: its id and that process's pid."""
+        run_id = uuid.uuid4().hex
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                type(self).factory(tmp_path).create_run(_state(run_id), {})
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        return run_id, pid
+
+    def test_a_claimed_run_is_live_then_released(self, stores: Callable[[], StateStore]) -> None:
+        store, state = stores(), _state()
+        store.create_run(state, {})
+        (summary,) = store.list_runs()
+        assert summary.owner == RunOwner(os.getpid(), socket.gethostname()) and summary.liveness() == "live"
+        store.release(state.run_id)
+        (summary,) = store.list_runs()
+        assert summary.owner == RunOwner(None, None) and summary.liveness() == "released"
+
+    def test_a_run_whose_owner_is_gone_is_stale(
+        self, stores: Callable[[], StateStore], tmp_path: Path
+    ) -> None:
+        run_id, pid = self._gone_owner(tmp_path)
+        (summary,) = stores().list_runs()
+        assert summary.owner == RunOwner(pid, socket.gethostname()) and summary.liveness() == "stale"
+        assert stores().delete_run(run_id) and stores().list_runs() == []
+
+    def test_a_finished_run_keeps_its_result_and_can_be_deleted(
+        self, stores: Callable[[], StateStore]
+    ) -> None:
+        store, state = stores(), _state()
+        store.create_run(state, {})
+        result = {
+            "run_id": state.run_id,
+            "status": "completed",
+            "answer": 15,
+            "message": "ok",
+            "final_state": {},
+        }
+        store.finish_run(state.model_copy(update={"status": "completed"}), result)
+        assert store.load(state.run_id).result == {k: v for k, v in result.items() if k != "final_state"}
+        (summary,) = store.list_runs()
+        assert (summary.status, summary.owner, summary.liveness()) == (
+            "completed",
+            RunOwner(None, None),
+            None,
+        )
+        assert stores().delete_run(state.run_id) is True
+        assert store.list_runs() == [] and stores().delete_run(state.run_id) is False
+        with pytest.raises(RunStoreError):
+            store.load(state.run_id)
+
+    def test_a_run_a_live_claim_holds_is_not_deleted(self, stores: Callable[[], StateStore]) -> None:
+        holder, state = stores(), _state()
+        holder.create_run(state, {})
+        with pytest.raises(RunStoreError):
+            stores().delete_run(state.run_id)
+        assert [summary.run_id for summary in holder.list_runs()] == [state.run_id]
+        holder.release(state.run_id)
+        assert stores().delete_run(state.run_id)
+
+
+def _state(run_id: str | None = None) -> OrchestrationState:
+    return OrchestrationState(
+        run_id=run_id or uuid.uuid4().hex,
+        request="conformance",
+        plan=None,
+        current_step_id=None,
+        tool_history=(),
+        llm_outputs=(),
+        supervisor_actions=(),
+        errors=(),
+        ttl_remaining=5,
+        cycle=0,
+        status="running",
+        scheduler_state={},
+    )
+
+
 # --- one-line application --------------------------------------------------------------------------------------
 
 
@@ -356,5 +467,13 @@ def telemetry_sink_conformance(factory: Callable[[], TelemetrySink]) -> type:
     return _suite(
         TelemetrySinkConformance,
         f"TestTelemetrySinkConformance_{getattr(factory, '__name__', 'sink')}",
+        factory=factory,
+    )
+
+
+def state_store_conformance(factory: Callable[[Path], StateStore]) -> type:
+    return _suite(
+        StateStoreConformance,
+        f"TestStateStoreConformance_{getattr(factory, '__name__', 'store')}",
         factory=factory,
     )
