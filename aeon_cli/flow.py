@@ -16,6 +16,7 @@ import click
 from aeon_cli.options import step_through_options, take_over_option
 from aeon_cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError
+from aeon_kernel.markers import hookimpl
 from aeon_kernel.secrets import scrub_secrets
 
 if TYPE_CHECKING:
@@ -144,7 +145,11 @@ def run(
     log_path: str | None,
     no_log: bool,
 ) -> None:
-    """Run the flow in DIRECTORY on an input, printing each stage as it ends."""
+    """Run the flow in DIRECTORY on an input, printing each stage as it ends.
+
+    Exit status as for `aeon run`: 130 when interrupted (Ctrl-C; `aeon flow resume RUN_ID` goes on)."""
+    from aeon_cli.main import interruptible, resume_command
+
     if (input_text is None) == (input_file is None):
         _fail("give the input with exactly one of --input JSON and --input-file FILE")
     try:
@@ -152,23 +157,41 @@ def run(
         value = json.loads(text)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         _fail(f"the input is not JSON: {exc}")
-    engine, note = _flow_engine(directory, config, log_path, no_log, record=record, replay=replay)
-    try:
-        if inspect:
-            from aeon_cli.inspect.stepper import flow_stages  # the server and Jinja load only here
+    with interruptible(
+        resume_command("aeon flow resume", _config_of(directory, config)), as_json=as_json
+    ) as ctrl_c:
+        engine, note = _flow_engine(directory, config, log_path, no_log, record=record, replay=replay)
+        ctrl_c.store = engine.engine.state_store
+        started = _Started()
+        engine.engine.pm.register(started, name="aeon.cli.started")
+        try:
+            if inspect:
+                from aeon_cli.inspect.stepper import flow_stages  # the server and Jinja load only here
 
-            stages = flow_stages(engine, value, start=start, ttl=ttl, no_browser=no_browser, as_json=as_json)
-        else:
-            stages = engine.iter(value, start=start, ttl=ttl)
-        _report(engine, stages, as_json, note)
-    except AeonError as exc:
-        _fail(exc)
-    finally:
-        engine.close()
+                stages = flow_stages(
+                    engine, value, start=start, ttl=ttl, no_browser=no_browser, as_json=as_json
+                )
+            else:
+                stages = engine.iter(value, start=start, ttl=ttl)
+            _report(engine, stages, as_json, note, ctrl_c.command)
+        except AeonError as exc:
+            _fail(exc)
+        except KeyboardInterrupt:
+            ctrl_c.quiet()
+            ctrl_c.run_id = started.run_id
+            ctrl_c.report()  # while the store is open
+            raise
+        finally:
+            engine.close()
 
 
 @flow.command()
 @click.argument("run_id")
+@click.option(
+    "--ttl",
+    type=click.IntRange(min=1),
+    help="Give the run N more cycles (recorded in its history): how a run whose TTL expired goes on.",
+)
 @take_over_option
 @step_through_options(
     "the rest of the run in the inspector: its stored stages shown, it pauses before each new cycle of stages"
@@ -176,6 +199,7 @@ def run(
 @_run_options
 def resume(
     run_id: str,
+    ttl: int | None,
     take_over: bool,
     inspect: bool,
     no_browser: bool,
@@ -184,39 +208,51 @@ def resume(
     log_path: str | None,
     no_log: bool,
 ) -> None:
-    """Continue the interrupted flow run RUN_ID from the state store, after its last committed stage."""
+    """Continue the interrupted flow run RUN_ID from the state store, after its last committed stage (--ttl N:
+    with N more cycles, which also continues a run whose TTL expired). Exit status as for `aeon flow run`."""
+    from aeon_cli.main import interruptible, resume_command
     from aeon_cli.recording import with_default_store
     from aeon_kernel.config import load_config
     from aeon_kernel.engine import Engine
 
-    try:
-        chosen = load_config(config)
-        with Engine(chosen if no_log else with_default_store(chosen)) as plain:
-            store = plain.state_store
-            if store is None:
-                _fail(
-                    'resuming needs a state store: set [state] use = "sqlite" in aeon.toml, or drop --no-log'
-                )
-            recorded = store.load(run_id).manifest.get("flow")
-    except AeonError as exc:
-        _fail(exc)
-    if not isinstance(recorded, dict) or not recorded.get("directory"):
-        _fail(f"run {run_id!r} is not a flow run; resume it with `aeon resume {run_id}`")
-    engine, note = _flow_engine(recorded["directory"], config, log_path, no_log)
-    try:
-        if inspect:
-            from aeon_cli.inspect.stepper import resumed_flow_stages  # the server loads only here
+    with interruptible(resume_command("aeon flow resume", config), run_id, as_json=as_json) as ctrl_c:
+        try:
+            chosen = load_config(config)
+            with Engine(chosen if no_log else with_default_store(chosen)) as plain:
+                store = plain.state_store
+                if store is None:
+                    _fail(
+                        'resuming needs a state store: set [state] use = "sqlite" in aeon.toml, or drop --no-log'
+                    )
+                recorded = store.load(run_id).manifest.get("flow")
+        except AeonError as exc:
+            _fail(exc)
+        if not isinstance(recorded, dict) or not recorded.get("directory"):
+            _fail(f"run {run_id!r} is not a flow run; resume it with `aeon resume {run_id}`")
+        engine, note = _flow_engine(recorded["directory"], config, log_path, no_log)
+        ctrl_c.store = engine.engine.state_store
+        try:
+            if inspect:
+                from aeon_cli.inspect.stepper import resumed_flow_stages  # the server loads only here
 
-            stages = resumed_flow_stages(
-                engine, run_id, take_over=take_over, no_browser=no_browser, as_json=as_json
-            )
-        else:
-            stages = engine.iter_resume(run_id, take_over=take_over)
-        _report(engine, stages, as_json, note)
-    except AeonError as exc:
-        _fail(exc)
-    finally:
-        engine.close()
+                if (
+                    ttl is not None
+                ):  # extended (committed) and released first; then stepped through as any other
+                    engine.start_resume(run_id, take_over=take_over, ttl=ttl)[0].close()
+                stages = resumed_flow_stages(
+                    engine, run_id, take_over=take_over, no_browser=no_browser, as_json=as_json
+                )
+            else:
+                stages = engine.iter_resume(run_id, take_over=take_over, ttl=ttl)
+            _report(engine, stages, as_json, note, ctrl_c.command)
+        except AeonError as exc:
+            _fail(exc)
+        except KeyboardInterrupt:
+            ctrl_c.quiet()
+            ctrl_c.report()  # while the store is open
+            raise
+        finally:
+            engine.close()
 
 
 # --- helpers -----------------------------------------------------------------------------------------------------
@@ -276,8 +312,30 @@ def _flow_engine(
     return engine, lambda run_id: recording.note(chosen, run_id, Path(log) if log else None)
 
 
+def _config_of(directory: str, config: str | None) -> str | None:
+    """The configuration a flow in ``directory`` runs with, where one is named: --config, else DIR/aeon.toml."""
+    from pathlib import Path
+
+    beside = Path(directory) / "aeon.toml"
+    return config or (str(beside) if beside.is_file() else None)
+
+
+class _Started:
+    """Remembers the id of the run its engine starts, for what Ctrl-C says (the flow engine starts it inside)."""
+
+    run_id: str | None = None
+
+    @hookimpl
+    def aeon_run_start(self, run_id: str) -> None:
+        self.run_id = run_id
+
+
 def _report(
-    engine: FlowEngine, stages: Any, as_json: bool, note: Callable[[str], str] | None = None
+    engine: FlowEngine,
+    stages: Any,
+    as_json: bool,
+    note: Callable[[str], str] | None = None,
+    resume_with: str = "aeon flow resume",
 ) -> NoReturn:
     """Drain ``stages`` (a line per stage unless ``as_json``), print the result, exit with its status."""
     for stage in stages:
@@ -294,6 +352,10 @@ def _report(
     if note is not None:
         click.echo(note(result.run_id), err=True)
     run_status = result.run.status
+    if run_status == "ttl_expired" and engine.engine.state_store is not None:
+        click.echo(
+            f"The TTL expired; {resume_with} {result.run_id} --ttl N gives the run N more cycles.", err=True
+        )
     sys.exit(3 if run_status == "ttl_expired" else 1 if result.status == "failure" else 0)
 
 

@@ -111,52 +111,173 @@ def _drive(
     ttl: int | None = None,
     multipass: bool = False,
     deadline: float | None = None,
+    run_id: str | None = None,
 ) -> None:
     """Build the engine, run ``start(orchestrator)`` to the end (live view or JSON), exit with the run's status.
 
     Unless ``--no-log``, the run is recorded in the user data directory where the configuration names no state
-    store and no log (FR-037; :mod:`aeon_cli.recording`)."""
+    store and no log (FR-037; :mod:`aeon_cli.recording`). Ctrl-C stops the run as ``kill -9`` would (nothing of
+    the cycle under way is kept), says how to resume it and exits 130; ``run_id``: the run resumed, if any."""
     from aeon_cli import recording
     from aeon_kernel.config import load_config
 
-    try:
-        chosen = load_config(config)
-        if multipass:
-            chosen = chosen.multipass()
-        log: str | Path | None = log_path
-        if not no_log:
-            chosen = recording.with_default_store(chosen)
-            log = log_path or recording.default_log(chosen)
-        engine = _engine(chosen, record=record, replay=replay)
-    except AeonError as exc:
-        _fail_setup(exc)
-    try:
-        engine.check_choices()
-        if log:
-            engine.add_sink("jsonl", path=str(log))
-        engine.build_selected()  # a component that cannot be built stops the run before it starts
-        orchestrator = engine.orchestrator(ttl, deadline=deadline)
-    except AeonError as exc:
-        engine.close()
-        _fail_setup(exc)
-    try:
-        cycles = start(orchestrator)
-        if as_json:
-            for _ in cycles:
-                pass
-            result = orchestrator.result
-            echo_json(result)
-        else:
-            from aeon_cli.live import LiveView
+    with interruptible(resume_command("aeon resume", config), run_id, as_json=as_json) as interrupt:
+        try:
+            chosen = load_config(config)
+            if multipass:
+                chosen = chosen.multipass()
+            log: str | Path | None = log_path
+            if not no_log:
+                chosen = recording.with_default_store(chosen)
+                log = log_path or recording.default_log(chosen)
+            engine = _engine(chosen, record=record, replay=replay)
+        except AeonError as exc:
+            _fail_setup(exc)
+        try:
+            engine.check_choices()
+            if log:
+                engine.add_sink("jsonl", path=str(log))
+            engine.build_selected()  # a component that cannot be built stops the run before it starts
+            orchestrator = engine.orchestrator(ttl, deadline=deadline)
+        except AeonError as exc:
+            engine.close()
+            _fail_setup(exc)
+        try:
+            interrupt.store = orchestrator.state_store
+            cycles = start(orchestrator)
+            if as_json:
+                for _ in cycles:
+                    pass
+                result = orchestrator.result
+                echo_json(result)
+            else:
+                from aeon_cli.live import LiveView
 
-            result = LiveView(label).run(engine, orchestrator, cycles)
-    except AeonError as exc:  # raised before the loop starts (an invalid request, a run that cannot resume)
-        _fail_setup(exc)
-    finally:
-        engine.close()
+                result = LiveView(label).run(engine, orchestrator, cycles)
+        except (
+            AeonError
+        ) as exc:  # raised before the loop starts (an invalid request, a run that cannot resume)
+            _fail_setup(exc)
+        except KeyboardInterrupt:
+            interrupt.quiet()
+            if orchestrator.run is not None:
+                interrupt.run_id = orchestrator.run.run_id
+                orchestrator.run.close()  # released, if Ctrl-C came between cycles
+            interrupt.report()  # while the store is open
+            raise
+        finally:
+            engine.close()
     if not no_log:  # with_default_store gave the run a store
         click.echo(recording.note(chosen, result["run_id"], Path(log) if log else None), err=True)
+    if result["status"] == "ttl_expired" and interrupt.store is not None:
+        click.echo(
+            f"The TTL expired; {interrupt.command} {result['run_id']} --ttl N gives the run N more cycles.",
+            err=True,
+        )
     sys.exit(EXIT_CODES.get(result["status"], 1))
+
+
+EXIT_INTERRUPTED: Final = 130
+
+
+def resume_command(command: str, config: str | None) -> str:
+    """The command that resumes a run (``aeon resume``, ``aeon flow resume``), with the --config it needs."""
+    import shlex
+
+    return f"{command} --config {shlex.quote(config)}" if config else command
+
+
+class Interrupt:
+    """What Ctrl-C says: the run it stopped (``run_id``, once known) and the store that keeps it (``store``: None
+    for none, :data:`UNKNOWN` while the engine is not built)."""
+
+    def __init__(self, command: str, run_id: str | None, *, as_json: bool) -> None:
+        self.command, self.run_id, self.as_json = command, run_id, as_json
+        self.store: Any = UNKNOWN
+        self._resuming = run_id is not None
+        self._reported = False
+        self._previous: Any = None
+
+    def quiet(self) -> None:
+        """From now on, until the command exits, a second Ctrl-C is ignored (the first one is being handled)."""
+        import signal
+        import threading
+
+        if self._previous is None and threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def restore(self) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def report(self) -> None:
+        """Say that the run was interrupted, what the state store kept of it, and how to go on (or why not)."""
+        if self._reported:
+            return
+        self._reported = True
+        run_id, store, stored, resumable = self.run_id, self.store, None, False
+        if run_id is not None and store is not None and store is not UNKNOWN:
+            with contextlib.suppress(Exception):
+                stored = store.load(run_id).state
+        if run_id is None:
+            message = "Interrupted before the run started: nothing was recorded."
+        elif store is UNKNOWN and self._resuming:
+            resumable = True
+            message = f"Interrupted before run {run_id} went on; it is as it was. Resume it with: "
+            message += f"{self.command} {run_id}"
+        elif store is None:
+            message = (
+                f"Interrupted: run {run_id} was not recorded in a state store (--no-log), so it cannot be resumed; "
+                "run it again (without --no-log, or with [state] in aeon.toml, to make it resumable)."
+            )
+        elif stored is None:
+            message = f"Interrupted before run {run_id} was recorded: there is nothing to resume."
+        elif stored.status != "running":
+            message = (
+                f"Interrupted after run {run_id} had ended ({stored.status}): there is nothing to resume."
+            )
+        else:
+            resumable = True
+            cycles = f"{stored.cycle} committed cycle{'' if stored.cycle == 1 else 's'}"
+            message = (
+                f"Interrupted: run {run_id} stopped; the state store keeps its {cycles} (the cycle under way "
+                f"is not kept). Resume it with: {self.command} {run_id}"
+            )
+        click.echo(scrub_secrets(message), err=True)
+        if self.as_json:
+            echo_json(
+                {
+                    "run_id": run_id,
+                    "status": "interrupted",
+                    "cycles": stored.cycle if stored is not None else None,
+                    "resumable": resumable,
+                    "message": message,
+                }
+            )
+
+
+#: ``Interrupt.store`` before the engine is built
+UNKNOWN: Final = object()
+
+
+@contextlib.contextmanager
+def interruptible(command: str, run_id: str | None = None, *, as_json: bool) -> Iterator[Interrupt]:
+    """Ctrl-C (``KeyboardInterrupt``) in the block: the run is reported (:meth:`Interrupt.report`; where the block
+    must read the store before it closes it, it reports itself) and the command exits 130 — no traceback. A second
+    Ctrl-C while the command closes down is ignored."""
+    interrupt = Interrupt(command, run_id, as_json=as_json)
+    try:
+        yield interrupt
+    except KeyboardInterrupt:
+        interrupt.quiet()
+        interrupt.report()
+        interrupt.restore()
+        sys.exit(EXIT_INTERRUPTED)
+    finally:
+        interrupt.restore()
 
 
 @cli.command()
@@ -188,7 +309,8 @@ def run(
 ) -> None:
     """Plan REQUEST with the model, execute the plan step by step, and report the answer.
 
-    Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start (130: stopped with --inspect).
+    Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start, 130 interrupted (Ctrl-C, or Stop with
+    --inspect: the run is kept, `aeon resume RUN_ID` goes on).
     """
 
     def cycles(orchestrator: Any) -> Iterator[Any]:
@@ -210,27 +332,37 @@ def run(
 
 @cli.command()
 @click.argument("run_id")
+@click.option(
+    "--ttl",
+    type=click.IntRange(min=1),
+    help="Give the run N more cycles (recorded in its history): how a run whose TTL expired goes on.",
+)
 @take_over_option
 @step_through_options(
     "the rest of the run in the inspector: its stored cycles shown, it pauses before each new one"
 )
 @_run_options
-def resume(run_id: str, take_over: bool, inspect: bool, no_browser: bool, **options: Any) -> None:
+def resume(
+    run_id: str, ttl: int | None, take_over: bool, inspect: bool, no_browser: bool, **options: Any
+) -> None:
     """Continue the interrupted run RUN_ID from the state store ([state] in aeon.toml).
 
-    Finished steps are not run again; the TTL goes on from where it was. Exit status as for `aeon run`.
+    Finished steps are not run again; the TTL goes on from where it was (--ttl N: with N more cycles, which also
+    continues a run whose TTL expired). Exit status as for `aeon run`.
     """
 
     def cycles(orchestrator: Any) -> Iterator[Any]:
         if not inspect:
-            return orchestrator.resume(run_id, take_over=take_over)  # type: ignore[no-any-return]
+            return orchestrator.resume(run_id, take_over=take_over, ttl=ttl)  # type: ignore[no-any-return]
         from aeon_cli.inspect.stepper import resumed_cycles  # the server and Jinja load only here
 
+        if ttl is not None:  # extended (committed) and released first; then stepped through like any other
+            orchestrator.start_resume(run_id, take_over=take_over, ttl=ttl).close()
         return resumed_cycles(
             orchestrator, run_id, take_over=take_over, no_browser=no_browser, as_json=options["as_json"]
         )
 
-    _drive(f"resume {run_id}", cycles, **options)
+    _drive(f"resume {run_id}", cycles, run_id=run_id, **options)
 
 
 @cli.command()

@@ -250,11 +250,12 @@ class Engine:
         """Convenience: one orchestrator, one request, the result dict."""
         return self.orchestrator(ttl, deadline=deadline).execute(request)
 
-    def resume(self, run_id: str, *, take_over: bool = False) -> dict[str, Any]:
+    def resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> dict[str, Any]:
         """Continue an interrupted run from the state store to the end; the result dict (``take_over``: see
-        ``Orchestrator.start_resume``)."""
+        ``Orchestrator.start_resume``). ``ttl``: give it that many more cycles, recorded in its history — how a run
+        whose TTL expired is continued; a completed or failed run cannot be."""
         orchestrator = self.orchestrator()
-        for _ in orchestrator.resume(run_id, take_over=take_over):
+        for _ in orchestrator.resume(run_id, take_over=take_over, ttl=ttl):
             pass
         assert orchestrator.result is not None
         return orchestrator.result

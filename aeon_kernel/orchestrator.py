@@ -21,13 +21,21 @@ from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.models import LogEntry, OrchestrationState, Plan
 from aeon_kernel.plugins import AeonPluginManager, Registries, build_plugin_manager, loaded_plugins
 from aeon_kernel.runtime.context import Components
-from aeon_kernel.runtime.run import Run
+from aeon_kernel.runtime.run import Run, extend_ttl
 from aeon_kernel.runtime.scheduler import Scheduler
 from aeon_kernel.runtime.store import StateStore, StoredRun
 from aeon_kernel.tools import ToolRegistry
 from aeon_kernel.version import __version__
 
 DEFAULT_TTL: Final = 50
+
+
+def _peek(store: StateStore, run_id: str) -> StoredRun | None:
+    """The stored run read without a claim (to say why it cannot be claimed), or None when it cannot be read."""
+    try:
+        return store.load(run_id)
+    except Exception:
+        return None
 
 
 def new_run_id() -> str:
@@ -134,7 +142,7 @@ class Orchestrator:
         )
         return self._new_run(state)
 
-    def start_resume(self, run_id: str, *, take_over: bool = False) -> Run:
+    def start_resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> Run:
         """The interrupted run ``run_id``, claimed from the state store and ready to continue.
 
         Completed steps are never executed again; a step that was running when the process died is executed
@@ -142,33 +150,58 @@ class Orchestrator:
         unknown run, or one another live claim holds (another process, or another thread or Engine of this one),
         raises ``RunStoreError`` — never a silent fresh start. ``take_over`` also takes a run held by a process on
         another host, which cannot be checked (see ``StateStore.claim``).
+
+        ``ttl``: give the run that many more cycles, recorded in its history (:func:`~aeon_kernel.runtime.run.
+        extend_ttl`) — the way to continue a run whose TTL expired; an interrupted run gets them on top of what it
+        had left. A completed or failed run cannot be continued.
         """
-        if self.state_store is None:
+        store = self.state_store
+        if store is None:
             raise OrchestrationError('resuming needs a state store: set [state] use = "sqlite" in aeon.toml')
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1):
+            raise ValueError(f"ttl must be a positive integer, not {ttl!r}")
         # Claimed first, then read: what is read is then what no other claim can change meanwhile (a run read
         # before another claim ran and released it would repeat that claim's steps).
-        if take_over:
-            self.state_store.claim(run_id, take_over=True)
-        else:  # a third-party store written before take_over need not know the keyword
-            self.state_store.claim(run_id)
+        extended = False
         try:
-            stored = self.state_store.load(run_id)
-            started_by, mine = stored.manifest.get("scheduler"), (self.manifest or {}).get("scheduler")
-            if started_by and mine and started_by != mine:
-                how = (
-                    f"aeon flow resume {run_id}"
-                    if started_by == "flow"
-                    else f'[scheduler] use = "{started_by}"'
-                )
+            self._claim(run_id, take_over)
+        except RunStoreError as refused:
+            stored = _peek(store, run_id)
+            status = stored.state.status if stored is not None else None
+            if stored is None or status not in ("ttl_expired", "completed", "failed"):
+                raise
+            if status != "ttl_expired":
+                if ttl is None:
+                    raise
                 raise RunStoreError(
-                    f"run {run_id!r} was started by the {started_by!r} scheduler and cannot go on under {mine!r}: "
-                    f"resume it with {how}"
-                )
+                    f"{refused}: a {status} run cannot be continued; --ttl gives more cycles only to a run whose "
+                    "TTL expired (run the request again)"
+                ) from None
+            if ttl is None:
+                command = "aeon flow resume" if stored.manifest.get("scheduler") == "flow" else "aeon resume"
+                raise RunStoreError(
+                    f"{refused}: its TTL expired after {stored.state.cycle} cycles. Give it more and it goes on: "
+                    f"{command} {run_id} --ttl N (in Python: resume(run_id, ttl=N))"
+                ) from None
+            # No claim can hold a finished run: the extension, committed unclaimed, makes it running again (the
+            # store refuses a second extension of the same cycles), and the claim follows.
+            self._check_scheduler(run_id, stored)
+            self._extend(store, stored, ttl)
+            extended = True
+            self._claim(run_id, take_over)
+        try:
+            stored = store.load(run_id)
+            self._check_scheduler(run_id, stored)
+            if ttl is not None and not extended:
+                stored = extend_ttl(store, stored, ttl)
         except BaseException:
             with suppress(Exception):  # the reason it cannot go on matters more than a failed release
-                self.state_store.release(run_id)
+                store.release(run_id)
             raise
-        return self._new_run(stored.state, resumed=stored)
+        run = self._new_run(stored.state, resumed=stored)
+        if ttl is not None:  # the resume's manifest line says so too
+            run.manifest["ttl_extended"] = {"by": ttl, "at_cycle": stored.state.cycle - 1}
+        return run
 
     def execute(self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None) -> dict[str, Any]:
         """Run the loop to the end and return ``plan``, ``status``, ``final_state`` (and ``answer``, ``errors``).
@@ -192,9 +225,10 @@ class Orchestrator:
         with self._active(lambda: self.start(user_request, initial_plan)) as run:
             yield from run
 
-    def resume(self, run_id: str, *, take_over: bool = False) -> Iterator[LogEntry]:
-        """Continue an interrupted run from its state store, one cycle at a time (like :meth:`iter`)."""
-        with self._active(lambda: self.start_resume(run_id, take_over=take_over)) as run:
+    def resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> Iterator[LogEntry]:
+        """Continue an interrupted run from its state store, one cycle at a time (like :meth:`iter`); ``ttl``: with
+        that many more cycles (see :meth:`start_resume`)."""
+        with self._active(lambda: self.start_resume(run_id, take_over=take_over, ttl=ttl)) as run:
             yield from run
 
     def get_state(self) -> OrchestrationState:
@@ -248,6 +282,38 @@ class Orchestrator:
             self._iterating = False
             raise
         return run
+
+    def _claim(self, run_id: str, take_over: bool) -> None:
+        assert self.state_store is not None
+        if take_over:
+            self.state_store.claim(run_id, take_over=True)
+        else:  # a third-party store written before take_over need not know the keyword
+            self.state_store.claim(run_id)
+
+    def _check_scheduler(self, run_id: str, stored: StoredRun) -> None:
+        started_by, mine = stored.manifest.get("scheduler"), (self.manifest or {}).get("scheduler")
+        if started_by and mine and started_by != mine:
+            how = (
+                f"aeon flow resume {run_id}" if started_by == "flow" else f'[scheduler] use = "{started_by}"'
+            )
+            raise RunStoreError(
+                f"run {run_id!r} was started by the {started_by!r} scheduler and cannot go on under {mine!r}: "
+                f"resume it with {how}"
+            )
+
+    @staticmethod
+    def _extend(store: StateStore, stored: StoredRun, ttl: int) -> None:
+        """Extend a run whose TTL expired, before claiming it; another process that extended it first is said."""
+        try:
+            extend_ttl(store, stored, ttl)
+        except RunStoreError:
+            now = _peek(store, stored.state.run_id)
+            if now is not None and now.state.cycle != stored.state.cycle:
+                raise RunStoreError(
+                    f"run {stored.state.run_id!r} was continued by another process meanwhile (it has "
+                    f"{now.state.cycle} cycles now, and is {now.state.status}); `aeon runs` shows it"
+                ) from None
+            raise
 
     def _end(self, run: Run) -> None:
         self._iterating = False

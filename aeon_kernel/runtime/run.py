@@ -1,10 +1,12 @@
 """A Run: one request driven cycle by cycle to a typed result (spec 000 FR-034…039, FR-049; pydantic-graph's GraphRun).
 
 The run owns the cycle; its :class:`~aeon_kernel.runtime.scheduler.Scheduler` decides what each cycle does. Every
-cycle spends one unit of TTL (FR-035) and ends with exactly one log record, built in ``finally`` so failing
-cycles are logged too (FR-039); with a state store the cycle is committed before the record is handed to the
-sinks. Nothing raised inside a cycle escapes as a bare exception: it becomes an error in the record and, when the
-model stays unavailable (FR-049) or the store fails, a structured failed result.
+cycle spends one unit of TTL (FR-035) and ends with exactly one log record, built whether or not its work raised,
+so failing cycles are logged too (FR-039); with a state store the cycle is committed before the record is handed
+to the sinks. Nothing raised inside a cycle escapes as a bare exception: it becomes an error in the record and,
+when the model stays unavailable (FR-049) or the store fails, a structured failed result. A ``BaseException``
+that is not an ``Exception`` (Ctrl-C) is the exception: it stops the run as ``kill -9`` would — the cycle it cuts
+short is never committed, logged or charged to the TTL — and propagates (``Run.interrupted`` says which).
 
 Iterate a run (``for entry in run``), step it (``run.next()``), or drain it (``run.execute()``); ``run.state``
 is an immutable snapshot at any time and ``run.result`` the :class:`RunResult` once it has ended. A run holds no
@@ -19,7 +21,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aeon_kernel.errors import AeonError, DeadlineError, LLMError, OrchestrationError
+from aeon_kernel.errors import AeonError, DeadlineError, LLMError, OrchestrationError, RunStoreError
 from aeon_kernel.llm.client import REQUEST, STARTED, begin_capture, end_capture, total_usage
 from aeon_kernel.models import ConvergenceAssessment, LogEntry, OrchestrationState, RunStatus, utc_now
 from aeon_kernel.runtime.context import Components, Cycle, Hooks, RunContext, error_record
@@ -110,6 +112,9 @@ class Run:
         self._fatal = False
         self._closed = False
         self.result: RunResult | None = None
+        #: the name of the ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``)
+        #: that stopped the run mid-way, or None: nothing of the cycle it cut short was committed (see ``next``)
+        self.interrupted: str | None = None
 
     # --- public API ----------------------------------------------------------------------------------------------
 
@@ -141,16 +146,23 @@ class Run:
         if self.result is not None:
             return None
         if self._closed:
+            how = f"was interrupted ({self.interrupted})" if self.interrupted else "was closed"
             raise OrchestrationError(
-                f"run {self.run_id} was closed; resume it to go on (Orchestrator.start_resume)"
+                f"run {self.run_id} {how}; resume it to go on (Orchestrator.start_resume)"
             )
-        if not self._started:
-            self._start()
-        verdict = self._verdict()
-        if verdict is not None:
-            self._finish(verdict)
-            return None
-        return self._cycle()
+        try:
+            if not self._started:
+                self._start()
+            verdict = self._verdict()
+            if verdict is not None:
+                self._finish(verdict)
+                return None
+            return self._cycle()
+        except Exception:
+            raise
+        except BaseException as exc:  # Ctrl-C, SystemExit, ...: the run stops here, as after kill -9
+            self._interrupt(exc)
+            raise
 
     def preview(self) -> Preview | None:
         """What the next cycle will do (:meth:`Scheduler.preview`), told without doing any of it; None when the run
@@ -177,9 +189,15 @@ class Run:
 
     def close(self) -> None:
         """Stop here: an unfinished run is released in its store and stays resumable."""
-        if self.result is None and self._started and not self._closed and self.store is not None:
+        if self.result is None and self._claimed and not self._closed and self.store is not None:
             self.store.release(self.run_id)
         self._closed = True
+
+    @property
+    def _claimed(self) -> bool:
+        """Whether this run holds a claim in its store: a new run from its first cycle (when it is created there),
+        a resumed one from the start (it was claimed before it was given to this run)."""
+        return self._started or self._resumed is not None
 
     def __enter__(self) -> Run:
         return self
@@ -208,6 +226,28 @@ class Run:
             self._scheduler.start(context, resumed=resumed is not None)
         except Exception as exc:
             self._scheduler_failed("start", exc)
+
+    def _interrupt(self, exc: BaseException) -> None:
+        """A ``BaseException`` that is not an ``Exception`` (Ctrl-C's ``KeyboardInterrupt``, ``SystemExit``) stopped
+        the run: it ends here as if the process had been killed. The cycle it cut short is neither committed nor
+        logged (no ``aeon_cycle_end``) and spends no TTL; the store keeps the last committed cycle, and the run's
+        claim is released so that ``resume`` can take it. This object cannot go on (its working state holds the
+        half cycle): resume the run from the store."""
+        self._context.cycle = None
+        if self.result is not None:  # it had ended (an event hook after the end was interrupted)
+            return
+        self.interrupted = type(exc).__name__
+        log.info(
+            "run %s interrupted (%s); nothing of the cycle under way was committed",
+            self.run_id,
+            self.interrupted,
+        )
+        if self._claimed and not self._closed and self.store is not None:
+            try:
+                self.store.release(self.run_id)
+            except Exception as failed:  # a stale claim is taken by the next resume anyway
+                log.warning("could not release interrupted run %s: %s", self.run_id, failed)
+        self._closed = True
 
     def _verdict(self) -> Verdict | None:
         """Whether the run is over: the model or the store failed (FR-049), the scheduler says so, or the TTL."""
@@ -263,9 +303,8 @@ class Run:
                 log.exception("%s.abandon failed", type(self._scheduler).__name__)
                 cycle.errors.append(error_record(inner, cycle.step_id, phase="abandon"))
                 self._fatal = True
-        finally:
-            entry = self._close_cycle(cycle, calls)
-        return entry
+        # Not in a ``finally``: a BaseException that is not an Exception (Ctrl-C) leaves the cycle uncommitted.
+        return self._close_cycle(cycle, calls)
 
     def _close_cycle(self, cycle: Cycle, calls: list[dict[str, Any]]) -> LogEntry:
         context = self._context
@@ -345,3 +384,70 @@ class Run:
                 result = replace(result, errors=(*result.errors, error_record(exc, phase="state_store")))
         self.result = result
         context.emit("aeon_run_end", run_id=state.run_id, result=result.to_dict())
+
+
+#: The ``type`` of the record that says a run was given more cycles (:func:`extend_ttl`).
+TTL_EXTENDED = "TTLExtended"
+
+
+def extend_ttl(store: StateStore, stored: StoredRun, cycles: int) -> StoredRun:
+    """Give the stored run ``cycles`` more cycles of TTL, recorded in its history; the run as it is stored then.
+
+    The extension is a cycle record of its own, committed like any other: it does no work and spends no TTL, and
+    its one error-list entry (``type`` :data:`TTL_EXTENDED`) says "TTL extended by N at cycle C" — so the store,
+    the JSONL log (repaired from the store on resume) and ``aeon stats`` show it where it happened. A run whose
+    TTL expired is ``running`` again from that commit on; an interrupted run keeps running with the TTL it had
+    left plus ``cycles``. A completed or failed run cannot be continued (``RunStoreError``).
+
+    The record follows the stored cycles, which the store checks when it commits: of two processes extending one
+    run at once, one commits and the other's commit is refused. Call it while holding the run's claim, or — for a
+    run whose TTL expired, which no claim can hold — before claiming it.
+    """
+    if isinstance(cycles, bool) or not isinstance(cycles, int) or cycles < 1:
+        raise ValueError(f"the cycles to add must be a positive integer, not {cycles!r}")
+    state = stored.state
+    if state.status not in ("running", "ttl_expired"):
+        raise RunStoreError(
+            f"run {state.run_id!r} already finished ({state.status}); only a run whose TTL expired, or one that "
+            "was interrupted, can be continued with more cycles: run the request again"
+        )
+    at = state.cycle
+    expired = state.status == "ttl_expired"
+    record: dict[str, Any] = {
+        "type": TTL_EXTENDED,
+        "message": f"TTL extended by {cycles} at cycle {at}"
+        + (": the run, whose TTL had expired, goes on" if expired else ""),
+        "step_id": None,
+        "phase": "ttl",
+        "ttl_added": cycles,
+        "at_cycle": at,
+        "status_before": state.status,
+    }
+    last = stored.entries[-1] if stored.entries else None
+    entry = LogEntry.trusted(
+        step_number=at + 1,
+        plan_state=state.plan,
+        llm_output={},
+        supervisor_actions=(),
+        tool_calls=(),
+        ttl_remaining=state.ttl_remaining + cycles,
+        errors=(record,),
+        timestamp=utc_now(),
+        run_id=state.run_id,
+        phase=last.phase if last is not None else "plan",
+        step_id=None,
+        step_status=None,
+        usage={"llm_calls": 0},
+        duration_ms=0.0,
+        stages=(),
+    )
+    extended = state.model_copy(
+        update={
+            "cycle": at + 1,
+            "ttl_remaining": entry.ttl_remaining,
+            "status": "running",
+            "errors": (*state.errors, record),
+        }
+    )
+    store.commit_cycle(extended, entry, [])
+    return StoredRun(state=extended, manifest=stored.manifest, entries=(*stored.entries, entry))

@@ -184,13 +184,16 @@ class FlowEngine:
         run = self.start(value, start=start, ttl=ttl)
         yield from self._stages(run, [])
 
-    def resume(self, run_id: str, *, take_over: bool = False) -> TaskResult:
-        """Continue an interrupted run of this flow from the state store, at the stage after the last committed."""
-        run, history = self.start_resume(run_id, take_over=take_over)
+    def resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> TaskResult:
+        """Continue an interrupted run of this flow from the state store, at the stage after the last committed.
+        ``ttl``: give it that many more cycles (how a run whose TTL expired goes on; ``Orchestrator.start_resume``)."""
+        run, history = self.start_resume(run_id, take_over=take_over, ttl=ttl)
         return self._drain(run, history)
 
-    def iter_resume(self, run_id: str, *, take_over: bool = False) -> Iterator[dict[str, Any]]:
-        run, history = self.start_resume(run_id, take_over=take_over)
+    def iter_resume(
+        self, run_id: str, *, take_over: bool = False, ttl: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        run, history = self.start_resume(run_id, take_over=take_over, ttl=ttl)
         yield from self._stages(run, history)
 
     def close(self) -> None:
@@ -206,9 +209,11 @@ class FlowEngine:
 
     # --- internals ---------------------------------------------------------------------------------------------
 
-    def start_resume(self, run_id: str, *, take_over: bool = False) -> tuple[Run, list[dict[str, Any]]]:
+    def start_resume(
+        self, run_id: str, *, take_over: bool = False, ttl: int | None = None
+    ) -> tuple[Run, list[dict[str, Any]]]:
         """An interrupted run of this flow, claimed from the state store and ready to continue (step or iterate
-        it), with the history records of the stages it had committed."""
+        it), with the history records of the stages it had committed; ``ttl``: with that many more cycles."""
         store = self.engine.state_store
         if store is None:
             raise OrchestrationError(
@@ -232,7 +237,7 @@ class FlowEngine:
             scheduler=lambda: FlowScheduler(self.setup),
             manifest={"scheduler": "flow", "flow": self.flow.metadata()},
         )
-        run = orchestrator.start_resume(run_id, take_over=take_over)
+        run = orchestrator.start_resume(run_id, take_over=take_over, ttl=ttl)
         history = [stage for entry in stored.entries for stage in entry.stages]
         for record in history:  # the task layer of a memory that did not outlive the process (in_memory)
             if record.get("status") == "success" and self.flow.reads_task_layer:
