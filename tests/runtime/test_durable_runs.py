@@ -114,7 +114,8 @@ def test_a_step_interrupted_mid_flight_runs_again_with_the_same_idempotency_key(
         engine.run("record ten things")
     with make_engine(workdir, responses=[]) as engine:
         run_id = engine.state_store.list_runs()[0].run_id  # type: ignore[union-attr]
-        assert engine.state_store.load(run_id).state.plan.steps[2].status == "running"  # type: ignore[union-attr]
+        # the interrupted cycle was not committed (as after kill -9): step 3 is pending in the store (issue 27)
+        assert engine.state_store.load(run_id).state.plan.steps[2].status == "pending"  # type: ignore[union-attr]
         result = engine.resume(run_id)
     assert result["status"] == "completed"
     assert seen[2] == seen[3] == f"{run_id}:3"  # the same key both times
