@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import itertools
 import os
 import pwd
 import re
@@ -449,7 +450,8 @@ class ShellTool(Tool):
 
 def path_candidates(argument: str) -> list[str]:
     """Every text in ``argument`` that a program may read as a path: the argument, each word of it, and what a
-    short option may carry (``-fa`` -> ``a``, ``fa``); URLs left out, a ``file:`` URL's path kept."""
+    short option may carry (``-xfa`` -> ``fa``, ``a``: options and a value, read every way); URLs left out, a
+    ``file:`` URL's path kept."""
 
     def unurl(match: re.Match[str]) -> str:
         if match.group(1).lower() != "file":
@@ -489,7 +491,8 @@ class _Touched:
             elif candidate.startswith("~"):
                 self._resolve(os.path.expanduser(candidate))
             if _GLOB.search(candidate):
-                matches = glob.glob(candidate, root_dir=self.root, recursive=True, include_hidden=True)
+                found = glob.iglob(candidate, root_dir=self.root, recursive=True, include_hidden=True)
+                matches = list(itertools.islice(found, MAX_GLOB_MATCHES + 1))
                 if len(matches) > MAX_GLOB_MATCHES:
                     self.unresolved[candidate] = None
                 for match in matches[:MAX_GLOB_MATCHES]:

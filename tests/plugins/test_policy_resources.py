@@ -172,11 +172,14 @@ def test_a_directory_too_large_to_check_is_refused_while_a_path_rule_applies(
     monkeypatch.setattr(shell_plugin, "MAX_WALK_ENTRIES", 3)
     for index in range(5):
         (root / "notes" / f"{index}.txt").write_text("x")
+    monkeypatch.setattr(shell_plugin, "MAX_GLOB_MATCHES", 3)
     engine, tool = shell_engine(root, NO_SECRETS)
     with engine:
-        call = through_the_gate(engine, tool, {"program": "grep", "args": ["-r", "x", "notes"]})
-    assert call.error is not None and call.error["rule"] == "unresolved-path"
-    assert tool.resources({"program": "grep", "args": ["-r", "x", "notes"]})["unresolved"] == ["notes"]
+        for args in (["-r", "x", "notes"], ["notes/*.txt"]):  # a tree, a glob: too many to look at
+            call = through_the_gate(engine, tool, {"program": "grep", "args": ["x", *args]})
+            assert call.error is not None and call.error["rule"] == "unresolved-path", args
+            assert tool.resources({"program": "grep", "args": args})["unresolved"] == [args[-1]]
+    assert "unresolved" not in tool.resources({"program": "cat", "args": ["notes/[01].txt"]})
 
 
 SEGMENT = st.sampled_from(["/", "//", "/./", "/.//"])
