@@ -12,6 +12,7 @@ attempt, and can SIGKILL its own process after the K-th attempt.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -34,7 +35,7 @@ from tests.support.redis_server import redis_url  # noqa: F401
 ROOT = Path(__file__).resolve().parents[2]
 TASKS, STEPS, CONCURRENCY = 4, 3, 2
 PLUGIN = """
-import json, os, re, signal
+import json, os, re, signal, time
 from pathlib import Path
 from aeon_kernel import LLMAdapter, hookimpl
 from aeon_kernel.kit import current_idempotency_key
@@ -59,6 +60,26 @@ class Counted(LedgerTool):
         if kill_at and len(attempts.read_text().splitlines()) >= int(kill_at):
             os.kill(os.getpid(), signal.SIGKILL)  # inside the step, after its side effect
         return result
+
+def mark():
+    def run(value, context):  # a flow stage's side effect: its idempotency key, once, in the ledger
+        attempts, ledger = Path(os.environ["AEON_TEST_ATTEMPTS"]), Path(os.environ["AEON_TEST_LEDGER"])
+        key = context.idempotency_key
+        with attempts.open("a") as file:
+            file.write(key + "\\n")
+        if key not in (ledger.read_text().splitlines() if ledger.exists() else []):
+            with ledger.open("a") as file:
+                file.write(key + "\\n")
+        time.sleep(float(os.environ.get("AEON_TEST_TOOL_SECONDS", "0")))
+        kill_at = os.environ.get("AEON_TEST_KILL_AT")
+        if kill_at and len(attempts.read_text().splitlines()) >= int(kill_at):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return {**value, "marks": value.get("marks", 0) + 1}
+    return run
+
+@hookimpl
+def aeon_register_nodes(register):
+    register("ledger.mark", mark)
 
 @hookimpl
 def aeon_register_llm_adapters(register):
@@ -257,6 +278,39 @@ def test_a_batch_on_redis_resumes_its_runs(tmp_path: Path, redis_url: str) -> No
             w["run_id"] for w in written
         }
         client.close()
+    finally:
+        made.kill_all()
+
+
+def test_a_flow_batch_killed_inside_a_stage_resumes_its_runs(tmp_path: Path) -> None:
+    import yaml
+
+    made = Project(tmp_path)
+    nodes = [{"id": "in", "role": "start"}]
+    nodes += [{"id": f"m{i}", "role": "linear", "impl": "ledger.mark"} for i in range(1, STEPS + 1)]
+    nodes += [{"id": "out", "role": "exit"}]
+    flow = {
+        "name": "marks",
+        "nodes": nodes,
+        "edges": [[a["id"], b["id"]] for a, b in itertools.pairwise(nodes)],
+    }
+    (tmp_path / "flow").mkdir()
+    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
+    (tmp_path / "flow" / "aeon.toml").write_text('[memory]\nuse = "in_memory"\n')
+    lines = [{"id": i, "input": {"n": i}} for i in range(TASKS)]
+    (tmp_path / "requests.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    try:
+        code, stderr = made.batch("--flow", "flow", AEON_TEST_KILL_AT="5")
+        assert code == -signal.SIGKILL, stderr
+        code, stderr = made.batch("--flow", "flow")
+        assert code == 0, stderr
+        written = sorted(made.results(), key=lambda line: line["id"])
+        assert [(line["id"], line["answer"], line["task_status"]) for line in written] == [
+            (i, {"n": i, "marks": STEPS}, "success") for i in range(TASKS)
+        ]
+        keys = {f"{line['run_id']}:t1/m{step}" for line in written for step in range(1, STEPS + 1)}
+        assert sorted(made.ledger()) == sorted(keys)  # each stage's side effect once, under its run's key
+        assert set(made.attempts()) == keys and len(made.attempts()) <= len(keys) + CONCURRENCY
     finally:
         made.kill_all()
 

@@ -226,3 +226,32 @@ def test_prune_on_the_redis_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert {run["run_id"] for run in json.loads(result.stdout)["deleted"]} == set(made[:2])
     listed = json.loads(CliRunner().invoke(runs, ["--config", "aeon.toml", "--json"]).stdout)
     assert [run["run_id"] for run in listed] == made[2:]
+
+
+def _wired() -> bool:
+    import click
+
+    from aeon_cli.main import cli
+
+    return isinstance(cli.commands.get("runs"), click.Group)
+
+
+@pytest.mark.skipif(
+    not _wired(), reason="WIRING: aeon_cli.runs.runs is not registered on `aeon` yet (main.py)"
+)
+def test_the_aeon_command_lists_and_prunes(data: dict[str, Any]) -> None:
+    """Once main.py registers ``aeon_cli.runs.runs``: the real ``aeon runs`` and ``aeon runs prune``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def aeon(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "aeon_cli", "runs", *args]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
+
+    listed = aeon()
+    assert listed.returncode == 0 and f"running (live, pid {data['live_pid']})" in listed.stdout, (
+        listed.stderr
+    )
+    pruned = aeon("prune", "--keep", "0", "--json")
+    assert pruned.returncode == 0, pruned.stderr
+    assert {run["run_id"] for run in json.loads(pruned.stdout)["kept"]} == {data["live"]}
+    assert stored(data["db"]) == {data["live"]}
