@@ -44,7 +44,8 @@ class PolicyAction(BaseModel):
     #: the tool about to be called (``tool_call`` only)
     tool: str | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
-    #: what the call touches, from ``Tool.resources``: ``{"path": [...], "host": [...]}``
+    #: what the call touches, from ``Tool.resources``: ``{"path": [...], "host": [...]}``; paths relative to the
+    #: tool's root or, outside it, absolute; ``unresolved`` for what the tool could not work out
     resources: dict[str, list[str]] = Field(default_factory=dict)
     #: the tools a stage may call (``stage`` only)
     tools: tuple[str, ...] = ()
