@@ -97,6 +97,9 @@ _EXIT: Final = "exit"
 MAX_WALK_ENTRIES: Final = 10_000
 #: at most this many matches of a glob in an argument; past it, ``unresolved``
 MAX_GLOB_MATCHES: Final = 1_000
+#: at most this many characters of possible paths (``-aaaa...`` holds a path at each letter) are resolved for a
+#: call; past it, its arguments are ``unresolved``
+MAX_CANDIDATE_CHARS: Final = 1_000_000
 #: where an argument is split into the words that may each be a path
 _WORD_SEPARATORS: Final = re.compile(r"[\s=:,;'\"()<>|&`@$]+")
 _URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^\s'\"]*)")
@@ -264,10 +267,17 @@ class ShellTool(Tool):
         docstring): relative to the root, or absolute outside it; what cannot be worked out, ``unresolved``."""
         assert self.root is not None  # judged only when granted
         touched = _Touched(str(self.root))
+        budget = MAX_CANDIDATE_CHARS
         for argument in arguments.get("args", []):
-            if isinstance(argument, str):
-                for candidate in path_candidates(argument):
-                    touched.add(candidate)
+            if not isinstance(argument, str):
+                continue
+            candidates = [c for c in path_candidates(argument) if c not in touched.tried]
+            budget -= sum(map(len, candidates))
+            if budget < 0:
+                touched.unresolved[_short(argument)] = None
+                break
+            for candidate in candidates:
+                touched.add(candidate)
         found: dict[str, list[str]] = {"program": [arguments["program"]], "path": list(touched.paths)}
         if touched.unresolved:
             found["unresolved"] = list(touched.unresolved)
@@ -483,8 +493,10 @@ class _Touched:
         self.unresolved: dict[str, None] = {}
         self.walked = 0
         self.seen: set[str] = set()
+        self.tried: set[str] = set()
 
     def add(self, candidate: str) -> None:
+        self.tried.add(candidate)
         try:
             if candidate == "~" or candidate.startswith("~/"):
                 self._resolve(candidate[2:] or ".")  # the programs' HOME is the root
@@ -538,6 +550,10 @@ class _Touched:
                             waiting.append(real)
                     elif entry.is_dir(follow_symlinks=False):
                         waiting.append(entry.path)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _first(args: list[str]) -> str:

@@ -175,10 +175,12 @@ def test_a_directory_too_large_to_check_is_refused_while_a_path_rule_applies(
     monkeypatch.setattr(shell_plugin, "MAX_GLOB_MATCHES", 3)
     engine, tool = shell_engine(root, NO_SECRETS)
     with engine:
-        for args in (["-r", "x", "notes"], ["notes/*.txt"]):  # a tree, a glob: too many to look at
+        # a tree, a glob, an option cluster with a path at each of its 4000 letters: too many to look at
+        for args in (["-r", "x", "notes"], ["notes/*.txt"], ["-" + "n" * 4000]):
             call = through_the_gate(engine, tool, {"program": "grep", "args": ["x", *args]})
             assert call.error is not None and call.error["rule"] == "unresolved-path", args
-            assert tool.resources({"program": "grep", "args": args})["unresolved"] == [args[-1]]
+            shown = args[-1] if len(args[-1]) <= 80 else args[-1][:77] + "..."
+            assert tool.resources({"program": "grep", "args": args})["unresolved"] == [shown]
     assert "unresolved" not in tool.resources({"program": "cat", "args": ["notes/[01].txt"]})
 
 
