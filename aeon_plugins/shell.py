@@ -24,10 +24,11 @@ would: ``..`` normalised, symbolic links followed (``realpath``), absolute paths
 programs' ``HOME``); and a glob (which no shell expands, but some programs do) is expanded. Each is reported
 relative to the root — both as written and as resolved — or, outside it, as an absolute path; a directory is
 reported with everything beneath it (links followed), up to :data:`MAX_WALK_ENTRIES`. What cannot be worked out (a
-larger tree, a glob with more than :data:`MAX_GLOB_MATCHES` matches, an unreadable directory) is reported as
-``unresolved``, which the ``rules`` policy refuses while any path rule applies to the call. This binds what the
-arguments name, not what a program computes (``python3 -c``) or reads by itself: a program run without a path
-reads the working directory (``grep -r x``, ``find``), so keep what a path rule protects outside the root.
+larger tree, a glob with more than :data:`MAX_GLOB_MATCHES` matches, an unreadable directory, arguments holding
+more than :data:`MAX_CANDIDATE_CHARS` characters of possible paths) is reported as ``unresolved``, which the
+``rules`` policy refuses while any path rule applies to the call. This binds what the arguments name, not what a
+program computes (``python3 -c``) or reads by itself: a program run without a path reads the working directory
+(``grep -r x``, ``find``), so keep what a path rule protects outside the root.
 
 The root is the working directory, not a jail: a program may open any path its user can. Set ``user`` to run the
 programs as an unprivileged account (``user = "nobody"``, which must then be able to use the root). The
