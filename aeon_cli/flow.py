@@ -148,7 +148,7 @@ def run(
     """Run the flow in DIRECTORY on an input, printing each stage as it ends.
 
     Exit status as for `aeon run`: 130 when interrupted (Ctrl-C; `aeon flow resume RUN_ID` goes on)."""
-    from aeon_cli.main import interruptible, resume_command
+    from aeon_cli.interrupts import interruptible, resume_command
 
     if (input_text is None) == (input_file is None):
         _fail("give the input with exactly one of --input JSON and --input-file FILE")
@@ -210,7 +210,7 @@ def resume(
 ) -> None:
     """Continue the interrupted flow run RUN_ID from the state store, after its last committed stage (--ttl N:
     with N more cycles, which also continues a run whose TTL expired). Exit status as for `aeon flow run`."""
-    from aeon_cli.main import interruptible, resume_command
+    from aeon_cli.interrupts import interruptible, resume_command
     from aeon_cli.recording import with_default_store
     from aeon_kernel.config import load_config
     from aeon_kernel.engine import Engine

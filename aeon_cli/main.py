@@ -119,6 +119,7 @@ def _drive(
     store and no log (FR-037; :mod:`aeon_cli.recording`). Ctrl-C stops the run as ``kill -9`` would (nothing of
     the cycle under way is kept), says how to resume it and exits 130; ``run_id``: the run resumed, if any."""
     from aeon_cli import recording
+    from aeon_cli.interrupts import interruptible, resume_command
     from aeon_kernel.config import load_config
 
     with interruptible(resume_command("aeon resume", config), run_id, as_json=as_json) as interrupt:
@@ -175,109 +176,6 @@ def _drive(
             err=True,
         )
     sys.exit(EXIT_CODES.get(result["status"], 1))
-
-
-EXIT_INTERRUPTED: Final = 130
-
-
-def resume_command(command: str, config: str | None) -> str:
-    """The command that resumes a run (``aeon resume``, ``aeon flow resume``), with the --config it needs."""
-    import shlex
-
-    return f"{command} --config {shlex.quote(config)}" if config else command
-
-
-class Interrupt:
-    """What Ctrl-C says: the run it stopped (``run_id``, once known) and the store that keeps it (``store``: None
-    for none, :data:`UNKNOWN` while the engine is not built)."""
-
-    def __init__(self, command: str, run_id: str | None, *, as_json: bool) -> None:
-        self.command, self.run_id, self.as_json = command, run_id, as_json
-        self.store: Any = UNKNOWN
-        self._resuming = run_id is not None
-        self._reported = False
-        self._previous: Any = None
-
-    def quiet(self) -> None:
-        """From now on, until the command exits, a second Ctrl-C is ignored (the first one is being handled)."""
-        import signal
-        import threading
-
-        if self._previous is None and threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def restore(self) -> None:
-        import signal
-
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
-
-    def report(self) -> None:
-        """Say that the run was interrupted, what the state store kept of it, and how to go on (or why not)."""
-        if self._reported:
-            return
-        self._reported = True
-        run_id, store, stored, resumable = self.run_id, self.store, None, False
-        if run_id is not None and store is not None and store is not UNKNOWN:
-            with contextlib.suppress(Exception):
-                stored = store.load(run_id).state
-        if run_id is None:
-            message = "Interrupted before the run started: nothing was recorded."
-        elif store is UNKNOWN and self._resuming:
-            resumable = True
-            message = f"Interrupted before run {run_id} went on; it is as it was. Resume it with: "
-            message += f"{self.command} {run_id}"
-        elif store is None:
-            message = (
-                f"Interrupted: run {run_id} was not recorded in a state store (--no-log), so it cannot be resumed; "
-                "run it again (without --no-log, or with [state] in aeon.toml, to make it resumable)."
-            )
-        elif stored is None:
-            message = f"Interrupted before run {run_id} was recorded: there is nothing to resume."
-        elif stored.status != "running":
-            message = (
-                f"Interrupted after run {run_id} had ended ({stored.status}): there is nothing to resume."
-            )
-        else:
-            resumable = True
-            cycles = f"{stored.cycle} committed cycle{'' if stored.cycle == 1 else 's'}"
-            message = (
-                f"Interrupted: run {run_id} stopped; the state store keeps its {cycles} (the cycle under way "
-                f"is not kept). Resume it with: {self.command} {run_id}"
-            )
-        click.echo(scrub_secrets(message), err=True)
-        if self.as_json:
-            echo_json(
-                {
-                    "run_id": run_id,
-                    "status": "interrupted",
-                    "cycles": stored.cycle if stored is not None else None,
-                    "resumable": resumable,
-                    "message": message,
-                }
-            )
-
-
-#: ``Interrupt.store`` before the engine is built
-UNKNOWN: Final = object()
-
-
-@contextlib.contextmanager
-def interruptible(command: str, run_id: str | None = None, *, as_json: bool) -> Iterator[Interrupt]:
-    """Ctrl-C (``KeyboardInterrupt``) in the block: the run is reported (:meth:`Interrupt.report`; where the block
-    must read the store before it closes it, it reports itself) and the command exits 130 — no traceback. A second
-    Ctrl-C while the command closes down is ignored."""
-    interrupt = Interrupt(command, run_id, as_json=as_json)
-    try:
-        yield interrupt
-    except KeyboardInterrupt:
-        interrupt.quiet()
-        interrupt.report()
-        interrupt.restore()
-        sys.exit(EXIT_INTERRUPTED)
-    finally:
-        interrupt.restore()
 
 
 @cli.command()

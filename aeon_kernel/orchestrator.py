@@ -151,9 +151,8 @@ class Orchestrator:
         raises ``RunStoreError`` — never a silent fresh start. ``take_over`` also takes a run held by a process on
         another host, which cannot be checked (see ``StateStore.claim``).
 
-        ``ttl``: give the run that many more cycles, recorded in its history (:func:`~aeon_kernel.runtime.run.
-        extend_ttl`) — the way to continue a run whose TTL expired; an interrupted run gets them on top of what it
-        had left. A completed or failed run cannot be continued.
+        ``ttl``: that many more cycles, recorded in the run's history (``runtime.run.extend_ttl``): how a run whose
+        TTL expired goes on (an interrupted one gets them on top). A completed or failed run cannot be continued.
         """
         store = self.state_store
         if store is None:
@@ -167,26 +166,23 @@ class Orchestrator:
             self._claim(run_id, take_over)
         except RunStoreError as refused:
             stored = _peek(store, run_id)
-            status = stored.state.status if stored is not None else None
-            if stored is None or status not in ("ttl_expired", "completed", "failed"):
+            status = stored.state.status if stored is not None else "running"
+            if stored is None or status == "running" or (status != "ttl_expired" and ttl is None):
                 raise
-            if status != "ttl_expired":
-                if ttl is None:
-                    raise
-                raise RunStoreError(
-                    f"{refused}: a {status} run cannot be continued; --ttl gives more cycles only to a run whose "
-                    "TTL expired (run the request again)"
-                ) from None
-            if ttl is None:
-                command = "aeon flow resume" if stored.manifest.get("scheduler") == "flow" else "aeon resume"
-                raise RunStoreError(
-                    f"{refused}: its TTL expired after {stored.state.cycle} cycles. Give it more and it goes on: "
-                    f"{command} {run_id} --ttl N (in Python: resume(run_id, ttl=N))"
-                ) from None
+            if ttl is None or status != "ttl_expired":
+                how = "aeon flow resume" if stored.manifest.get("scheduler") == "flow" else "aeon resume"
+                why = (
+                    f"its TTL expired after {stored.state.cycle} cycles. Give it more and it goes on: {how} "
+                    f"{run_id} --ttl N (in Python: resume(run_id, ttl=N))"
+                    if ttl is None
+                    else f"a {status} run cannot be continued; --ttl gives more cycles only to a run whose TTL "
+                    "expired (run the request again)"
+                )
+                raise RunStoreError(f"{refused}: {why}") from None
             # No claim can hold a finished run: the extension, committed unclaimed, makes it running again (the
             # store refuses a second extension of the same cycles), and the claim follows.
             self._check_scheduler(run_id, stored)
-            self._extend(store, stored, ttl)
+            extend_ttl(store, stored, ttl)
             extended = True
             self._claim(run_id, take_over)
         try:
@@ -300,20 +296,6 @@ class Orchestrator:
                 f"run {run_id!r} was started by the {started_by!r} scheduler and cannot go on under {mine!r}: "
                 f"resume it with {how}"
             )
-
-    @staticmethod
-    def _extend(store: StateStore, stored: StoredRun, ttl: int) -> None:
-        """Extend a run whose TTL expired, before claiming it; another process that extended it first is said."""
-        try:
-            extend_ttl(store, stored, ttl)
-        except RunStoreError:
-            now = _peek(store, stored.state.run_id)
-            if now is not None and now.state.cycle != stored.state.cycle:
-                raise RunStoreError(
-                    f"run {stored.state.run_id!r} was continued by another process meanwhile (it has "
-                    f"{now.state.cycle} cycles now, and is {now.state.status}); `aeon runs` shows it"
-                ) from None
-            raise
 
     def _end(self, run: Run) -> None:
         self._iterating = False

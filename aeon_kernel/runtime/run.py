@@ -391,63 +391,50 @@ TTL_EXTENDED = "TTLExtended"
 
 
 def extend_ttl(store: StateStore, stored: StoredRun, cycles: int) -> StoredRun:
-    """Give the stored run ``cycles`` more cycles of TTL, recorded in its history; the run as it is stored then.
+    """Give the stored run ``cycles`` more cycles, recorded in its history; the run as it is stored then.
 
-    The extension is a cycle record of its own, committed like any other: it does no work and spends no TTL, and
-    its one error-list entry (``type`` :data:`TTL_EXTENDED`) says "TTL extended by N at cycle C" — so the store,
-    the JSONL log (repaired from the store on resume) and ``aeon stats`` show it where it happened. A run whose
-    TTL expired is ``running`` again from that commit on; an interrupted run keeps running with the TTL it had
-    left plus ``cycles``. A completed or failed run cannot be continued (``RunStoreError``).
-
-    The record follows the stored cycles, which the store checks when it commits: of two processes extending one
-    run at once, one commits and the other's commit is refused. Call it while holding the run's claim, or — for a
-    run whose TTL expired, which no claim can hold — before claiming it.
+    The extension is a cycle record of its own, committed like any other, that does no work and spends no TTL;
+    its one ``errors`` entry (``type`` :data:`TTL_EXTENDED`) says "TTL extended by N at cycle C". A run whose TTL
+    expired is ``running`` again from that commit on; an interrupted one gets ``cycles`` on top of what it had
+    left; a completed or failed one cannot be continued (``RunStoreError``). The store refuses a record that does
+    not follow the stored cycles, so of two processes extending a run at once, one does. Call it holding the
+    run's claim, or, for a run whose TTL expired (which no claim can hold), before claiming it.
     """
-    if isinstance(cycles, bool) or not isinstance(cycles, int) or cycles < 1:
-        raise ValueError(f"the cycles to add must be a positive integer, not {cycles!r}")
-    state = stored.state
+    state, at = stored.state, stored.state.cycle
     if state.status not in ("running", "ttl_expired"):
         raise RunStoreError(
             f"run {state.run_id!r} already finished ({state.status}); only a run whose TTL expired, or one that "
             "was interrupted, can be continued with more cycles: run the request again"
         )
-    at = state.cycle
-    expired = state.status == "ttl_expired"
-    record: dict[str, Any] = {
+    expired = ": the run, whose TTL had expired, goes on" if state.status == "ttl_expired" else ""
+    record = {
         "type": TTL_EXTENDED,
-        "message": f"TTL extended by {cycles} at cycle {at}"
-        + (": the run, whose TTL had expired, goes on" if expired else ""),
-        "step_id": None,
-        "phase": "ttl",
-        "ttl_added": cycles,
-        "at_cycle": at,
-        "status_before": state.status,
+        "message": f"TTL extended by {cycles} at cycle {at}{expired}",
+        **{
+            "step_id": None,
+            "phase": "ttl",
+            "ttl_added": cycles,
+            "at_cycle": at,
+            "status_before": state.status,
+        },
     }
-    last = stored.entries[-1] if stored.entries else None
-    entry = LogEntry.trusted(
+    entry = LogEntry(
         step_number=at + 1,
         plan_state=state.plan,
         llm_output={},
-        supervisor_actions=(),
-        tool_calls=(),
         ttl_remaining=state.ttl_remaining + cycles,
         errors=(record,),
-        timestamp=utc_now(),
         run_id=state.run_id,
-        phase=last.phase if last is not None else "plan",
-        step_id=None,
-        step_status=None,
+        phase=stored.entries[-1].phase if stored.entries else "plan",
         usage={"llm_calls": 0},
-        duration_ms=0.0,
-        stages=(),
     )
-    extended = state.model_copy(
-        update={
-            "cycle": at + 1,
-            "ttl_remaining": entry.ttl_remaining,
-            "status": "running",
-            "errors": (*state.errors, record),
-        }
-    )
-    store.commit_cycle(extended, entry, [])
+    changes = {"cycle": at + 1, "ttl_remaining": entry.ttl_remaining, "status": "running"}
+    extended = state.model_copy(update={**changes, "errors": (*state.errors, record)})
+    try:
+        store.commit_cycle(extended, entry, [])
+    except RunStoreError as exc:
+        raise RunStoreError(
+            f"run {state.run_id!r} could not be continued: {exc} (did another process continue it meanwhile? "
+            "aeon runs shows it)"
+        ) from None
     return StoredRun(state=extended, manifest=stored.manifest, entries=(*stored.entries, entry))
