@@ -6,6 +6,7 @@ expired, 2 the flow could not start (bad manifests, configuration, input).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -162,7 +163,7 @@ def run(
     ) as ctrl_c:
         engine, note = _flow_engine(directory, config, log_path, no_log, record=record, replay=replay)
         ctrl_c.store = engine.engine.state_store
-        started = _Started()
+        started, stages = _Started(), None
         engine.engine.pm.register(started, name="aeon.cli.started")
         try:
             if inspect:
@@ -178,6 +179,7 @@ def run(
             _fail(exc)
         except KeyboardInterrupt:
             ctrl_c.quiet()
+            _close(stages)
             ctrl_c.run_id = started.run_id
             ctrl_c.report()  # while the store is open
             raise
@@ -230,7 +232,7 @@ def resume(
         if not isinstance(recorded, dict) or not recorded.get("directory"):
             _fail(f"run {run_id!r} is not a flow run; resume it with `aeon resume {run_id}`")
         engine, note = _flow_engine(recorded["directory"], config, log_path, no_log)
-        ctrl_c.store = engine.engine.state_store
+        ctrl_c.store, stages = engine.engine.state_store, None
         try:
             if inspect:
                 from aeon_cli.inspect.stepper import resumed_flow_stages  # the server loads only here
@@ -249,6 +251,7 @@ def resume(
             _fail(exc)
         except KeyboardInterrupt:
             ctrl_c.quiet()
+            _close(stages)
             ctrl_c.report()  # while the store is open
             raise
         finally:
@@ -318,6 +321,12 @@ def _config_of(directory: str, config: str | None) -> str | None:
 
     beside = Path(directory) / "aeon.toml"
     return config or (str(beside) if beside.is_file() else None)
+
+
+def _close(stages: Any) -> None:
+    """Close the stages' generator: a run it holds between two stages is released (resumable at once)."""
+    with contextlib.suppress(Exception):
+        getattr(stages, "close", lambda: None)()
 
 
 class _Started:
