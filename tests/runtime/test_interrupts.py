@@ -60,14 +60,16 @@ class CycleEnds:
         self.numbers.append(entry.step_number)
 
 
-def engine(root: Path, *, interrupt_at: int = 0, extra: tuple[Any, ...] = ()) -> Engine:
+def engine(
+    root: Path, *, interrupt_at: int = 0, raises: str = "KeyboardInterrupt", extra: tuple[Any, ...] = ()
+) -> Engine:
     config = (
         AeonConfig(
             ttl=TTL,
             state=Choice("sqlite", {"path": str(root / "state.db")}),
             telemetry=(Choice("jsonl", {"path": str(root / "run.jsonl")}),),
         )
-        .with_choice("llm", "interrupting", interrupt_at=interrupt_at)
+        .with_choice("llm", "interrupting", interrupt_at=interrupt_at, raises=raises)
         .with_choice("planner", "model", check=False)
     )
     builtins = [in_memory, jsonl, plan_finished, schema_validator, supervisor, sqlite_state, interrupts]
@@ -90,11 +92,16 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("call", "committed"),
-    [(1, 0), (2, 2), (3, 4)],  # the planning call; the model call of step 2; that of step 4
+    ("call", "committed", "raises"),
+    [
+        (1, 0, "KeyboardInterrupt"),  # the planning call
+        (2, 2, "KeyboardInterrupt"),  # the model call of step 2
+        (3, 4, "KeyboardInterrupt"),  # that of step 4
+        (2, 2, "SystemExit"),  # any BaseException that is not an Exception
+    ],
 )
 def test_ctrl_c_in_a_model_call_commits_nothing_and_resume_ends_as_an_uninterrupted_run(
-    files: Path, call: int, committed: int
+    files: Path, call: int, committed: int, raises: str
 ) -> None:
     reference_root = files / "reference"
     reference_root.mkdir()
@@ -104,12 +111,12 @@ def test_ctrl_c_in_a_model_call_commits_nothing_and_resume_ends_as_an_uninterrup
     assert reference["status"] == "completed"
 
     ends = CycleEnds()
-    with engine(files, interrupt_at=call, extra=(ends,)) as interrupted:
+    with engine(files, interrupt_at=call, raises=raises, extra=(ends,)) as interrupted:
         orchestrator = interrupted.orchestrator()
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises((KeyboardInterrupt, SystemExit)):
             orchestrator.execute(REQUEST)
         run = orchestrator.run
-        assert run is not None and run.interrupted == "KeyboardInterrupt" and run.result is None
+        assert run is not None and run.interrupted == raises and run.result is None
         run_id = run.run_id
         with pytest.raises(OrchestrationError, match="was interrupted"):
             run.next()  # its working state holds half a cycle: it goes on only from the store

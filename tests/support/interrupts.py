@@ -6,7 +6,7 @@ this module), it registers:
 * the ``interrupting`` model, which answers by request, not by call order — the plan :data:`PLAN` to a planning
   prompt, ``{"answer": "noted <step>"}`` to an ``agent: "llm"`` step — so a run resumed in another process gets
   the same answers. With ``interrupt_at = N`` it raises ``KeyboardInterrupt`` on its N-th call (as Ctrl-C would,
-  for the tests that run in the test's own process);
+  for the tests that run in the test's own process; ``raises = "SystemExit"``: that instead);
 * the ``ledger`` tool of :mod:`tests.support.ledger` (each idempotency key once in ``ledger.txt``), which also
   appends every execution, repeats included, to ``executions.txt``;
 * an ``aeon_cycle_end`` hook.
@@ -72,8 +72,11 @@ def stop_here(point: str) -> None:
 class InterruptingModel(LLMAdapter):
     model_id = "interrupting"
 
-    def __init__(self, interrupt_at: int = 0) -> None:
-        self.interrupt_at = interrupt_at
+    def __init__(self, interrupt_at: int = 0, raises: str = "KeyboardInterrupt") -> None:
+        self.interrupt_at, self.raises = (
+            interrupt_at,
+            {"KeyboardInterrupt": KeyboardInterrupt, "SystemExit": SystemExit}[raises],
+        )
         self.calls = 0
 
     def generate(
@@ -87,7 +90,7 @@ class InterruptingModel(LLMAdapter):
     ) -> LLMResponse:
         self.calls += 1
         if self.calls == self.interrupt_at:
-            raise KeyboardInterrupt  # what Ctrl-C raises in the middle of a model call
+            raise self.raises  # what Ctrl-C (or a plugin's sys.exit) raises in the middle of a model call
         step = _STEP.findall(prompt)
         if step:
             stop_here(f"model:{step[-1]}")
