@@ -62,9 +62,14 @@ def held_run(db: Path, run_id: str, how: str) -> subprocess.Popen[str]:
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    if how == "stale":
-        proc.wait(timeout=30)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        if how == "stale":
+            proc.wait(timeout=30)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
     return proc
 
 
@@ -104,7 +109,11 @@ def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, 
     store.release(released)
     store.close()
     stale = held_run(db, "s" * 32, "stale")
-    live = held_run(db, "l" * 32, "live")
+    try:
+        live = held_run(db, "l" * 32, "live")
+    except BaseException:
+        stale.communicate()
+        raise
     try:
         for run_id in (old, released, "s" * 32, "l" * 32):
             age(db, run_id, 40)
