@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import sqlite3
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -219,6 +218,8 @@ def _artifact_file(config: Any) -> Path | None:
 
 def _delete_artifacts(path: Path, run_ids: list[str], dry_run: bool) -> int:
     """The artifacts of ``run_ids`` in the SQLite artifact store ``path``: deleted (or counted); how many."""
+    import sqlite3
+
     from aeon_kernel.errors import RunStoreError
 
     total = 0
@@ -237,6 +238,8 @@ def _delete_artifacts(path: Path, run_ids: list[str], dry_run: bool) -> int:
 
 def _compact(path: Path) -> str:
     """VACUUM a SQLite file runs were deleted from, so that it shrinks (otherwise its free pages are reused)."""
+    import sqlite3
+
     before = path.stat().st_size if path.is_file() else 0
     try:
         with contextlib.closing(sqlite3.connect(path, timeout=5, isolation_level=None)) as db:
