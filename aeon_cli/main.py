@@ -264,30 +264,6 @@ def resume(
 
 
 @cli.command()
-@click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list.")
-def runs(config: str | None, as_json: bool) -> None:
-    """List the stored runs, newest first: run_id, request, status, cycles, started."""
-    try:
-        with _recorded_runs(config) as engine:
-            summaries = [summary.to_dict() for summary in engine.state_store.list_runs()]
-            where = engine.config.state.options.get("path", engine.config.state.use)
-    except AeonError as exc:
-        _fail_setup(exc)
-    if as_json:
-        echo_json(summaries)
-        return
-    if not summaries:
-        click.echo(f"no runs recorded yet in {where}", err=True)
-    for run in summaries:
-        request = scrub_secrets(run["request"])  # before the cut
-        request = request if len(request) <= 50 else request[:49] + "…"
-        click.echo(
-            f"{run['run_id']}  {run['status']:<11}  {run['cycles']:>4} cycles  {run['started']}  {request}"
-        )
-
-
-@cli.command()
 @click.argument("run_id")
 @click.option("--config", type=click.Path(dir_okay=False), help="aeon.toml to use.")
 @click.option(
@@ -493,6 +469,7 @@ def _add_flow_commands() -> None:
     from aeon_cli.init.command import init_project  # Jinja and package metadata are read when it runs
     from aeon_cli.inspect.command import inspect_runs  # the server and Jinja load when it runs
     from aeon_cli.mcp import mcp  # the MCP SDK itself is imported only by `aeon mcp serve`
+    from aeon_cli.runs import runs  # aeon runs, aeon runs prune
 
     cli.add_command(batch)
     cli.add_command(evaluate)
@@ -500,6 +477,7 @@ def _add_flow_commands() -> None:
     cli.add_command(init_project)
     cli.add_command(inspect_runs)
     cli.add_command(mcp)
+    cli.add_command(runs)
 
 
 _add_flow_commands()
