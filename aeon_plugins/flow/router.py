@@ -399,8 +399,9 @@ def _summary(task: FlowTask) -> dict[str, Any]:
 def _message(verdict: Verdict, root: FlowTask, book: TaskBook) -> str:
     if verdict.status == "ttl_expired":
         return (
-            "TTL expired before the task reached an exit; the state is kept in final_state. Run it again with "
-            "a larger TTL (--ttl, or ttl: in flow.yaml; the default is 10 cycles per node)."
+            "TTL expired before the task reached an exit; the state is kept in final_state. Continue a stored run "
+            "with `aeon flow resume RUN_ID --ttl N`, or run it again with a larger TTL (--ttl, or ttl: in "
+            "flow.yaml; the default is 10 cycles per node)."
         )
     if not book.finished:
         return "the flow stopped before its root task ended; see errors"

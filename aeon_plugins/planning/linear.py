@@ -241,7 +241,8 @@ def _message(state: OrchestrationState, status: str) -> str:
         pending = [s.step_id for s in state.plan.steps if not s.status.is_terminal] if state.plan else []
         return (
             f"TTL expired after {state.cycle} cycles with steps {pending} unfinished; "
-            "the state is kept in final_state. Raise the TTL (--ttl, or [run] ttl in aeon.toml) to let it finish."
+            "the state is kept in final_state. Continue a stored run with `aeon resume RUN_ID --ttl N`, or run it "
+            "again with a larger TTL (--ttl, or [run] ttl in aeon.toml)."
         )
     if state.plan is None:
         return "no usable plan: " + (state.errors[-1]["message"] if state.errors else "unknown error")

@@ -342,14 +342,17 @@ def test_resume_errors(home: Path) -> None:
 
 
 def test_a_ttl_expired_flow_run_says_how_to_finish_and_does_it(home: Path) -> None:
-    """A TTL-expired run is over (as for `aeon run`): its message says to run again with a larger TTL, which
-    works; it does not promise a resume the store would refuse."""
+    """A TTL-expired run says both ways on (issue 27): resumed with more cycles (`--ttl N`; without it the store
+    refuses, saying so), or run again with a larger TTL; both work."""
     (home / "aeon.toml").write_text('[state]\nuse = "sqlite"\npath = "state.db"\n')
     text = FLOW_YAML.replace("start: intake\n", "start: intake\nttl: 2\n")
     flow = make_flow(home, text)
     expired = run_json(str(flow), "--input", '{"text": "t", "kind": "idea"}', code=3)
-    assert "--ttl" in expired["message"] and "resume" not in expired["message"]
-    assert aeon("flow", "resume", expired["run_id"], "--json").exit_code == 2  # over: nothing to resume
+    assert "--ttl" in expired["message"] and "aeon flow resume RUN_ID --ttl N" in expired["message"]
+    refused = aeon("flow", "resume", expired["run_id"], "--json")
+    assert refused.exit_code == 2 and "--ttl" in refused.stderr
+    continued = aeon("flow", "resume", expired["run_id"], "--ttl", "20", "--json")
+    assert continued.exit_code == 0 and json.loads(continued.stdout)["status"] == "success"
     again = run_json(str(flow), "--input", '{"text": "t", "kind": "idea"}', "--ttl", "20", code=0)
     assert again["status"] == "success"
 
