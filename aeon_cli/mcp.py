@@ -9,37 +9,56 @@ the tool's output schema. A call that fails or is refused comes back as an error
 the reason; a result comes back as JSON text and as structured content. Every answer is scrubbed of registered
 secrets, as any output of ``aeon`` is.
 
-Over stdio by default (the client starts ``aeon mcp serve --config aeon.toml``); ``--http PORT`` serves streamable
-HTTP at ``http://127.0.0.1:PORT/mcp``, on the loopback interface only, with the SDK's DNS-rebinding protection.
+Over stdio by default (the client starts ``aeon mcp serve --config aeon.toml``, and only it holds the pipes);
+``--http PORT`` serves streamable HTTP at ``http://127.0.0.1:PORT/mcp``, on the loopback interface only, with the
+SDK's DNS-rebinding protection. Loopback keeps other machines out, not other processes or accounts of this one, so
+over HTTP every request must carry the session's bearer token (``Authorization: Bearer TOKEN``), checked by the
+SDK's own auth middleware through a :class:`SessionToken` verifier (constant-time): without it, or with another,
+the answer is ``401`` and no tool is listed or called. The token is ``--token-file FILE``'s (a file only its owner
+can read; created with a new token where it does not exist), else ``$AEON_MCP_TOKEN``, else a new random one
+printed on stderr — for the user who started the server only.
 It needs the MCP SDK: ``pip install 'aeon-core[mcp]'``.
 
-Exit status: 0 when the client disconnects (or the HTTP server is stopped), 2 when the engine cannot be built.
+Exit status: 0 when the client disconnects or the server is stopped (Ctrl-C, or SIGTERM as a supervisor stops it,
+even where SIGINT was inherited ignored), 2 when the engine cannot be built or the token cannot be had.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
+import stat
 import sys
 import threading
 import uuid
+from collections.abc import Callable
+from functools import partial
 from itertools import count
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 
+from aeon_cli.inspect.local import new_token, same, stopping
 from aeon_cli.output import safe_streams
 from aeon_kernel.errors import AeonError
-from aeon_kernel.secrets import scrub_secrets, scrub_secrets_data
+from aeon_kernel.secrets import register_secret, scrub_secrets, scrub_secrets_data
 
 if TYPE_CHECKING:
     import mcp_types
+    from mcp.server.auth.provider import AccessToken
 
     from aeon_kernel.engine import Engine
     from aeon_kernel.tools import Tool
 
 EXIT_SETUP_ERROR: Final = 2
+#: where ``aeon mcp serve --http`` reads its bearer token when no ``--token-file`` names one
+TOKEN_VARIABLE: Final = "AEON_MCP_TOKEN"  # noqa: S105 - a variable's name
+#: the shortest token accepted from a file or the environment (a new one has 43 characters)
+MIN_TOKEN: Final = 32
+#: seconds the HTTP server waits, once told to stop, for a client's open stream before it closes it
+GRACEFUL: Final = 3
 #: the name of the tool that runs a request through the engine
 RUN_TOOL: Final = "run"
 RUN_INPUT_SCHEMA: Final[dict[str, Any]] = {
@@ -88,18 +107,33 @@ def mcp(ctx: click.Context) -> None:
     "port",
     type=click.IntRange(1, 65535),
     metavar="PORT",
-    help="Serve streamable HTTP at http://127.0.0.1:PORT/mcp (loopback only) instead of stdio.",
+    help="Serve streamable HTTP at http://127.0.0.1:PORT/mcp (loopback only) instead of stdio; every request "
+    "must carry the session's token (Authorization: Bearer TOKEN).",
 )
-def serve(config: str | None, port: int | None) -> None:
-    """Serve the engine's tools, and `run`, as an MCP server: over stdio, or streamable HTTP with --http.
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    help=f"With --http: the token clients must send, read from FILE (readable by its owner only; created with a "
+    f"new token, mode 0600, where it does not exist). Default: ${TOKEN_VARIABLE}, else a new token printed on "
+    "stderr.",
+)
+def serve(config: str | None, port: int | None, token_file: str | None) -> None:
+    """Serve the engine's tools, and `run`, as an MCP server: over stdio, or streamable HTTP with --http (a bearer
+    token required: from --token-file, $AEON_MCP_TOKEN, else a new one printed on stderr).
 
-    Exit status: 0 when the client disconnects or the server is stopped, 2 when the engine cannot be built.
+    Exit status: 0 when the client disconnects or the server is stopped (Ctrl-C, SIGTERM), 2 when the engine
+    cannot be built or the token cannot be had.
     """
+    if token_file is not None and port is None:
+        raise click.UsageError(
+            "--token-file is for --http: over stdio only the client that started the server talks"
+        )
     try:
         import anyio
         from mcp.server.lowlevel import Server
     except ImportError:
         _fail("aeon mcp serve needs the MCP SDK: pip install 'aeon-core[mcp]' (or pip install mcp)")
+    token, told = (None, "") if port is None else _session_token(token_file)
     from aeon_kernel.engine import Engine
     from aeon_kernel.version import __version__
 
@@ -127,24 +161,115 @@ def serve(config: str | None, port: int | None) -> None:
         except OSError as exc:
             engine.close()
             _fail(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}; choose another --http port")
-    where = "stdio" if listening is None else f"http://127.0.0.1:{port}/mcp"
-    click.echo(f"aeon mcp: serving {len(bridge.tools) + 1} tools on {where}", err=True)
-    # SIGTERM ends the server as a client's disconnecting would: the engine is closed (uvicorn stops gracefully,
-    # then raises the signal again, which lands here).
-    signal.signal(signal.SIGTERM, _stop)
-    try:
-        if listening is None:
-            anyio.run(_serve_stdio, server)
+    # SIGTERM ends the server as Ctrl-C and a client's disconnecting do: the engine is closed (uvicorn stops
+    # gracefully, then raises the signal again, which lands here); SIGINT too where it was inherited ignored.
+    interrupted = False
+    with stopping():
+        try:
+            if listening is None:  # over stdio, a signal closes the engine and exits (see _exit_closed)
+                stop = partial(_exit_closed, engine)
+                for signum in (signal.SIGINT, signal.SIGTERM):  # until the event loop takes them over
+                    signal.signal(signum, lambda *_: stop())
+            where = "stdio" if listening is None else f"http://127.0.0.1:{port}/mcp"
+            click.echo(f"aeon mcp: serving {len(bridge.tools) + 1} tools on {where}", err=True)
+            if listening is None:
+                anyio.run(_serve_stdio, server, stop)
+            else:
+                assert token is not None
+                click.echo(f"aeon mcp: {told}", err=True)
+                sys.stderr.flush()
+                anyio.run(_serve_http, server, listening, token)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            engine.close()
+    if interrupted and listening is None:
+        _exit_closed(engine)
+
+
+def _exit_closed(engine: Engine) -> NoReturn:
+    """Over stdio, stopped by a signal while the client still holds the pipe: the engine closed, exit (status 0)
+    at once. The SDK's thread reading stdin stays blocked in read() until the client writes or goes, and neither
+    cancelling it nor Python's exit would wait less."""
+    engine.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _session_token(token_file: str | None) -> tuple[str, str]:
+    """The bearer token of this HTTP session, and what to tell the user about it: ``token_file``'s (a new one
+    written there, mode 0600, where it does not exist), else ``$AEON_MCP_TOKEN``'s, else a new one (shown)."""
+    header = 'every request must carry the header "Authorization: Bearer TOKEN"; '
+    if token_file is not None:
+        path = token_file
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            token = _read_token(path)
+        except OSError as exc:
+            _fail(f"cannot write a token to {path}: {exc.strerror or exc}")
         else:
-            anyio.run(_serve_http, server, listening)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        engine.close()
+            token = new_token()
+            with os.fdopen(descriptor, "w", encoding="ascii") as file:
+                file.write(token + "\n")
+            register_secret(token)
+            return token, f"{header}TOKEN is in {path} (new, readable by you only)"
+        register_secret(token)
+        return token, f"{header}TOKEN is the one in {path}"
+    given = os.environ.get(TOKEN_VARIABLE)
+    if given is not None:
+        token = _checked_token(given.strip(), f"${TOKEN_VARIABLE}")
+        register_secret(token)
+        return token, f"{header}TOKEN is ${TOKEN_VARIABLE}'s"
+    token = new_token()
+    register_secret(token)  # never in an answer or a record (it is printed here, unscrubbed, for the user)
+    return token, f"{header}this session's token: {token}  (your own: --token-file FILE or ${TOKEN_VARIABLE})"
 
 
-def _stop(signum: int, frame: Any) -> NoReturn:
-    raise SystemExit(0)
+def _read_token(path: str) -> str:
+    """The token ``path`` holds; refused where another account could read (or replace) the file."""
+    try:
+        with open(path, "rb") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                _fail(f"the token file {path} is not a regular file")
+            if mode & 0o077:
+                _fail(
+                    f"the token file {path} can be read or written by other accounts (mode "
+                    f"{stat.S_IMODE(mode):04o}): chmod 600 {path}"
+                )
+            raw = file.read(4096)
+    except OSError as exc:
+        _fail(f"cannot read the token file {path}: {exc.strerror or exc}")
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        _fail(f"the token file {path} holds no usable token: printable ASCII expected")
+    return _checked_token(text.strip(), f"the token file {path}")
+
+
+def _checked_token(token: str, where: str) -> str:
+    if len(token) < MIN_TOKEN or not all("!" <= char <= "~" for char in token):
+        _fail(
+            f"{where} holds no usable token: {MIN_TOKEN} printable characters or more, no spaces "
+            "(python3 -c 'import secrets; print(secrets.token_urlsafe(32))' makes one)"
+        )
+    return token
+
+
+class SessionToken:
+    """The MCP SDK's ``TokenVerifier`` for one session's bearer token, compared in constant time."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        from mcp.server.auth.provider import AccessToken
+
+        if not same(token, self._token):
+            return None
+        return AccessToken(token=token, client_id="aeon-mcp-session", scopes=[])
 
 
 def _listen(port: int) -> socket.socket:
@@ -159,18 +284,37 @@ def _listen(port: int) -> socket.socket:
     return listening
 
 
-async def _serve_stdio(server: Any) -> None:
+async def _serve_stdio(server: Any, stop: Callable[[], NoReturn]) -> None:
+    """Serve over stdin and stdout until the client goes, or until SIGINT or SIGTERM, which ``stop`` the process
+    (handled in the event loop, between its tasks)."""
+    import anyio
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    async def watch() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+            async for _ in received:
+                stop()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        group.cancel_scope.cancel()
 
 
-async def _serve_http(server: Any, listening: socket.socket) -> None:
+async def _serve_http(server: Any, listening: socket.socket, token: str) -> None:
     import uvicorn
+    from mcp.server.auth.settings import AuthSettings
+    from pydantic import AnyHttpUrl
 
-    app = server.streamable_http_app(host="127.0.0.1")
-    config = uvicorn.Config(app, log_level="warning")
+    here = AnyHttpUrl(f"http://127.0.0.1:{listening.getsockname()[1]}")
+    app = server.streamable_http_app(
+        host="127.0.0.1",
+        # the SDK's bearer middleware on /mcp: a request without the session's token is 401, before any handler
+        auth=AuthSettings(issuer_url=here, resource_server_url=None),
+        token_verifier=SessionToken(token),
+    )
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=GRACEFUL)
     await uvicorn.Server(config).serve(sockets=[listening])
 
 

@@ -7,6 +7,7 @@ of vanilla JavaScript shipped in the wheel; the page loads nothing from anywhere
 Modules: :mod:`.records` (a run as the inspector sees it), :mod:`.sources` (reading stores and logs),
 :mod:`.views` (cycles, plans and stages as the pages show them), :mod:`.flowgraph` (a flow's DAG laid out),
 :mod:`.diff` (two runs side by side), :mod:`.prompts` (a call's prompt from the run's cassette), :mod:`.app`
-(routes to responses), :mod:`.server` (HTTP) and :mod:`.command` (the click command). Only the command is
-imported when ``aeon`` starts.
+(routes to responses), :mod:`.gate` (the session's secret, on every request), :mod:`.server` (HTTP),
+:mod:`.local` (what every local server shares: its secret, the browser, SIGTERM) and :mod:`.command` (the click
+command). Only the command is imported when ``aeon`` starts.
 """

@@ -2,7 +2,8 @@
 sources are imported when the command runs.
 
 The secrets ``aeon.toml`` references (``$env``, ``$file``) are registered before anything is served, so a value a
-store or a log kept from before it was a secret is scrubbed from every page as well.
+store or a log kept from before it was a secret is scrubbed from every page as well; so is the session's own secret
+(the token of the URL printed on stdout, :mod:`aeon_cli.inspect.gate`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Final
 import click
 
 from aeon_kernel.errors import AeonError
-from aeon_kernel.secrets import scrub_secrets
+from aeon_kernel.secrets import register_secret, scrub_secrets
 
 EXIT_SETUP_ERROR: Final = 2
 
@@ -51,10 +52,12 @@ def register_config_secrets(config: Any) -> None:
 @click.option("--no-browser", is_flag=True, help="Print the URL only; do not open a browser.")
 def inspect_runs(logs: tuple[str, ...], config: str | None, port: int, no_browser: bool) -> None:
     """Browse recorded runs in a local web app: the list, each run's cycles (model calls, tool calls, repairs,
-    plan), flow graphs, and two runs side by side. Read-only; served on 127.0.0.1 until Ctrl-C.
+    plan), flow graphs, and two runs side by side. Read-only; served on 127.0.0.1 until Ctrl-C (or SIGTERM).
 
     Shows the state store `aeon run` records into, and each JSONL log LOGS names (--log files, runs.jsonl).
+    The URL printed carries this session's secret: only a browser that opened it is served.
     """
+    from aeon_cli.inspect.local import Browser, stopping
     from aeon_cli.inspect.server import start
     from aeon_cli.inspect.sources import open_catalog
     from aeon_kernel.config import load_config
@@ -71,16 +74,20 @@ def inspect_runs(logs: tuple[str, ...], config: str | None, port: int, no_browse
         catalog.close()
         click.echo(f"Error: cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}", err=True)
         sys.exit(EXIT_SETUP_ERROR)
-    click.echo(f"Aeon inspector: {server.url}  (read-only; Ctrl-C to stop)", err=False)
-    sys.stdout.flush()
-    if not no_browser:
-        import webbrowser
-
-        webbrowser.open(server.url)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-        catalog.close()
+    browser = Browser()
+    # Ctrl-C and SIGTERM end it alike (status 0), even where SIGINT was inherited ignored (a background job)
+    with stopping():
+        try:
+            register_secret(server.gate.token)  # never shown on a page, whatever a run holds
+            # the URL with the secret: to this user's terminal only (never scrubbed: it is what they open)
+            click.echo(f"Aeon inspector: {server.login()}  (read-only; Ctrl-C to stop)", err=False)
+            sys.stdout.flush()
+            if not no_browser:
+                browser.open(server.login())
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+            catalog.close()
+            browser.close()

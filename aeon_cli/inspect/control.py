@@ -8,7 +8,8 @@ it acts on (``seen``): a click on a page that is out of date, or a second click 
 rather than run one cycle more than was asked for.
 
 The token is the page's proof that it was served by this server (CSRF: another site cannot read it); it is
-compared in constant time by the app.
+compared in constant time by the app. It is not the session's secret (the cookie, :mod:`aeon_cli.inspect.gate`),
+which no page holds: a script could read this one from the page, never that one.
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ the plan or the flow's graph, the cycles so far (the recorded-run views) and, at
 ``/api/live`` says which moment is current. Every other path is the inspector's, over the live run.
 
 ``POST /live/control`` is the only request in the whole inspector that changes anything, and it exists only in
-this mode. It is refused (403) unless it carries the page's token, compared in constant time, and, when the
-browser says where it comes from (``Origin``, ``Sec-Fetch-Site``), comes from this server's own pages: another
-site can neither read the token nor pass those checks (CSRF). The server has already refused a foreign ``Host``.
+this mode. The server has already refused a foreign ``Host`` and any request without the session's cookie (another
+process or account of this machine: :mod:`aeon_cli.inspect.gate`). It is refused (403) too unless it carries the
+page's form token, compared in constant time, and, when the browser says where it comes from (``Origin``,
+``Sec-Fetch-Site``), comes from this server's own pages: another site can neither read the token nor pass those
+checks (CSRF; the cookie, ``SameSite=Strict``, is not sent from another site either).
 The live pages send ``Referrer-Policy: same-origin`` so that the browser names this origin on the form's POST
 (with ``no-referrer`` it would send ``Origin: null``).
 """

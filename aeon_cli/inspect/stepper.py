@@ -13,7 +13,13 @@ ends, the page is given a moment to show the result before the server goes.
 
 *Stop* ends the run where it is: the run is closed, which releases it in its state store (the CLI records every
 run by default), so ``aeon resume RUN_ID`` (``aeon flow resume``) goes on from there; the command says so and
-exits with status 130, as an interrupted ``aeon batch`` does.
+exits with status 130, as an interrupted ``aeon batch`` does. Ctrl-C in the terminal, and SIGTERM (a supervisor's
+stop; :func:`aeon_cli.inspect.local.stopping`, which also restores a SIGINT a background job inherited ignored),
+end the command as Ctrl-C ends any run: the server closes, the run is released, and the command's Ctrl-C report
+(:mod:`aeon_cli.interrupts`) says how to resume it and exits 130.
+
+The page's URL carries the session's secret (:mod:`aeon_cli.inspect.gate`): it is printed on stderr, for the user
+who started the command, and only a browser that opened it can see the run or press a button.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 import click
@@ -30,10 +37,11 @@ from aeon_cli.inspect import pending
 from aeon_cli.inspect.control import Control
 from aeon_cli.inspect.live import Moment
 from aeon_cli.inspect.liveapp import LiveInspector
+from aeon_cli.inspect.local import Browser, stopping
 from aeon_cli.inspect.server import InspectorServer
 from aeon_cli.output import echo_json
 from aeon_kernel.models import LogEntry
-from aeon_kernel.secrets import scrub_secrets
+from aeon_kernel.secrets import register_secret, scrub_secrets
 
 if TYPE_CHECKING:
     from aeon_kernel.orchestrator import Orchestrator
@@ -77,23 +85,30 @@ class Session:
     """One step-through: the page's control and the server, serving in a background thread from construction."""
 
     def __init__(self, *, no_browser: bool, artifacts: ArtifactStore | None = None) -> None:
+        self._cleanup = ExitStack()
+        self._cleanup.enter_context(stopping())  # SIGTERM (and an inherited-ignored SIGINT) as Ctrl-C
         self.control = Control()
         self.server = InspectorServer(LiveInspector(self.control, artifacts))
+        register_secret(self.server.gate.token)  # never in a page, a record or an answer
         self._thread = threading.Thread(
             target=self.server.serve_forever, name="aeon-step-through", daemon=True
         )
         self._thread.start()
-        self.url = f"{self.server.url}live"
+        #: the page's address, with the session's secret: printed on stderr for the user who started the command
+        self.url = self.server.login("/live")
         click.echo(f"Aeon step-through: {self.url}  (Step, Continue or Stop in the page)", err=True)
+        self._browser = Browser()
         if not no_browser:
-            import webbrowser
-
-            webbrowser.open(self.url)
+            self._browser.open(self.url)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join()
+        try:
+            self.server.shutdown()
+            self.server.server_close()
+            self._thread.join()
+            self._browser.close()
+        finally:
+            self._cleanup.close()
 
     def drive(
         self, run: Run, upcoming: Pending, resume_with: str, earlier: Sequence[dict[str, Any]] = ()
@@ -113,7 +128,9 @@ class Session:
             )
 
         try:
-            with run:  # however the loop ends, an unfinished run is released in its store: resumable
+            # however the loop ends (Ctrl-C and SIGTERM too, on their way to the command's Ctrl-C report), an
+            # unfinished run is released in its store: resumable
+            with run:
                 while True:
                     work = upcoming(run)
                     if work is not None and self.control.pause(moment(work)) == "stop":

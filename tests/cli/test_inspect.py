@@ -51,6 +51,7 @@ from tests.support.inspector_runs import (
     record_plain,
     write_secret_log,
 )
+from tests.support.servers import started
 
 ROOT = Path(__file__).resolve().parents[2]
 #: registered as a secret before anything is recorded; written raw into one log
@@ -178,9 +179,10 @@ def flow_tasks(tmp_path_factory: pytest.TempPathFactory) -> FlowTasks:
 def fetch(
     server: InspectorServer, path: str, method: str = "GET", host: str | None = None
 ) -> tuple[int, dict[str, str], str]:
+    """A request as the signed-in browser makes it (the session's cookie; test_local_servers.py: without it)."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
-        headers = {"Host": host or f"127.0.0.1:{server.port}"}
+        headers = {"Host": host or f"127.0.0.1:{server.port}", "Cookie": server.gate.cookie_header}
         connection.request(method, path, headers=headers)
         response = connection.getresponse()
         return response.status, dict(response.getheaders()), response.read().decode("utf-8")
@@ -471,8 +473,9 @@ def test_import_of_the_cli_stays_light() -> None:
 def test_the_command_serves_on_loopback_prints_the_url_and_scrubs_config_secrets(
     tmp_path: Path, recorded: Recorded
 ) -> None:
-    """`aeon inspect --no-browser`: the store named by --config and a log, on 127.0.0.1; a secret aeon.toml
-    references ($env) is hidden from every page even where the log kept it raw; Ctrl-C ends it with status 0."""
+    """`aeon inspect --no-browser`: the store named by --config and a log, on 127.0.0.1, at the URL with the
+    session's token it prints; a secret aeon.toml references ($env) is hidden from every page even where the log
+    kept it raw; Ctrl-C ends it with status 0 (and the process is stopped for sure if the test fails)."""
     secret = "cfgk-91c3be5a-w7vd"
     write_secret_log(tmp_path / "kept.jsonl", secret, run_id="kept")
     (tmp_path / "aeon.toml").write_text(
@@ -482,30 +485,28 @@ def test_the_command_serves_on_loopback_prints_the_url_and_scrubs_config_secrets
     )
     env = {**os.environ, "INSPECT_KEY": secret}
     command = [sys.executable, "-m", "aeon_cli", "inspect", "--no-browser", "--config", "aeon.toml"]
-    process = subprocess.Popen(
+    with started(
         [*command, "kept.jsonl"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
+    ) as process:
         assert process.stdout is not None
         line = process.stdout.readline()
-        found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]{43})\s", line)
         assert found, line
-        port = int(found[1])
+        port, cookie = int(found[1]), f"aeon-inspect-{found[1]}={found[2]}"
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         for path in ("/", "/run/log1/kept/cycle/2", "/api/run/log1/kept/cycle/2"):
-            connection.request("GET", path)
+            connection.request("GET", path, headers={"Cookie": cookie})
             response = connection.getresponse()
             body = response.read().decode()
             assert response.status == 200 and secret not in body and secret[:8] not in body, path
-        connection.request("GET", "/")
+        connection.request("GET", "/", headers={"Cookie": cookie})
         assert recorded.plain in connection.getresponse().read().decode()
         connection.close()
-    finally:
         process.send_signal(signal.SIGINT)
         _, errors = process.communicate(timeout=30)
     assert process.returncode == 0, errors
@@ -549,6 +550,8 @@ def browsing(browser: Any, server: InspectorServer) -> Iterator[Browsing]:
     page.on("request", lambda request: seen.requests.append(request.url))
     page.on("dialog", lambda dialog: (seen.dialogs.append(dialog.message), dialog.dismiss()))
     page.on("pageerror", lambda error: seen.errors.append(str(error)))
+    page.goto(server.login())  # the URL `aeon inspect` prints: it sets the session's cookie, then shows /
+    assert page.url == server.url
     yield seen
     context.close()
     elsewhere = [url for url in seen.requests if not url.startswith(tuple(seen.origins))]
@@ -667,7 +670,7 @@ def test_a_flow_graph_shows_stacked_nodes_and_merges_in_the_browser(
     catalog = flow_tasks.catalog()
     with serving(catalog) as running:
         browsing.origins.append(running.url)
-        page.goto(f"{running.url}run/store/{flow_tasks.fanned}")
+        page.goto(running.login(f"/run/store/{flow_tasks.fanned}"))
         done = page.locator('svg.dag g.node[data-node="done"]')
         shadow, box = done.locator("rect.stack"), done.locator("rect:not(.stack)")
         assert shadow.count() == 1 and shadow.is_visible()
@@ -722,7 +725,7 @@ def test_the_first_page_of_a_10000_cycle_run_loads_quickly(
         page = browsing.page
         timings = []
         for _ in ("cold", "warm"):
-            page.goto(f"{fresh.url}run/store/{recorded.big}")
+            page.goto(fresh.login(f"/run/store/{recorded.big}"))  # signs in, then shows the run
             page.wait_for_load_state("load")
             timings.append(
                 page.evaluate(

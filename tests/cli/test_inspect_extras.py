@@ -39,6 +39,7 @@ from aeon_plugins.sqlite_artifacts import SQLiteArtifactStore
 from tests.support.browser import needs_browser
 from tests.support.builders import answer, llm_step, plan, tool_step
 from tests.support.inspector_runs import build_big_run
+from tests.support.servers import started
 
 REQUEST = "add 5 and 10"
 SCRIPT = "<script>alert(1)</script>"
@@ -125,7 +126,8 @@ def server(runs: Runs) -> Iterator[InspectorServer]:
 def fetch(server: InspectorServer, path: str) -> tuple[int, dict[str, str], str]:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
-        connection.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}"})
+        headers = {"Host": f"127.0.0.1:{server.port}", "Cookie": server.gate.cookie_header}  # signed in
+        connection.request("GET", path, headers=headers)
         response = connection.getresponse()
         return response.status, dict(response.getheaders()), response.read().decode("utf-8")
     finally:
@@ -263,7 +265,7 @@ def model_outputs(page: Any, url: str) -> list[str]:
 def test_a_replay_reproduces_its_recording_in_the_browser(
     page: Any, server: InspectorServer, runs: Runs
 ) -> None:
-    page.goto(f"{server.url}diff?a=store/{runs.recorded}&b=store/{runs.replayed}")
+    page.goto(server.login("/diff") + f"&a=store/{runs.recorded}&b=store/{runs.replayed}")  # signs in
     assert page.locator("p.diff-count").inner_text().startswith("Every cycle is the same (timings aside).")
     assert page.locator("table.diff tr.differs").count() == 0
     assert page.locator("table.diff tr.same-row").count() == 4
@@ -278,7 +280,7 @@ def test_a_replay_reproduces_its_recording_in_the_browser(
 def test_the_chart_and_the_artifacts_in_the_browser(
     page: Any, server: InspectorServer, runs: Runs, tmp_path: Path
 ) -> None:
-    page.goto(f"{server.url}run/store/{runs.recorded}")
+    page.goto(server.login(f"/run/store/{runs.recorded}"))  # signs in, then shows the run
     bars = page.locator("section.time-chart svg.stacked a.bar")
     assert bars.count() == 4
     box = page.locator("section.time-chart svg.stacked").bounding_box()
@@ -301,20 +303,19 @@ def test_the_chart_and_the_artifacts_in_the_browser(
 def test_a_replay_steps_through_once_and_continues(page: Any, runs: Runs) -> None:
     """`aeon run --replay cassette.jsonl --inspect`: Step runs one cycle, Continue the rest, from the cassette."""
     command = [sys.executable, "-m", "aeon_cli", "run", REQUEST, "--replay", "cassette.jsonl"]
-    process = subprocess.Popen(
+    with started(
         [*command, "--inspect", "--no-browser", "--json"],
         cwd=runs.project,
         env=environment(runs.project),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
+    ) as process:
         assert process.stderr is not None
         line = process.stderr.readline()
-        found = re.search(r"(http://127\.0\.0\.1:\d+/live)", line)
+        found = re.search(r"(http://127\.0\.0\.1:\d+/live\?token=\S+)", line)
         assert found, line
-        page.goto(found[1])
+        page.goto(found[1])  # the URL with the session's token: signs in, then shows /live
         page.wait_for_selector('#live[data-mode="paused"][data-cycles="0"]')
         page.locator("#live form.controls button.step").click()
         page.wait_for_selector('#live[data-mode="paused"][data-cycles="1"]')
@@ -323,10 +324,6 @@ def test_a_replay_steps_through_once_and_continues(page: Any, runs: Runs) -> Non
         page.wait_for_selector('#live[data-mode="finished"]')
         assert page.locator("#live .block.result pre.answer").inner_text() == "The sum is 15"
         out, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate(timeout=30)
     assert process.returncode == 0, err
     assert json.loads(out)["answer"] == "The sum is 15"  # the cassette's, not the scripted model's "99"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
 from tests.support.builders import plan, tool_step
+from tests.support.servers import started
 
 
 def write_config(tmp: Path, tables: str = "") -> Path:
@@ -161,15 +163,23 @@ def _free_port() -> int:
 
 
 def test_serve_over_streamable_http(tmp_path: Path) -> None:
+    """With the session's token it prints (test_local_servers.py: without it, every request is 401)."""
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
     config, marker = with_notes_server(tmp_path)
     port = _free_port()
-    with open(tmp_path / "stderr", "wb") as stderr:
-        process = subprocess.Popen(
-            serve_command(config, "--http", str(port)), cwd=tmp_path, stderr=stderr, stdin=subprocess.DEVNULL
-        )
-    try:
+    env = {key: value for key, value in os.environ.items() if key != "AEON_MCP_TOKEN"}
+    with (
+        open(tmp_path / "stderr", "wb") as stderr,
+        started(
+            serve_command(config, "--http", str(port)),
+            cwd=tmp_path,
+            env=env,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+        ) as process,
+    ):
         deadline = time.monotonic() + 20
         while True:
             with socket.socket() as probe:
@@ -181,17 +191,22 @@ def test_serve_over_streamable_http(tmp_path: Path) -> None:
                 )
             time.sleep(0.05)
 
+        said = (tmp_path / "stderr").read_text()
+        token = re.search(r"this session's token: (\S+)", said)
+        assert token, said
+
         async def main() -> None:
+            client = create_mcp_http_client(headers={"Authorization": f"Bearer {token[1]}"})
             async with (
-                streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+                client,
+                streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 await exercise(session)
 
         anyio.run(main)
         assert listening_on(port) == {"127.0.0.1"}  # the loopback interface only
-        assert f"http://127.0.0.1:{port}/mcp" in (tmp_path / "stderr").read_text()
-    finally:
+        assert f"http://127.0.0.1:{port}/mcp" in said
         process.terminate()
         status = process.wait(15)
     assert status == 0, (tmp_path / "stderr").read_text()[-2000:]  # SIGTERM stops it cleanly,

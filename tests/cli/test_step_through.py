@@ -32,6 +32,7 @@ import pytest
 
 from tests.support.browser import needs_browser
 from tests.support.builders import answer, llm_step, plan, tool_step
+from tests.support.servers import started
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUEST = "add 5 and 10"
@@ -83,11 +84,13 @@ def aeon(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @dataclass
 class Inspected:
-    """A command running with ``--inspect``: its process and the page's address."""
+    """A command running with ``--inspect``: its process and the page's address (with the session's token)."""
 
     process: subprocess.Popen[str]
     url: str
     port: int
+    #: the session's secret, from the URL: every request here carries it as the browser's cookie would
+    token: str
     #: the process's output once it ended: status, stdout, stderr
     ended: tuple[int, str, str] | None = field(default=None)
 
@@ -102,7 +105,11 @@ class Inspected:
     ) -> tuple[int, dict[str, str], str]:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
-            sent = {"Host": f"127.0.0.1:{self.port}", **(headers or {})}
+            sent = {
+                "Host": f"127.0.0.1:{self.port}",
+                "Cookie": f"aeon-inspect-{self.port}={self.token}",
+                **(headers or {}),
+            }
             if method == "POST":
                 sent.setdefault("Content-Type", "application/x-www-form-urlencoded")
             connection.request(method, path, body=body.encode(), headers=sent)
@@ -128,26 +135,22 @@ class Inspected:
 
 @contextmanager
 def inspected(project: Path, *args: str) -> Iterator[Inspected]:
-    """``aeon ARGS --inspect --no-browser --json``, until its page's URL is printed; killed if the test fails."""
+    """``aeon ARGS --inspect --no-browser --json``, until its page's URL is printed; stopped (SIGTERM, then
+    SIGKILL) if the test ends before it did."""
     command = [sys.executable, "-m", "aeon_cli", *args, "--inspect", "--no-browser", "--json"]
-    process = subprocess.Popen(
+    with started(
         command,
         cwd=project,
         env=environment(project),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
+    ) as process:
         assert process.stderr is not None
         line = process.stderr.readline()
-        found = re.search(r"(http://127\.0\.0\.1:(\d+)/live)", line)
+        found = re.search(r"(http://127\.0\.0\.1:(\d+)/live\?token=([A-Za-z0-9_-]+))", line)
         assert found, line + process.stderr.read()
-        yield Inspected(process, found[1], int(found[2]))
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate(timeout=30)
+        yield Inspected(process, found[1], int(found[2]), found[3])
 
 
 def token_of(page_html: str) -> str:

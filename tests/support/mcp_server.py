@@ -14,6 +14,9 @@ Over stdio by default; ``--http PORT`` serves streamable HTTP at ``http://127.0.
 * ``fail`` fails with a message; ``boom`` crashes (the SDK hides the message: "Error executing tool boom");
 * ``stats`` returns structured content with an output schema of its own;
 * ``nap`` sleeps, for timeouts.
+
+SIGTERM stops it (the SDK's server handles it), and so does SIGINT even where it was started with SIGINT ignored
+(as a shell starts a background job).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import time
 from typing import Any
 
@@ -115,6 +119,10 @@ def nap(seconds: float) -> str:
 
 
 def main() -> None:
+    if (
+        signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    ):  # started as a background job: Ctrl-C stops it all the same
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = argparse.ArgumentParser()
     parser.add_argument("--marker", default=os.environ.get("MCP_TEST_MARKER"))
     parser.add_argument("--http", type=int, metavar="PORT")
