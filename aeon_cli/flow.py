@@ -10,6 +10,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -154,10 +155,12 @@ def run(
     if (input_text is None) == (input_file is None):
         _fail("give the input with exactly one of --input JSON and --input-file FILE")
     try:
-        text = input_text if input_text is not None else open(input_file, encoding="utf-8").read()  # type: ignore[arg-type]  # noqa: SIM115
+        text = input_text if input_text is not None else Path(input_file).read_text(encoding="utf-8")  # type: ignore[arg-type]
         value = json.loads(text)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         _fail(f"the input is not JSON: {exc}")
+    except RecursionError:  # 100,000 nested arrays: no input of a flow nests like that (issue 27)
+        _fail("the input nests too deeply to read: give JSON nested less than a few hundred levels")
     with interruptible(
         resume_command("aeon flow resume", _config_of(directory, config)), as_json=as_json
     ) as ctrl_c:

@@ -143,6 +143,7 @@ def _drive(
         except AeonError as exc:
             engine.close()
             _fail_setup(exc)
+        cycles: Iterator[Any] | None = None
         try:
             interrupt.store = orchestrator.state_store
             cycles = start(orchestrator)
@@ -161,6 +162,9 @@ def _drive(
             _fail_setup(exc)
         except KeyboardInterrupt:
             interrupt.quiet()
+            close = getattr(cycles, "close", None)
+            if callable(close):
+                close()  # a step-through session stops its page server now, not at exit
             if orchestrator.run is not None:
                 interrupt.run_id = orchestrator.run.run_id
                 orchestrator.run.close()  # released, if Ctrl-C came between cycles

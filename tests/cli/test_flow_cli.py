@@ -291,6 +291,15 @@ def test_run_with_input_file_and_start(home: Path) -> None:
     assert result.exit_code == 2 and "missing.json" in result.output
 
 
+def test_an_input_nested_too_deeply_is_a_clear_error(home: Path) -> None:
+    """100,000 nested arrays in --input or --input-file: a usage error (exit 2), not a RecursionError traceback."""
+    flow, deep = make_flow(home), "[" * 100_000 + "]" * 100_000
+    (home / "deep.json").write_text(deep)
+    for given in (("--input", deep), ("--input-file", "deep.json")):
+        result = aeon("flow", "run", str(flow), *given)
+        assert result.exit_code == 2 and "nests too deeply" in result.output, result.output
+
+
 def test_run_log_writes_the_stage_records(home: Path) -> None:
     flow = make_flow(home)
     data = run_json(str(flow), "--input", '{"text": "t", "kind": "idea"}', "--log", "run.jsonl")

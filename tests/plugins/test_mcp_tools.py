@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from aeon_kernel.invocation import invoke_tool
 from aeon_kernel.kit import scrub_secrets
 from aeon_plugins.mcp_tools import MCPTool
 from tests.support.builders import plan, tool_step
+from tests.support.servers import started as started_server
 
 SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_server.py")
 SECRET = "mcp-secret-token-7c1e9b"
@@ -385,9 +385,10 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     tmp = tmp_path_factory.mktemp("mcp-http")
     port = _free_port()
     env = {**os.environ, "MCP_TEST_NOTES": str(tmp / "notes.jsonl"), "MCP_TEST_TOKEN": SECRET}
-    with open(tmp / "stderr", "wb") as stderr:
-        process = subprocess.Popen([sys.executable, SERVER, "--http", str(port)], env=env, stderr=stderr)
-    try:
+    with (
+        open(tmp / "stderr", "wb") as stderr,
+        started_server([sys.executable, SERVER, "--http", str(port)], env=env, stderr=stderr) as process,
+    ):  # stopped however the tests end: SIGTERM, then SIGKILL
         deadline = time.monotonic() + 15
         while True:
             with socket.socket() as probe:
@@ -397,9 +398,6 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
                 pytest.fail(f"the MCP test server did not start: {(tmp / 'stderr').read_text()[-2000:]}")
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp", tmp
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def test_a_run_over_streamable_http(
