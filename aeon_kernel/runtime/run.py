@@ -410,13 +410,11 @@ def extend_ttl(store: StateStore, stored: StoredRun, cycles: int) -> StoredRun:
     record = {
         "type": TTL_EXTENDED,
         "message": f"TTL extended by {cycles} at cycle {at}{expired}",
-        **{
-            "step_id": None,
-            "phase": "ttl",
-            "ttl_added": cycles,
-            "at_cycle": at,
-            "status_before": state.status,
-        },
+        "step_id": None,
+        "phase": "ttl",
+        "ttl_added": cycles,
+        "at_cycle": at,
+        "status_before": state.status,
     }
     entry = LogEntry(
         step_number=at + 1,
