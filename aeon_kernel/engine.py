@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from aeon_kernel.runtime.scheduler import Scheduler
     from aeon_kernel.runtime.store import StateStore
     from aeon_kernel.runtime.tasks import TaskHandle
-    from aeon_kernel.tools import ToolRegistry
+    from aeon_kernel.tools import Tool, ToolRegistry
 
 T = TypeVar("T")
 #: held while an engine makes its shared executor (``submit``)
@@ -70,6 +70,7 @@ class Engine:
     :param autoload: whether to load entry-point plugins (default: yes, unless ``AEON_DISABLE_PLUGIN_AUTOLOAD``).
     :param record: append every model request and response to this cassette file.
     :param replay: serve model responses from this cassette instead of the configured model (which is not loaded).
+    :param tools: tools (``@aeon_kernel.tool`` functions, any :class:`Tool`) registered as a plugin's would be.
     """
 
     def __init__(
@@ -80,9 +81,14 @@ class Engine:
         autoload: bool | None = None,
         record: str | Path | None = None,
         replay: str | Path | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
     ) -> None:
         if record is not None and replay is not None:
             raise ConfigError("choose one of record and replay")
+        if tools:
+            from aeon_kernel.tools import GivenTools
+
+            plugins = (*plugins, GivenTools(tools))
         self.record, self.replay = record, replay
         self.config = config if isinstance(config, AeonConfig) else load_config(config)
         #: what a Ray worker's engine registers too (``[executor] use = "ray"``)

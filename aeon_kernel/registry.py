@@ -15,7 +15,7 @@ import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from aeon_kernel.errors import (
     AeonError,
@@ -26,10 +26,13 @@ from aeon_kernel.errors import (
 )
 from aeon_kernel.kinds import BY_NAME, label
 
+if TYPE_CHECKING:
+    from aeon_kernel.tools import Tool
+
 T = TypeVar("T")
 
-#: The callback a ``aeon_register_*`` hook receives: ``register(name, factory)``.
-Register = Callable[[str, Callable[..., Any]], None]
+#: The callback a ``aeon_register_*`` hook receives: ``register(name, factory)`` (for a tool, the Tool itself too).
+Register = Callable[[str, "Callable[..., Any] | Tool"], None]
 
 
 _REDACTED: Final = "**********"
@@ -93,6 +96,10 @@ class ComponentRegistry(Generic[T]):
     def add(self, name: str, factory: Callable[..., T], provider: str) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"{provider}: a {self.kind} name must be a non-empty string, got {name!r}")
+        if self.kind == "tools" and not callable(factory):  # a tool itself (``@aeon_kernel.tool``)
+            from aeon_kernel.tools import Tool
+
+            factory = factory.as_factory() if isinstance(factory, Tool) else factory
         if not callable(factory):
             raise TypeError(f"{provider}: the factory for {self.kind} {name!r} is not callable")
         existing = self._entries.get(name)

@@ -1,4 +1,5 @@
-"""Tools (FR-019…023): the Tool contract and the registry a run calls into.
+"""Tools (FR-019…023): the Tool contract, tools made of typed functions (:func:`tool`), and the registry a run
+calls into.
 
 How a tool is called — the ``aeon_invoke_tool`` hook and the kernel's implementation of it — is in
 :mod:`aeon_kernel.invocation`; this module stays light, so that defining a tool imports no more than it needs.
@@ -8,15 +9,16 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, ValidationError
+from aeon_kernel.markers import hookimpl
 from aeon_kernel.schemas import check_schema, schema_errors
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -128,6 +130,15 @@ class Tool(BaseModel, ABC):
         if judge is not None:
             judge(self, resources)
 
+    @classmethod
+    def from_function(cls, function: Callable[..., Any], **options: Any) -> FunctionTool:
+        """The tool made of a typed function: see :func:`tool`."""
+        return tool(**options)(function)
+
+    def as_factory(self) -> Callable[..., Tool]:
+        """This tool where a factory is expected (``register(name, tool)``, ``Engine(tools=[...])``)."""
+        return _Given(self)
+
     @abstractmethod
     def invoke(self, **kwargs: Any) -> dict[str, Any]:
         """Run the tool on arguments already validated against ``input_schema``. Raise ToolError on failure."""
@@ -156,12 +167,89 @@ class Tool(BaseModel, ABC):
 
 
 class FunctionTool(Tool):
-    """Wrap a plain function as a tool, so embedders need not subclass :class:`Tool`."""
+    """Wrap a plain function as a tool, so embedders need not subclass :class:`Tool`: the long form, with
+    hand-written schemas; :func:`tool` derives them from the function's types."""
 
     function: Callable[..., dict[str, Any]] = Field(exclude=True)
 
     def invoke(self, **kwargs: Any) -> dict[str, Any]:
         return self.function(**kwargs)
+
+
+class _AsyncFunctionTool(FunctionTool):
+    enforces_timeout: ClassVar[bool] = True  # its coroutine is cancelled at the timeout
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> FunctionTool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, **options: Any
+) -> Callable[..., FunctionTool]: ...
+def tool(function: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Make a tool of a typed function, sync or async, as ``@tool`` or ``@tool(name=..., permissions=...)``.
+
+    The input schema is pydantic's for its parameters (defaults, ``Annotated[..., Field(description=...)]``,
+    enums, models), the description its docstring, with each parameter's (Google, NumPy or Sphinx style); the
+    output schema is its return annotation's: a return that is an object (dict, TypedDict, model, dataclass) is
+    the result, anything else (``-> int``) is returned as ``{"result": value}``. ``options``: ``name``,
+    ``description``, and :class:`Tool`'s ``permissions``, ``timeout``, ``example``, ``sensitive_arguments``,
+    ``sensitive_results``. A parameter the tool cannot be called with by name, or typed without a JSON Schema, is
+    a :class:`ToolRegistrationError` naming it.
+    """
+    if function is None:
+        return lambda function: tool(function, **options)
+    from aeon_kernel.function_tools import derive
+
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise ToolRegistrationError(
+            f"tool() has no option {', '.join(unknown)} (it has: {', '.join(sorted(_OPTIONS))})"
+        )
+    name, description = options.pop("name", None), options.pop("description", None)
+    fields, is_async = derive(function, name, description, options.get("timeout"))
+    try:
+        return (_AsyncFunctionTool if is_async else FunctionTool)(**fields, **options)
+    except ValueError as exc:  # pydantic's: a name, a timeout, an example that is not valid
+        raise ToolRegistrationError(f"{fields['name']}: {exc}") from None
+
+
+_OPTIONS: Final = frozenset(
+    {"name", "description", "permissions", "timeout", "example", "sensitive_arguments", "sensitive_results"}
+)
+
+
+class _Given:
+    """A tool instance registered where a factory is expected: it takes what ``[tools.<name>] grant`` grants, and
+    declares the tool's permissions, so that a tool that needs some is off until granted, as any is."""
+
+    def __init__(self, tool: Tool) -> None:
+        self.tool, self.permissions = tool, tool.permissions
+
+    def __call__(self, granted: frozenset[str] = frozenset()) -> Tool:
+        if granted == self.tool.granted:
+            return self.tool
+        unknown = sorted(set(granted) - set(self.permissions))
+        if unknown:
+            offered = ", ".join(sorted(self.permissions)) or "none"
+            name = self.tool.name
+            raise ConfigError(
+                f"[tools.{name}] grant names {unknown}, which {name} does not have (it has: {offered})"
+            )
+        return self.tool.model_copy(update={"granted": frozenset(granted)})
+
+
+class GivenTools:
+    """The plugin that registers the tools passed to ``Engine(tools=[...])``: tools, or functions to make them of."""
+
+    def __init__(self, tools: Iterable[Tool | Callable[..., Any]]) -> None:
+        self.__name__ = "engine_tools"  # the plugin name (the "aeon." prefix is the kernel's)
+        self.tools = [given if isinstance(given, Tool) else tool(given) for given in tools]
+
+    @hookimpl
+    def aeon_register_tools(self, register: Callable[[str, Any], None]) -> None:
+        for given in self.tools:
+            register(given.name, given)
 
 
 class ToolRegistry:
@@ -176,7 +264,8 @@ class ToolRegistry:
         """Add ``tool``. Its schemas were validated when it was built; a duplicate name is refused."""
         if not isinstance(tool, Tool):
             raise ToolRegistrationError(
-                f"expected an aeon_kernel.Tool, got {type(tool).__name__}; wrap functions with FunctionTool"
+                f"expected an aeon_kernel.Tool, got {type(tool).__name__}; make functions tools with "
+                "@aeon_kernel.tool (or FunctionTool)"
             )
         if tool.name in self._tools:
             raise ToolRegistrationError(f"a tool named {tool.name!r} is already registered")
