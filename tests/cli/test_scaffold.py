@@ -29,9 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "aeon_cli" / "plugin_template"
 HOOKS = sorted(name for name in dir(hookspecs) if name.startswith("aeon_"))
 
-#: kind -> (registry kind, the class of the example, its registered name for a plugin called "demo-<kind>")
+#: kind -> (registry kind, the example (the class of what its factory builds, or the tool itself), its registered
+#: name for a plugin called "demo-<kind>")
 KINDS: dict[str, tuple[str, str, str]] = {
-    "tool": ("tools", "WordCountTool", "demo_tool_word_count"),
+    "tool": ("tools", "word_count", "demo_tool_word_count"),
     "llm": ("llm_adapters", "EchoModel", "demo_llm"),
     "memory": ("memory_backends", "DictMemory", "demo_memory"),
     "sink": ("telemetry_sinks", "CycleLogSink", "demo_sink"),
@@ -103,7 +104,8 @@ def test_the_generated_module_registers_its_component(
     registries = Registries(pm)
     assert registries.conflicts == []
     assert registries[registry].get(component).provider == module.__name__
-    assert registries[registry].create(component).__class__ is getattr(module, class_name)
+    built, example = registries[registry].create(component), getattr(module, class_name)
+    assert built is example if kind == "tool" else built.__class__ is example
     assert registries.provided_by(module.__name__) == {registry: [component]}
     # The README's `aeon plugins` excerpt is what `aeon plugins` prints for this module, once installed.
     readme = (project / "README.md").read_text(encoding="utf-8")

@@ -23,9 +23,8 @@ promises to keep.
 from __future__ import annotations
 
 #% if cookiecutter.kind == "tool"
-from typing import Any
-
-from aeon_kernel import Register, Tool, hookimpl
+from aeon_kernel import Register, hookimpl, tool
+from pydantic import BaseModel, Field
 
 #% elif cookiecutter.kind == "llm"
 import json
@@ -56,43 +55,33 @@ AEON_HOOKSPEC_VERSION = "{{ cookiecutter._hookspec_version }}"
 TOOL_NAME = "{{ cookiecutter.plugin_name }}_word_count"
 
 
-class WordCountTool(Tool):
-    """Count the words and characters of a text: small, deterministic, and easy to test.
+class WordCount(BaseModel):
+    """What the tool returns: its JSON Schema is the tool's output schema."""
 
-    A tool is a pydantic model: its name, description and JSON Schemas are checked when it is created. The
-    kernel validates the arguments against ``input_schema`` before ``invoke`` and the result against
-    ``output_schema`` after it. Raise ``aeon_kernel.ToolError`` to report a failure.
+    words: int = Field(ge=0, description="How many words the text has.")
+    characters: int = Field(ge=0, description="How many characters the text has.")
+
+
+# ``@tool`` makes a tool of a typed function: the input schema from its parameters, the description from its
+# docstring (the model chooses tools by it: say what the tool does), each parameter's from ``Args:``, the
+# output schema from the return annotation (a scalar, ``-> int``, is returned as ``{"result": ...}``). The
+# kernel validates the arguments before the call and the result after it; raise ``aeon_kernel.ToolError`` for
+# a failure. ``example`` is shown to the model and run by the conformance suite. A tool that needs
+# hand-written schemas or state subclasses ``aeon_kernel.Tool`` instead (aeon-core's docs/plugins.md).
+@tool(name=TOOL_NAME, example={"text": "to be or not to be"})
+def word_count(text: str) -> WordCount:
+    """Count the words and the characters in a text.
+
+    Args:
+        text: The text to count.
     """
-
-    name: str = TOOL_NAME
-    description: str = "Count the words and the characters in a text."
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {"text": {"type": "string", "description": "The text to count."}},
-        "required": ["text"],
-        "additionalProperties": False,
-    }
-    output_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "words": {"type": "integer", "minimum": 0},
-            "characters": {"type": "integer", "minimum": 0},
-        },
-        "required": ["words", "characters"],
-        "additionalProperties": False,
-    }
-    #: Valid arguments: shown to the model, and used by the conformance suite.
-    example: dict[str, Any] | None = {"text": "to be or not to be"}
-
-    def invoke(self, **kwargs: Any) -> dict[str, Any]:
-        text: str = kwargs["text"]
-        return {"words": len(text.split()), "characters": len(text)}
+    return WordCount(words=len(text.split()), characters=len(text))
 
 
 @hookimpl
 def aeon_register_tools(register: Register) -> None:
-    """Offer the tool. Options in aeon.toml's ``[tools.<name>]`` table are passed to the factory."""
-    register(TOOL_NAME, WordCountTool)
+    """Offer the tool: the tool itself, or a factory building it with [tools.<name>]'s options."""
+    register(TOOL_NAME, word_count)
 
 
 #% elif cookiecutter.kind == "llm"
@@ -300,8 +289,9 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #
 # @hookimpl
 # def aeon_register_tools(register: Register) -> None:
-#     """Tools: ``factory(**options)`` returns a ``Tool`` named as registered; options from [tools.<name>]."""
-#     register("my_tool", MyTool)
+#     """Tools: a ``Tool`` (an ``@tool`` function), or ``factory(**options)`` that returns one named as
+#     registered, with the options of [tools.<name>]."""
+#     register("my_tool", my_tool)
 #% endif
 #
 # @hookimpl

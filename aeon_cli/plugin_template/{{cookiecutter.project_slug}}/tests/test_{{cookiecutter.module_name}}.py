@@ -15,10 +15,10 @@ from aeon_kernel import HOOKSPEC_VERSION
 from aeon_kernel.testing import RecordingSink, tool_conformance
 
 {{ "import %s" % cookiecutter.module_name }}
-{{ "from %s import TOOL_NAME, WordCountTool" % cookiecutter.module_name }}
+{{ "from %s import TOOL_NAME, word_count" % cookiecutter.module_name }}
 
 # The Tool contract (valid schemas, validated input and output, deterministic results) in one line.
-TestWordCountToolConformance = tool_conformance(WordCountTool)
+TestWordCountConformance = tool_conformance(lambda: word_count)
 
 PLAN = {
     "goal": "Count the words of a line of Hamlet",
@@ -34,15 +34,16 @@ PLAN = {
 
 
 def test_counts_words_and_characters() -> None:
-    assert WordCountTool().invoke(text="to be or not to be") == {"words": 6, "characters": 18}
-    assert WordCountTool().invoke(text="") == {"words": 0, "characters": 0}
+    assert word_count.invoke(text="to be or not to be") == {"words": 6, "characters": 18}
+    assert word_count.invoke(text="") == {"words": 0, "characters": 0}
+    assert word_count.input_schema["properties"]["text"]["description"] == "The text to count."
 
 
 def test_registers_the_tool(aeon_plugin_manager: Any) -> None:
     registered: dict[str, Any] = {}
     aeon_plugin_manager.register({{ cookiecutter.module_name }})
     aeon_plugin_manager.hook.aeon_register_tools(register=registered.__setitem__)
-    assert registered == {TOOL_NAME: WordCountTool}
+    assert registered == {TOOL_NAME: word_count}
 
 
 def test_a_scripted_run_calls_the_tool(
