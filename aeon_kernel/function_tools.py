@@ -79,7 +79,7 @@ def derive(
             f"{where} has no docstring: write one (the model chooses tools by it), or pass description="
         )
     is_async = inspect.iscoroutinefunction(function)
-    tool_name = name or function.__name__
+    tool_name = str(name or getattr(function, "__name__", ""))  # a partial has none: name= gives it one
 
     def call(**kwargs: Any) -> Any:
         value = arguments.validate_python(kwargs)  # pydantic models, enums, ... made from the JSON arguments

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Final, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ValidationError as PydanticValidationError
 
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, ValidationError
 from aeon_kernel.markers import hookimpl
@@ -210,8 +211,9 @@ def tool(function: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     fields, is_async = derive(function, name, description, options.get("timeout"))
     try:
         return (_AsyncFunctionTool if is_async else FunctionTool)(**fields, **options)
-    except ValueError as exc:  # pydantic's: a name, a timeout, an example that is not valid
-        raise ToolRegistrationError(f"{fields['name']}: {exc}") from None
+    except PydanticValidationError as exc:  # a name, a timeout, an example that is not valid
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ToolRegistrationError(f"{fields['name'] or repr(function)}: {problems}") from None
 
 
 _OPTIONS: Final = frozenset(
