@@ -25,7 +25,16 @@ from pathlib import Path
 from typing import Any
 
 #: aeon-core's dependencies without extras (pyproject's [project] dependencies; decision 0015).
-CORE = {"pluggy", "pydantic", "jsonschema", "jsonschema-rs", "json-repair", "tenacity", "typing-extensions"}
+CORE = {
+    "pluggy",
+    "pydantic",
+    "jsonschema",
+    "jsonschema-rs",
+    "json-repair",
+    "tenacity",
+    "typing-extensions",
+    "docstring-parser",
+}
 #: Modules of the extras ([cli], [flow], [local], [openai]) that a bare install must not bring.
 NOT_CORE = ("click", "rich", "jinja2", "yaml", "platformdirs", "httpx", "llama_cpp")
 #: What [cli] brings.
