@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from aeon_cli.options import step_through_options, take_over_option
+from aeon_cli.options import more_ttl_option, step_through_options, take_over_option
 from aeon_cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError
 from aeon_kernel.markers import hookimpl
@@ -192,11 +192,7 @@ def run(
 
 @flow.command()
 @click.argument("run_id")
-@click.option(
-    "--ttl",
-    type=click.IntRange(min=1),
-    help="Give the run N more cycles (recorded in its history): how a run whose TTL expired goes on.",
-)
+@more_ttl_option
 @take_over_option
 @step_through_options(
     "the rest of the run in the inspector: its stored stages shown, it pauses before each new cycle of stages"

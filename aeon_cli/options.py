@@ -1,5 +1,5 @@
 """Click options that several commands share, written once: stepping through a run in the inspector, taking over
-a run another host holds."""
+a run another host holds, more cycles for a resumed run."""
 
 from __future__ import annotations
 
@@ -8,6 +8,12 @@ from typing import Any
 
 import click
 
+#: ``aeon resume`` and ``aeon flow resume``: more cycles for a run whose TTL expired (issue 27)
+more_ttl_option = click.option(
+    "--ttl",
+    type=click.IntRange(min=1),
+    help="Give the run N more cycles (recorded in its history): how a run whose TTL expired goes on.",
+)
 take_over_option = click.option(
     "--take-over",
     is_flag=True,
