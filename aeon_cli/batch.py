@@ -364,6 +364,9 @@ def _source(chosen: AeonConfig, log: str | Path | None, flow_dir: str | None) ->
             engine.add_sink("jsonl", path=str(log))
         if flow_dir is None:
             engine.build_selected()  # a component that cannot be built stops the batch before any task
+        from aeon_cli.runs import retain
+
+        retain(engine)  # [retention]: old runs go before the batch records its own
     except AeonError as exc:
         source.close()
         _fail(exc)

@@ -309,6 +309,9 @@ def _flow_engine(
             engine.engine.add_sink("jsonl", path=str(log))
     except AeonError as exc:
         _fail(exc)
+    from aeon_cli.runs import retain
+
+    retain(engine.engine)  # [retention]: old runs go before this one is recorded
     if no_log:
         return engine, None
     return engine, lambda run_id: recording.note(chosen, run_id, Path(log) if log else None)

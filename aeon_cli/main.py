@@ -139,6 +139,9 @@ def _drive(
             if log:
                 engine.add_sink("jsonl", path=str(log))
             engine.build_selected()  # a component that cannot be built stops the run before it starts
+            from aeon_cli.runs import retain
+
+            retain(engine)  # [retention]: old runs go before this one is recorded
             orchestrator = engine.orchestrator(ttl, deadline=deadline)
         except AeonError as exc:
             engine.close()

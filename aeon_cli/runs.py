@@ -207,6 +207,23 @@ def _prune(engine: Any, older_than: float | None, keep: int | None, dry_run: boo
     return {"dry_run": dry_run, "deleted": deleted, "kept": kept, "artifacts": artifacts, "files": files}
 
 
+def retain(engine: Any) -> None:
+    """``[retention]`` before a recorded run: the runs past ``keep`` or ``older_than`` are deleted (as ``aeon runs
+    prune`` would, without compacting the files: new runs reuse their space). A problem is said on stderr and never
+    stops the run."""
+    table = engine.config.retention
+    if not table or engine.state_store is None:
+        return
+    try:
+        older = None if table.get("older_than") is None else parse_duration(table["older_than"])
+        report = _prune(engine, older, table.get("keep"), dry_run=False)
+    except (ValueError, AeonError) as exc:
+        click.echo(f"[retention] not applied: {scrub_secrets(str(exc))}", err=True)
+        return
+    if report["deleted"]:
+        click.echo(f"[retention] deleted {len(report['deleted'])} old run(s)", err=True)
+
+
 def _artifact_file(config: Any) -> Path | None:
     """The SQLite file of the artifact store (the default one beside runs.db, or a configured ``sqlite`` one)."""
     choice = config.artifacts

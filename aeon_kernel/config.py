@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 CONFIG_ENV: Final = "AEON_CONFIG"
 DEFAULT_FILE: Final = "aeon.toml"
 
-_TOP_LEVEL: Final = {*BY_SECTION, "run", "plugins", "reasoning"}
+_TOP_LEVEL: Final = {*BY_SECTION, "run", "plugins", "reasoning", "retention"}
 #: ``[reasoning]``: ``mode`` ("single", the default, or "multipass") and the multi-pass scheduler's options
 REASONING_KEYS: Final = frozenset(
     {
@@ -71,6 +71,8 @@ REASONING_KEYS: Final = frozenset(
 )
 _RUN_KEYS: Final = {"ttl", "max_tokens", "temperature"}
 _PLUGIN_KEYS: Final = {"allow", "block"}
+#: ``[retention]``: how many recorded runs the CLI keeps (``keep``) and for how long (``older_than``, "30d")
+_RETENTION_KEYS: Final = {"keep", "older_than"}
 #: No option nests anywhere near this; deeper is a mistake (or an attack on the checks that walk it).
 _MAX_CONFIG_DEPTH: Final = 32
 
@@ -111,6 +113,8 @@ class AeonConfig:
     artifacts: Choice | None = (
         None  # every output kept (spec 004 §10.1): off unless [artifacts] names a store
     )
+    #: ``[retention]``: the CLI prunes its state store to these before each recorded run (``aeon runs prune``)
+    retention: dict[str, Any] = field(default_factory=dict)
     source: Path | None = None
     #: the sections the file set itself (a default may follow another setting only where the user left it open)
     explicit: frozenset[str] = frozenset()
@@ -257,6 +261,16 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
             raise ConfigError(f"{where}: [plugins] {name} must be a list of plugin names")
     state, artifacts = (_optional(data, section, where) for section in ("state", "artifacts"))
+    retention = _table(data, "retention", where)
+    bad = set(retention) - _RETENTION_KEYS
+    keep, older = retention.get("keep"), retention.get("older_than")
+    if bad or (keep is not None and (not isinstance(keep, int) or isinstance(keep, bool) or keep < 0)):
+        raise ConfigError(
+            f'{where}: [retention] takes keep = N (runs, newest first) and older_than = "30d" (s, m, h, d or w); '
+            f"got {retention}"
+        )
+    if older is not None and not isinstance(older, str):
+        raise ConfigError(f'{where}: [retention] older_than must be a duration such as "30d", got {older!r}')
     config = AeonConfig(
         choices=choices,
         telemetry=tuple(Choice(name, _sub_table(telemetry, name, "telemetry", where)) for name in sinks),
@@ -270,6 +284,7 @@ def parse_config(data: dict[str, Any], source: Path | None = None) -> AeonConfig
         block=tuple(block or ()),
         state=state,
         artifacts=artifacts,
+        retention=retention,
         source=source,
         explicit=frozenset(data),
     )

@@ -264,3 +264,28 @@ def test_the_aeon_command_lists_and_prunes(data: dict[str, Any]) -> None:
     assert pruned.returncode == 0, pruned.stderr
     assert {run["run_id"] for run in json.loads(pruned.stdout)["kept"]} == {data["live"]}
     assert stored(data["db"]) == {data["live"]}
+
+
+def test_a_retention_table_keeps_the_recorded_runs_to_its_limit(tmp_path: Path, monkeypatch: Any) -> None:
+    """``[retention] keep = 2``: before each recorded run the CLI deletes all but the newest two, so the store never
+    holds more than three; a bad table is a configuration error (exit 2) before anything runs."""
+    from aeon_cli.main import cli
+
+    monkeypatch.setenv("AEON_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "script.json").write_text(json.dumps([PLAN, {"answer": "hi"}]))
+    (tmp_path / "aeon.toml").write_text(
+        '[llm]\nuse = "scripted"\nresponses = "script.json"\n[retention]\nkeep = 2\n'
+    )
+    for _ in range(4):
+        result = CliRunner().invoke(cli, ["run", "--json", "echo hi"])
+        assert result.exit_code == 0, result.output
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
+    assert len(listed) == 3 and all(run["status"] == "completed" for run in listed)
+    assert "[retention] deleted 1 old run(s)" in result.stderr
+
+    (tmp_path / "aeon.toml").write_text(
+        '[llm]\nuse = "scripted"\nresponses = "script.json"\n[retention]\nkeeps = 2\n'
+    )
+    refused = CliRunner().invoke(cli, ["run", "echo hi"])
+    assert refused.exit_code == 2 and "[retention] takes keep = N" in refused.output
