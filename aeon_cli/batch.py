@@ -8,8 +8,9 @@ ones finish (a second Ctrl-C cancels them at their next cycle boundary); no fini
 half-written, and the exit status is 130.
 
 Once-only (:mod:`aeon_cli.batch_journal`): ``OUT.lock`` keeps a second batch off the same ``--out`` (exit 2), and
-``OUT.journal`` records each task's run id before its first cycle, so that the batch run again resumes an
-interrupted task's run from the state store (as ``aeon resume`` does) rather than starting it anew.
+``OUT.journal`` records the run id the batch chose for each task before the task is submitted (to a local thread
+or a Ray worker), so that the batch run again resumes an interrupted task's run from the state store (as ``aeon
+resume`` does) rather than starting it anew.
 
 Exit status: 0 every task completed; 1 some did not (failed, TTL expired, error); 2 the batch could not start;
 130 interrupted.
@@ -139,14 +140,12 @@ def batch(
                 + more
             )
         chosen, log = _config(flow_dir, config, log_path, no_log)
-        source, executor, store = _executor(
-            chosen, log, flow_dir, concurrency, executor_name, address, journal
-        )
+        source, executor, store = _executor(chosen, log, flow_dir, concurrency, executor_name, address)
         where = _where(chosen, log, no_log)
         again = len(set(journal.runs) - set(earlier)) if store is not None else 0
         if again:
             click.echo(
-                f"batch: {again} task(s) started before go on from their runs ({journal.path})", err=True
+                f"batch: {again} task(s) submitted before go on from their runs ({journal.path})", err=True
             )
         try:
             runner = _Runner(executor, flow, results_file, ttl, deadline, journal if store else None, store)
@@ -308,12 +307,12 @@ def _executor(
     concurrency: int | None,
     name: str | None,
     address: str | None,
-    journal: Journal,
 ) -> tuple[Any, Executor, StateStore | None]:
     """What runs the tasks, as ``--executor`` (else ``[executor]``) says, with ``[executor]``'s options: local
     threads on an Engine (or a FlowEngine) built here, or Ray workers, each building its own. The Engine to close,
-    the executor, and the state store whose runs a local executor's tasks resume (through ``journal``; None: no
-    store, or not the local executor); a problem building any stops the batch (exit 2)."""
+    the executor, and the state store whose journalled runs the tasks — :class:`~aeon_cli.batch_journal.Line` items
+    then — resume (None: no store, or another executor than local and ray, which gets the lines as they are); a
+    problem building any stops the batch (exit 2)."""
     if address is not None and name == "local":
         _fail("--address is the Ray cluster's: use it with --executor ray")
     table = chosen.choice("executor")
@@ -324,20 +323,17 @@ def _executor(
     concurrency = concurrency or table.options.get("concurrency") or DEFAULT_CONCURRENCY
     sizes = {"concurrency": concurrency, "max_queued": table.options.get("max_queued") or concurrency}
     if use == "ray":
-        return (*_ray(chosen, log, flow_dir, sizes, address), None)
+        return _ray(chosen, log, flow_dir, sizes, address)
     source = _source(chosen, log, flow_dir)
     engine = source.engine if flow_dir is not None else source
     try:
-        store = engine.state_store if use == "local" else None
+        store = engine.state_store if use == "local" else None  # another plugin's executor: as it is
         if store is None:
             return source, engine.make_executor(source, **sizes), None
-        from aeon_cli.batch_journal import JournalTasks
+        from aeon_cli.batch_journal import LineTasks
+        from aeon_kernel.runtime.tasks import tasks_for
 
-        return (
-            source,
-            engine.make_executor(JournalTasks(source, flow_dir is not None, journal), **sizes),
-            store,
-        )
+        return source, engine.make_executor(LineTasks(tasks_for(source)), **sizes), store
     except AeonError as exc:
         source.close()
         _fail(exc)
@@ -379,9 +375,11 @@ def _ray(
     flow_dir: str | None,
     sizes: dict[str, int],
     address: str | None,
-) -> tuple[Any, Executor]:
+) -> tuple[Any, Executor, StateStore | None]:
     """Ray workers, started now: each builds the Engine (the model) once. Here the configuration's component
-    names are only checked (nothing is built: the model is loaded in the workers alone)."""
+    names are only checked, and the state store opened (it says which journalled runs go on): the model is loaded
+    in the workers alone. With a store, each worker runs the batch's Lines (``LineTasks``, by reference)."""
+    from aeon_cli.batch_journal import LineTasks
     from aeon_kernel.engine import Engine
 
     engine = None
@@ -389,8 +387,16 @@ def _ray(
         engine = Engine(chosen)  # the workers' template: its plugins are found, nothing is built
         if flow_dir is None:
             engine.check_choices()
+        store = engine.state_store
         sinks = [("jsonl", {"path": str(log)})] if log else []
-        executor = engine.make_executor(engine, **sizes, address=address, flow=flow_dir, sinks=sinks)
+        executor = engine.make_executor(
+            engine,
+            **sizes,
+            address=address,
+            flow=flow_dir,
+            sinks=sinks,
+            tasks=LineTasks if store is not None else None,
+        )
         start = getattr(executor, "start", None)
         if callable(start):
             start()  # every worker builds its Engine before the first task is read
@@ -398,7 +404,7 @@ def _ray(
         if engine is not None:
             engine.close()
         _fail(exc)
-    return engine, executor
+    return engine, executor, store
 
 
 def _where(chosen: AeonConfig, log: str | Path | None, no_log: bool) -> str | None:
@@ -432,7 +438,7 @@ class _Runner:
         self.executor = executor
         self.flow = flow
         self.out, self.ttl, self.deadline = out, ttl, deadline
-        #: with a state store and the local executor, tasks are Lines: the journal's runs are resumed
+        #: with a state store, tasks are Lines: each journalled before it is submitted, the journal's runs resumed
         self.journal, self.store = journal, store
         self._stored_ids: set[str] | None = None
         self.interrupts = 0
@@ -478,28 +484,35 @@ class _Runner:
         return False
 
     def _line(self, canonical: str, key: Any, value: Any) -> Line | None:
-        """The task of a line: a resume of the run the journal names while the store has it running, else a new
-        run; None when that run had ended (its result, as the store kept it, is written now)."""
+        """The task of a line, to submit: a resume of the run the journal names while the store has it running,
+        else a new run with the journalled id (or a new id, journalled now); None when that run had ended (its
+        result, as the store kept it, is written now)."""
         from aeon_cli.batch_journal import Line, stored_outcome
         from aeon_kernel.errors import RunStoreError
+        from aeon_kernel.orchestrator import is_run_id, new_run_id
 
         assert self.journal is not None and self.store is not None
         run_id = self.journal.runs.get(canonical)
-        if run_id is None:
-            return Line(key, value)
-        try:
-            stored = self.store.load(run_id)
-        except RunStoreError:
-            if self._stored_ids is None:
-                self._stored_ids = {summary.run_id for summary in self.store.list_runs()}
-            # never stored: stopped before its first cycle, nothing ran. Else resuming says what is wrong.
-            return Line(key, value, run_id if run_id in self._stored_ids else None)
-        if stored.state.status == "running":
-            return Line(key, value, run_id)
-        status, outcome = stored_outcome(run_id, stored, self.flow)
-        self.statuses[status] += 1
-        self._line_out(key, status, outcome, 0.0)
-        return None
+        if run_id is not None:
+            try:
+                stored = self.store.load(run_id)
+            except RunStoreError:
+                if self._stored_ids is None:
+                    self._stored_ids = {summary.run_id for summary in self.store.list_runs()}
+                if run_id in self._stored_ids:
+                    return Line(value, run_id, resume=True)  # stored but unreadable: resuming says why
+                if is_run_id(run_id):  # never stored (stopped before its first cycle): nothing ran
+                    return Line(value, run_id)
+            else:
+                if stored.state.status == "running":
+                    return Line(value, run_id, resume=True)
+                status, outcome = stored_outcome(run_id, stored, self.flow)
+                self.statuses[status] += 1
+                self._line_out(key, status, outcome, 0.0)
+                return None
+        run_id = new_run_id()
+        self.journal.record(key, run_id)  # before the task is submitted: no worker can start it first
+        return Line(value, run_id)
 
     def _drain(self, timeout: float) -> None:
         """Write every result that has ended; wait up to ``timeout`` for the first."""

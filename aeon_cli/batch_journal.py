@@ -3,12 +3,17 @@
 * ``OUT.lock`` is held (``fcntl.flock``, exclusive) by the one ``aeon batch`` writing ``OUT`` for as long as it
   runs; the operating system lets go of it when the process ends, however it ends (``kill -9`` included). It holds
   the holder's pid, for the message that refuses a second batch on the same ``OUT``.
-* ``OUT.journal`` has one JSON line ``{"id": ..., "run_id": ...}`` per task started, written (one ``write``) and
-  fsynced *before* the run's first cycle, so every run that may have done something is in it. Running the batch
-  again resumes the run of each id the journal names and ``OUT`` lacks, through the state store as ``aeon resume``
-  does, instead of starting the task anew: completed steps are not run again, and a step that was running runs
-  again with the same idempotency key (``<run_id>:<step_id>``). A last line cut short by a crash is dropped: its
-  run had not begun.
+* ``OUT.journal`` has one JSON line ``{"id": ..., "run_id": ...}`` per task submitted. The batch chooses each
+  task's run id itself and writes (one ``write``) and fsyncs its line *before* it submits the task, so that every
+  run that may have done something is in it, whatever executor runs it — a thread here or a Ray worker elsewhere.
+  Running the batch again resumes the run of each id the journal names and ``OUT`` lacks, through the state store
+  as ``aeon resume`` does, instead of starting the task anew: completed steps are not run again, and a step that
+  was running runs again with the same idempotency key (``<run_id>:<step_id>``). A journalled run the store never
+  saw (nothing ran) starts with the journalled id, so one line has one run id. A last line cut short by a crash is
+  dropped: its task had not been submitted.
+
+A task is a :class:`Line` (its request or input, its run id, new or resumed), run by :class:`LineTasks` around the
+executor's own tasks: in this process on the local executor, in each worker on Ray (``RayExecutor(tasks=...)``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from aeon_kernel.runtime.run import Run
-from aeon_kernel.runtime.tasks import tasks_for
+from aeon_kernel.runtime.tasks import FlowTasks, RequestTasks, Tasks
 
 
 def companion(out: Path, kind: str) -> Path:
@@ -70,7 +75,8 @@ def drop_torn_line(path: Path) -> bytes:
 
 
 class Journal:
-    """``OUT.journal``: the run each line's task started, by canonical id (``json.dumps(id)``); thread-safe."""
+    """``OUT.journal``: the run of each line's task, by canonical id (``json.dumps(id)``); a later line for an id
+    replaces an earlier one. Thread-safe."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -92,7 +98,8 @@ class Journal:
                 ) from None
 
     def record(self, key: Any, run_id: str) -> None:
-        """Note that the task of ``key`` runs as ``run_id``: on disk (fsynced) when this returns."""
+        """Note that the task of ``key`` runs as ``run_id``: on disk (fsynced) when this returns, before the task
+        is submitted."""
         line = (json.dumps({"id": key, "run_id": run_id}) + "\n").encode()
         with self._lock:
             if self._fd is None:
@@ -116,21 +123,29 @@ def _run_id(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Line:
-    """A line of the batch as a task: its id, its request or input, and the run to resume (None: a new run)."""
+    """A line of the batch as a task: its request or input, and the run id the batch chose for it (journalled
+    before the task is submitted): a new run with that id, or with ``resume`` the stored run going on. Picklable,
+    for Ray."""
 
-    key: Any
     value: Any
-    run_id: str | None = None
+    run_id: str
+    resume: bool = False
 
 
-class JournalTasks:
-    """The tasks of a batch on the local executor (a :class:`~aeon_kernel.runtime.tasks.Tasks` of
-    :class:`Line`): a line with a run id resumes that run from the state store; any other starts a new run, which
-    is journalled before its first cycle (``drive`` steps it only once ``start`` has returned)."""
+class LineTasks:
+    """The tasks of a batch (a :class:`~aeon_kernel.runtime.tasks.Tasks` of :class:`Line`) around an executor's
+    own tasks (``inner``: requests on an Engine, or a flow's inputs): a line starts a new run with its run id, or
+    resumes that run from the state store. On the local executor it wraps the batch's tasks here; on Ray each
+    worker wraps its own (it travels by reference as ``RayExecutor``'s ``tasks``)."""
 
-    def __init__(self, source: Any, flow: bool, journal: Journal) -> None:
-        self.source, self.flow, self.journal = source, flow, journal
-        self.inner = tasks_for(source)
+    def __init__(self, inner: Tasks) -> None:
+        if not isinstance(inner, FlowTasks | RequestTasks):
+            raise TypeError(
+                f"a batch runs requests on an Engine or a flow's inputs, not {type(inner).__name__}"
+            )
+        self.inner, self.flow = inner, isinstance(inner, FlowTasks)
+        #: the Engine (or FlowEngine) the runs start on and resume from
+        self.source: Any = inner.flow_engine if isinstance(inner, FlowTasks) else inner.engine
         #: a resumed flow run's stage records from before (its result lists them all)
         self._history: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -139,10 +154,9 @@ class JournalTasks:
         self.inner.check(item.value)
 
     def start(self, item: Line, ttl: int | None) -> Run:
-        if item.run_id is not None:
+        if item.resume:
             return self._resume(item.run_id)
-        run = self.inner.start(item.value, ttl)
-        self.journal.record(item.key, run.run_id)
+        run: Run = self.source.start(item.value, ttl=ttl, run_id=item.run_id)
         return run
 
     def _resume(self, run_id: str) -> Run:

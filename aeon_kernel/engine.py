@@ -247,10 +247,11 @@ class Engine:
         initial_plan: Plan | dict[str, Any] | None = None,
         *,
         deadline: float | None = None,
+        run_id: str | None = None,
     ) -> Run:
         """A new run of ``request``; several may be active at once (step each with ``next()``). ``deadline``: the
-        seconds it may take (checked between cycles)."""
-        return self.orchestrator(ttl, deadline=deadline).start(request, initial_plan)
+        seconds it may take (checked between cycles); ``run_id``: its id, chosen (``Orchestrator.start``)."""
+        return self.orchestrator(ttl, deadline=deadline).start(request, initial_plan, run_id=run_id)
 
     def run(self, request: str, ttl: int | None = None, *, deadline: float | None = None) -> dict[str, Any]:
         """Convenience: one orchestrator, one request, the result dict."""

@@ -9,6 +9,7 @@ keeps the components the runs share and remembers its latest run for ``get_state
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Final
@@ -28,6 +29,7 @@ from aeon_kernel.tools import ToolRegistry
 from aeon_kernel.version import __version__
 
 DEFAULT_TTL: Final = 50
+_RUN_ID: Final = re.compile(r"[0-9a-f]{12}4[0-9a-f]{3}[89ab][0-9a-f]{15}")
 
 
 def _peek(store: StateStore, run_id: str) -> StoredRun | None:
@@ -44,6 +46,11 @@ def new_run_id() -> str:
     raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
     raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
     return raw.hex()
+
+
+def is_run_id(text: Any) -> bool:
+    """Whether ``text`` is a run id as :func:`new_run_id` makes them, the only kind a caller may choose."""
+    return isinstance(text, str) and _RUN_ID.fullmatch(text) is not None
 
 
 class Orchestrator:
@@ -119,15 +126,27 @@ class Orchestrator:
 
     # --- runs ----------------------------------------------------------------------------------------------------
 
-    def start(self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None) -> Run:
-        """A new run of ``user_request`` (nothing happens until it is iterated, stepped or executed)."""
+    def start(
+        self,
+        user_request: str,
+        initial_plan: Plan | dict[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+    ) -> Run:
+        """A new run of ``user_request`` (nothing happens until it is iterated, stepped or executed). ``run_id``: its
+        id, chosen by the caller (a batch journals it before the run starts): one :func:`new_run_id` could make, that
+        the state store does not hold — a stored run goes on only through :meth:`start_resume`."""
         if not isinstance(user_request, str) or not user_request.strip():
             raise ValidationError("the request must be a non-empty string")
+        if run_id is not None and not is_run_id(run_id):
+            raise ValidationError(f"{run_id!r} is not a run id (the hex of a version 4 UUID)")
+        if run_id is not None and self.state_store is not None and _peek(self.state_store, run_id):
+            raise RunStoreError(f"run {run_id!r} is stored already: resume it, or choose another id")
         plan = self._initial_plan(initial_plan)
         current = (plan.running_step() or plan.next_pending()) if plan is not None else None
         # Every part is checked already (the request above, the plan by its model, the TTL in __init__).
         state = OrchestrationState.trusted(
-            run_id=new_run_id(),
+            run_id=run_id or new_run_id(),
             request=user_request,
             plan=plan,
             current_step_id=current.step_id if current else None,

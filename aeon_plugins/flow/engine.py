@@ -152,8 +152,11 @@ class FlowEngine:
 
     # --- runs --------------------------------------------------------------------------------------------------
 
-    def start(self, value: Any, *, start: str | None = None, ttl: int | None = None) -> Run:
-        """A new run of the flow on ``value`` (the start node's input); step it, iterate it or execute it."""
+    def start(
+        self, value: Any, *, start: str | None = None, ttl: int | None = None, run_id: str | None = None
+    ) -> Run:
+        """A new run of the flow on ``value`` (the start node's input); step it, iterate it or execute it.
+        ``run_id``: its id, chosen by the caller (``Orchestrator.start``)."""
         if start is not None and (start not in self.flow.nodes or self.flow.nodes[start].role != "start"):
             raise ValidationError(
                 f"{start!r} is not a start node of flow {self.flow.name!r}: {list(self.flow.starts)}"
@@ -167,7 +170,7 @@ class FlowEngine:
             scheduler=lambda: FlowScheduler(self.setup, start, json.loads(request)),
             manifest={"scheduler": "flow", "flow": self.flow.metadata()},
         )
-        return orchestrator.start(request)
+        return orchestrator.start(request, run_id=run_id)
 
     def run(self, value: Any, *, start: str | None = None, ttl: int | None = None) -> TaskResult:
         """Run the flow on ``value`` to its end."""

@@ -44,7 +44,7 @@ from aeon_kernel.kit import (
     RequestTasks,
     error_outcome,
 )
-from aeon_plugins.ray.worker import Worker, WorkerSpec
+from aeon_plugins.ray.worker import Worker, WorkerSpec, load_plugin
 
 log = logging.getLogger("aeon")
 
@@ -160,6 +160,10 @@ class RayExecutor(Executor):
     :param flow: a flow directory the workers build on an Engine source (nothing of the flow is built here).
     :param sinks: telemetry sinks each worker's engine adds, ``(name, options)``.
     :param cwd: where the workers resolve relative paths (default: this process's working directory).
+    :param tasks: wraps the tasks each worker runs (and the check ``submit`` makes here): a callable taking the
+        worker's :class:`~aeon_kernel.kit.Tasks` and returning the Tasks it runs instead — a class or function of a
+        module the workers can import (it travels by reference), or its import name ``"module:attribute"``. How a
+        submitter sends items of its own kind (``aeon batch`` sends its lines, each with the run id it chose).
 
     The workers start with the first task, or :meth:`start`, which waits until each has built its Engine and
     raises ConfigError naming one that could not. ``shutdown`` closes the workers' engines, ends the workers,
@@ -182,6 +186,7 @@ class RayExecutor(Executor):
         flow: str | Path | None = None,
         sinks: Sequence[tuple[str, dict[str, Any]]] = (),
         cwd: str | Path | None = None,
+        tasks: Any = None,
     ) -> None:
         self.settings = ExecutorSettings(concurrency, max_queued, on_full)
         if not isinstance(plugins, (list, tuple)):  # a string is not a list of names (aeon.toml)
@@ -212,9 +217,11 @@ class RayExecutor(Executor):
             replay=str(Path(replay).resolve()) if replay is not None else None,
             sinks=tuple((name, dict(options)) for name, options in sinks),
             cwd=str(cwd) if cwd is not None else os.getcwd(),
+            tasks=tasks,
         )
         host: Any = None
-        self._check = (FlowTasks(host) if flow is not None else RequestTasks(host)).check
+        inner = FlowTasks(host) if flow is not None else RequestTasks(host)
+        self._check = (load_plugin(tasks)(inner) if tasks is not None else inner).check
         self._cond = threading.Condition()
         self._starting = threading.Lock()
         self._queue: collections.deque[TaskHandle] = collections.deque()

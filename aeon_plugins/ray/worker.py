@@ -42,6 +42,8 @@ class WorkerSpec:
     sinks: tuple[tuple[str, dict[str, Any]], ...] = ()
     #: the submitter's working directory: a worker starts there when it exists on its machine
     cwd: str | None = None
+    #: wraps the worker's tasks (``RayExecutor``'s ``tasks``): a callable, or its import name
+    tasks: Any = None
 
 
 def load_plugin(spec: Any) -> Any:
@@ -103,6 +105,8 @@ class Worker:
         try:
             self.source = build_source(spec)
             self.tasks = tasks_for(self.source)
+            if spec.tasks is not None:
+                self.tasks = load_plugin(spec.tasks)(self.tasks)
         except Exception as exc:
             from aeon_kernel.kit import scrub_secrets
 

@@ -337,6 +337,23 @@ def test_a_journalled_run_the_store_never_saw_starts_anew(project: Project) -> N
     assert len(project.ledger()) == TASKS * STEPS
 
 
+def test_a_journalled_run_the_store_never_saw_starts_with_its_journalled_id(project: Project) -> None:
+    """Submitted (its id journalled first) but stopped before its first cycle: nothing ran, so the task starts, as
+    the run the journal names — one run id per line, however often the batch is run again."""
+    from aeon_kernel.orchestrator import new_run_id
+
+    chosen = new_run_id()
+    journal = project.root / "out.jsonl.journal"
+    journal.write_text(json.dumps({"id": "t0", "run_id": chosen}) + "\n")
+    code, stderr = project.batch()
+    assert code == 0, stderr
+    assert {line["id"]: line["run_id"] for line in project.results()}["t0"] == chosen
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert sorted(record["id"] for record in records) == [f"t{i}" for i in range(TASKS)]
+    assert len(project.ledger()) == TASKS * STEPS
+    assert project.stored() == sorted((line["run_id"], "completed") for line in project.results())
+
+
 def test_a_torn_journal_line_is_dropped_and_a_bad_one_stops_the_batch(project: Project) -> None:
     journal = project.root / "out.jsonl.journal"
     journal.write_text('{"id": "t0", "run_id": "abc')  # cut short by a kill: its run had not begun

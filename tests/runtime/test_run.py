@@ -255,6 +255,31 @@ def test_a_resumed_run_tells_its_scheduler(tmp_path: Any) -> None:
     store.close()
 
 
+def test_a_run_may_start_with_the_id_its_caller_chose_but_never_a_stored_one(tmp_path: Any) -> None:
+    """What makes a batch once-only on any executor: it journals the id it chose before the run starts, and a
+    run the store already holds goes on only through start_resume, never as a second new run."""
+    from aeon_kernel.errors import RunStoreError, ValidationError
+    from aeon_kernel.orchestrator import is_run_id, new_run_id
+    from aeon_plugins.sqlite_state import SqliteStateStore
+
+    store = SqliteStateStore(tmp_path / "runs.db")
+    orchestrator = Orchestrator(
+        ScriptedLLM([]), *_components(), state_store=store, scheduler=lambda: Countdown(units=1)
+    )
+    chosen = new_run_id()
+    run = orchestrator.start("count down", run_id=chosen)
+    assert run.run_id == chosen and run.execute().status == "completed"
+    assert store.load(chosen).state.status == "completed"
+    with pytest.raises(RunStoreError, match="is stored already"):
+        orchestrator.start("count down", run_id=chosen)
+    for bad in ("f" * 32, chosen.upper(), "run-1", chosen[:-1], 7):
+        assert not is_run_id(bad)
+        with pytest.raises(ValidationError, match="is not a run id"):
+            orchestrator.start("count down", run_id=bad)  # type: ignore[arg-type]
+    assert len(store.list_runs()) == 1
+    store.close()
+
+
 # --- several runs of one engine -----------------------------------------------------------------------------------
 
 
