@@ -73,9 +73,9 @@ class Expect(_Strict):
     answer_contains: list[str] | None = None
     #: a regular expression the answer's text must match (``re.search``)
     answer_matches: str | None = None
-    #: the flow's output, equal (a flow case)
+    #: the output, equal (a flow case, or a request case with a ``schema``)
     output: Any = None
-    #: keys the flow's output must have, with these values (nested objects: a subset again)
+    #: keys the output must have, with these values (nested objects: a subset again)
     output_contains: dict[str, Any] | None = None
     #: the tools the run called, in order
     tools: list[str] | None = None
@@ -112,6 +112,8 @@ class Case(_Strict):
     input: Any = None
     #: the cassette to replay, relative to the suite directory
     cassette: str | None = Field(default=None, min_length=1)
+    #: a request case's typed output: the JSON Schema it is written under (``aeon run --schema``)
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     expect: Expect
 
 
@@ -276,13 +278,22 @@ def _case_problems(case: Case, *, flow: bool) -> list[tuple[tuple[str, ...], str
             problems.append((("input",), "is required (the flow's input) in a flow suite"))
         wrong = sorted(expect & {"answer", "answer_contains", "answer_matches"})
         hint = "a flow case asserts output or output_contains"
+        if case.schema_ is not None:
+            problems.append((("schema",), "only a request case takes a schema (a flow's nodes have theirs)"))
     else:
         if "input" in given:
             problems.append((("input",), "only a flow suite's cases take an input (set flow: in the suite)"))
         if case.request is None:
             problems.append((("request",), "is required"))
-        wrong = sorted(expect & {"output", "output_contains"})
-        hint = "a request case asserts answer, answer_contains or answer_matches"
+        wrong = sorted(expect & {"output", "output_contains"}) if case.schema_ is None else []
+        hint = "a request case asserts answer, answer_contains or answer_matches (output: give it a schema)"
+        if case.schema_ is not None:
+            from aeon_kernel.output_types import check_output_schema
+
+            try:
+                check_output_schema(case.schema_)
+            except AeonError as exc:
+                problems.append((("schema",), str(exc)))
     problems += [(("expect", key), f"does not apply here: {hint}") for key in wrong]
     statuses = FLOW_STATUSES if flow else RUN_STATUSES
     if case.expect.status is not None and case.expect.status not in statuses:
@@ -429,11 +440,12 @@ def _run_request(
     with Engine(config, replay=replay, record=record) as engine:
         engine.check_choices()
         engine.build_selected()
-        result = engine.orchestrator().execute(case.request)
+        result = engine.orchestrator().execute(case.request, output_type=case.schema_)
     state = result["final_state"]
     got = {
         "status": result["status"],
         "answer": result["answer"],
+        "output": result.get("output"),
         "tools": [call["tool_name"] for call in state.get("tool_history", [])],
         "cycles": state.get("cycle"),
     }

@@ -115,6 +115,9 @@ class LiveView:
             if self.result.get("answer") is not None:
                 text.append("  answer: ", style="bold")
                 text.append(compact(self.result["answer"], 200))
+            if self.result.get("output") is not None:
+                text.append("\n  output: ", style="bold")
+                text.append(compact(self.result["output"], 2000))
             if status != "completed":
                 text.append(f"\n{compact(self.result.get('message', ''), 2000)}", style="dim")
             return text

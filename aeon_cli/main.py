@@ -22,7 +22,7 @@ from typing import Any, Final, NoReturn
 
 import click
 
-from aeon_cli.options import more_ttl_option, step_through_options, take_over_option
+from aeon_cli.options import more_ttl_option, output_schema_option, step_through_options, take_over_option
 from aeon_cli.output import echo_json, safe_streams
 from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
@@ -199,6 +199,7 @@ def _drive(
     help="Reason in several passes (spec 003): profile, plan, validate, execute, converge, refine; as "
     '[reasoning] mode = "multipass" in aeon.toml.',
 )
+@output_schema_option
 @step_through_options(
     "the run in the inspector (a local web page): it pauses before each cycle, showing what comes next"
 )
@@ -208,6 +209,7 @@ def run(
     ttl: int | None,
     deadline: float | None,
     multipass: bool,
+    output_schema: dict[str, Any] | None,
     inspect: bool,
     no_browser: bool,
     **options: Any,
@@ -220,10 +222,16 @@ def run(
 
     def cycles(orchestrator: Any) -> Iterator[Any]:
         if not inspect:
-            return orchestrator.iter(request)  # type: ignore[no-any-return]
+            return orchestrator.iter(request, output_type=output_schema)  # type: ignore[no-any-return]
         from aeon_cli.inspect.stepper import plan_cycles  # the server and Jinja load only here
 
-        return plan_cycles(orchestrator, request, no_browser=no_browser, as_json=options["as_json"])
+        return plan_cycles(
+            orchestrator,
+            request,
+            no_browser=no_browser,
+            as_json=options["as_json"],
+            output_schema=output_schema,
+        )
 
     _drive(
         request,

@@ -36,3 +36,41 @@ def step_through_options(what: str) -> Callable[[Any], Any]:
         )(command)
 
     return decorate
+
+
+def read_output_schema(value: str | None) -> dict[str, Any] | None:
+    """``aeon run --schema``: a JSON Schema written inline (``'{...}'``) or the path of a file holding one."""
+    if value is None:
+        return None
+    import json
+    from pathlib import Path
+
+    text, where = value, "--schema"
+    if not value.lstrip().startswith("{"):
+        path = Path(value)
+        if not path.is_file():
+            raise click.BadParameter(f"{value!r} is neither a JSON object nor a file", param_hint="--schema")
+        try:
+            text, where = path.read_text(encoding="utf-8"), str(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"cannot read {value!r}: {exc}", param_hint="--schema") from None
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"{where} is not JSON: {exc}", param_hint="--schema") from None
+    from aeon_kernel.errors import ValidationError
+    from aeon_kernel.output_types import check_output_schema
+
+    try:
+        return check_output_schema(schema)
+    except ValidationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--schema") from None
+
+
+output_schema_option = click.option(
+    "--schema",
+    "output_schema",
+    callback=lambda _ctx, _param, value: read_output_schema(value),
+    help="A JSON Schema (inline '{...}' or a file) for a typed output: one more step writes the result under it, "
+    "checked like every model output; the result's `output`.",
+)

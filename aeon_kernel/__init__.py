@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         ToolCall,
     )
     from aeon_kernel.orchestrator import Orchestrator
+    from aeon_kernel.output_types import OutputType, output_type
     from aeon_kernel.policy import Policy, PolicyAction, PolicyDecision
     from aeon_kernel.reasoning.contracts import AdaptiveDepth, RecursivePlanner, SemanticValidator
     from aeon_kernel.reasoning.models import (
@@ -105,6 +106,7 @@ _EXPORTS: Final[dict[str, str]] = {
             "StepExecutionResult", "StepStatus", "SupervisorAction", "ToolCall",
         ),
         "aeon_kernel.orchestrator": ("Orchestrator",),
+        "aeon_kernel.output_types": ("OutputType", "output_type",),
         "aeon_kernel.policy": ("Policy", "PolicyAction", "PolicyDecision",),
         "aeon_kernel.reasoning.contracts": ("AdaptiveDepth", "RecursivePlanner", "SemanticValidator",),
         "aeon_kernel.reasoning.models": (
@@ -128,13 +130,13 @@ __all__ = [
     "BackpressureError", "Conclusion", "ConfigError", "ConvergenceAssessment", "ConvergenceEngine",
     "DeadlineError", "Engine", "FunctionTool", "LLMAdapter", "LLMError", "LLMResponse", "LLMTransientError",
     "LogEntry", "Memory", "MemoryStoreError", "OrchestrationError", "OrchestrationState", "Orchestrator",
-    "PermissionDeniedError", "Plan", "PlanStep", "Planner", "Policy", "PolicyAction", "PolicyDecision",
-    "PolicyDeniedError", "Preview", "RecursivePlanner", "RefinementAction", "Register", "Run", "RunContext",
-    "RunResult", "RunStatus", "RunStoreError", "Scheduler", "SchedulerMemo", "SecretProvider",
-    "SemanticValidationReport", "SemanticValidator", "StateStore", "StepExecutionResult", "StepStatus",
-    "Supervisor", "SupervisorAction", "SupervisorError", "TaskHandle", "TaskProfile", "TelemetrySink",
-    "Tool", "ToolCall", "ToolContext", "ToolError", "ToolRegistry", "ValidationError", "ValidationIssue",
-    "Validator", "Verdict", "Work", "__version__", "hookimpl", "tool",
+    "OutputType", "PermissionDeniedError", "Plan", "PlanStep", "Planner", "Policy", "PolicyAction",
+    "PolicyDecision", "PolicyDeniedError", "Preview", "RecursivePlanner", "RefinementAction", "Register",
+    "Run", "RunContext", "RunResult", "RunStatus", "RunStoreError", "Scheduler", "SchedulerMemo",
+    "SecretProvider", "SemanticValidationReport", "SemanticValidator", "StateStore", "StepExecutionResult",
+    "StepStatus", "Supervisor", "SupervisorAction", "SupervisorError", "TaskHandle", "TaskProfile",
+    "TelemetrySink", "Tool", "ToolCall", "ToolContext", "ToolError", "ToolRegistry", "ValidationError",
+    "ValidationIssue", "Validator", "Verdict", "Work", "__version__", "hookimpl", "output_type", "tool",
 ]
 # fmt: on
 # --- end of exports

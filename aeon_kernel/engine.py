@@ -248,14 +248,19 @@ class Engine:
         *,
         deadline: float | None = None,
         run_id: str | None = None,
+        output_type: Any = None,
     ) -> Run:
         """A new run of ``request``; several may be active at once (step each with ``next()``). ``deadline``: the
-        seconds it may take (checked between cycles); ``run_id``: its id, chosen (``Orchestrator.start``)."""
-        return self.orchestrator(ttl, deadline=deadline).start(request, initial_plan, run_id=run_id)
+        seconds it may take (checked between cycles); ``run_id``, ``output_type``: see ``Orchestrator.start``."""
+        orchestrator = self.orchestrator(ttl, deadline=deadline)
+        return orchestrator.start(request, initial_plan, run_id=run_id, output_type=output_type)
 
-    def run(self, request: str, ttl: int | None = None, *, deadline: float | None = None) -> dict[str, Any]:
-        """Convenience: one orchestrator, one request, the result dict."""
-        return self.orchestrator(ttl, deadline=deadline).execute(request)
+    def run(
+        self, request: str, ttl: int | None = None, *, deadline: float | None = None, output_type: Any = None
+    ) -> dict[str, Any]:
+        """Convenience: one orchestrator, one request, the result dict; ``output_type`` (a pydantic model, a
+        TypedDict, a dataclass, a JSON Schema) adds a checked ``output`` of that type (``Orchestrator.execute``)."""
+        return self.orchestrator(ttl, deadline=deadline).execute(request, output_type=output_type)
 
     def resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> dict[str, Any]:
         """Continue an interrupted run from the state store to the end; the result dict (``take_over``: see

@@ -20,7 +20,7 @@ _TYPES = (
 )
 
 
-class _Untitled(GenerateJsonSchema):
+class Untitled(GenerateJsonSchema):
     """Pydantic's schemas without a ``title`` per property: the model is shown the name already."""
 
     def field_title_should_be_set(self, schema: Any) -> bool:
@@ -98,7 +98,7 @@ def _schema(
 ) -> tuple[TypeAdapter[Any], dict[str, Any]]:
     try:
         adapter: TypeAdapter[Any] = TypeAdapter(annotation)
-        return adapter, adapter.json_schema(mode=mode, schema_generator=_Untitled)
+        return adapter, adapter.json_schema(mode=mode, schema_generator=Untitled)
     except Exception as exc:
         problem = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ToolRegistrationError(

@@ -20,6 +20,7 @@ from aeon_kernel.hookspecs import HOOKSPEC_VERSION
 from aeon_kernel.kinds import default
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.models import LogEntry, OrchestrationState, Plan
+from aeon_kernel.output_types import output_type as typed
 from aeon_kernel.plugins import AeonPluginManager, Registries, build_plugin_manager, loaded_plugins
 from aeon_kernel.runtime.context import Components
 from aeon_kernel.runtime.run import Run, extend_ttl
@@ -132,16 +133,19 @@ class Orchestrator:
         initial_plan: Plan | dict[str, Any] | None = None,
         *,
         run_id: str | None = None,
+        output_type: Any = None,
     ) -> Run:
         """A new run of ``user_request`` (nothing happens until it is iterated, stepped or executed). ``run_id``: its
         id, chosen by the caller (a batch journals it before the run starts): one :func:`new_run_id` could make, that
-        the state store does not hold — a stored run goes on only through :meth:`start_resume`."""
+        the state store does not hold — a stored run goes on only through :meth:`start_resume`. ``output_type``: a
+        typed ``output`` besides the answer (its JSON Schema kept in the manifest; :mod:`aeon_kernel.output_types`)."""
         if not isinstance(user_request, str) or not user_request.strip():
             raise ValidationError("the request must be a non-empty string")
         if run_id is not None and not is_run_id(run_id):
             raise ValidationError(f"{run_id!r} is not a run id (the hex of a version 4 UUID)")
         if run_id is not None and self.state_store is not None and _peek(self.state_store, run_id):
             raise RunStoreError(f"run {run_id!r} is stored already: resume it, or choose another id")
+        output_schema = None if output_type is None else typed(output_type).schema
         plan = self._initial_plan(initial_plan)
         current = (plan.running_step() or plan.next_pending()) if plan is not None else None
         # Every part is checked already (the request above, the plan by its model, the TTL in __init__).
@@ -159,7 +163,7 @@ class Orchestrator:
             status="running",
             scheduler_state={},
         )
-        return self._new_run(state)
+        return self._new_run(state, output_schema=output_schema)
 
     def start_resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> Run:
         """The interrupted run ``run_id``, claimed from the state store and ready to continue.
@@ -218,26 +222,40 @@ class Orchestrator:
             run.manifest["ttl_extended"] = {"by": ttl, "at_cycle": stored.state.cycle - 1}
         return run
 
-    def execute(self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None) -> dict[str, Any]:
-        """Run the loop to the end and return ``plan``, ``status``, ``final_state`` (and ``answer``, ``errors``).
+    def execute(
+        self,
+        user_request: str,
+        initial_plan: Plan | dict[str, Any] | None = None,
+        *,
+        output_type: Any = None,
+    ) -> dict[str, Any]:
+        """Run the loop to the end and return ``plan``, ``status``, ``final_state`` (and ``answer``, ``errors``;
+        ``output``, of that type, when ``output_type`` asked for one: see :meth:`start`).
 
         ``status`` is ``completed`` (every step complete and the convergence engine agrees), ``failed``, or
         ``ttl_expired`` (the state is kept: FR-036).
         """
-        run = self._begin(lambda: self.start(user_request, initial_plan))
+        run = self._begin(lambda: self.start(user_request, initial_plan, output_type=output_type))
         try:
-            return run.execute().to_dict()
+            result = run.execute().to_dict()
         finally:
             self._end(run)
+        if output_type is None:
+            return result
+        return {**result, "output": typed(output_type).convert(result.get("output"), run.run_id)}
 
     def iter(
-        self, user_request: str, initial_plan: Plan | dict[str, Any] | None = None
+        self,
+        user_request: str,
+        initial_plan: Plan | dict[str, Any] | None = None,
+        *,
+        output_type: Any = None,
     ) -> Iterator[LogEntry]:
         """Run the loop one cycle at a time, yielding each cycle's log record as soon as it is written.
 
         The final result is in ``self.result`` once the iterator is exhausted.
         """
-        with self._active(lambda: self.start(user_request, initial_plan)) as run:
+        with self._active(lambda: self.start(user_request, initial_plan, output_type=output_type)) as run:
             yield from run
 
     def resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> Iterator[LogEntry]:
@@ -320,14 +338,22 @@ class Orchestrator:
         self._iterating = False
         run.close()
 
-    def _new_run(self, state: OrchestrationState, resumed: StoredRun | None = None) -> Run:
+    def _new_run(
+        self,
+        state: OrchestrationState,
+        resumed: StoredRun | None = None,
+        output_schema: dict[str, Any] | None = None,
+    ) -> Run:
+        manifest = self.manifest or self._default_manifest()
+        # what the run's output must be: the caller's, or, resumed, what the run was started with
+        output_schema = resumed.manifest.get("output_schema") if resumed is not None else output_schema
         return Run(
             state,
             self.scheduler(),
             self.components,
             self.pm,
             store=self.state_store,
-            manifest=self.manifest or self._default_manifest(),
+            manifest={**manifest, "output_schema": output_schema} if output_schema else manifest,
             resumed=resumed,
             deadline=self.deadline,
         )

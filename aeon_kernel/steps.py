@@ -41,6 +41,8 @@ class StepContext:
     temperature: float = 0.0
     #: the planner that wrote the plan: it judges the model's answers to its steps (``Planner.answer_problem``)
     planner: Planner | None = None
+    #: the JSON Schema the run's typed output must match (``RunContext.output_schema``), or None
+    output_schema: dict[str, Any] | None = None
 
     @property
     def state(self) -> OrchestrationState:

@@ -177,13 +177,18 @@ def _stopped(run: Run, cycles: int, resume_with: str) -> Stopped:
 
 
 def plan_cycles(
-    orchestrator: Orchestrator, request: str, *, no_browser: bool, as_json: bool
+    orchestrator: Orchestrator,
+    request: str,
+    *,
+    no_browser: bool,
+    as_json: bool,
+    output_schema: dict[str, Any] | None = None,
 ) -> Iterator[LogEntry]:
     """``aeon run --inspect``: ``orchestrator.iter(request)``, one cycle per Step (all of them after Continue).
 
     The run is started here (a request that cannot start raises before the server does) and made the
     orchestrator's latest run, so ``orchestrator.result`` is its result once the iterator is exhausted."""
-    run = orchestrator.run = orchestrator.start(request)
+    run = orchestrator.run = orchestrator.start(request, output_type=output_schema)
     return _plan_session(orchestrator, run, (), no_browser=no_browser, as_json=as_json)
 
 

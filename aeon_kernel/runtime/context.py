@@ -74,12 +74,21 @@ class Cycle:
 class RunContext:
     """One run as its scheduler sees it."""
 
-    __slots__ = ("components", "cycle", "hooks", "state", "telemetry_errors")
+    __slots__ = ("components", "cycle", "hooks", "output_schema", "state", "telemetry_errors")
 
-    def __init__(self, state: RunState, components: Components, hooks: Hooks) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        components: Components,
+        hooks: Hooks,
+        *,
+        output_schema: dict[str, Any] | None = None,
+    ) -> None:
         self.state = state
         self.components = components
         self.hooks = hooks
+        #: the JSON Schema the run's typed output must match (its manifest's), or None: no typed output asked
+        self.output_schema = output_schema
         #: the cycle in progress (None between cycles)
         self.cycle: Cycle | None = None
         #: event hooks that raised, this run (a failing sink never breaks a run)

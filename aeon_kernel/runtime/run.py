@@ -101,13 +101,20 @@ class Run:
         deadline: float | None = None,
     ) -> None:
         self._scheduler = scheduler
+        if manifest and manifest.get("output_schema") and not scheduler.writes_typed_output:
+            raise OrchestrationError(
+                f"the {type(scheduler).__name__} cannot write a typed output (output_type, --schema): run the "
+                "request on the linear scheduler (the default), or ask for the text answer"
+            )
         #: seconds the run may take from its first cycle; checked between cycles (one in progress runs to its end)
         self.deadline = deadline
         self._began = 0.0
         self.store = store
         self.manifest = {**(manifest or {}), "run_id": state.run_id, "started": utc_now()}
         self._resumed = resumed
-        self._context = RunContext(RunState(state), components, hooks)
+        self._context = RunContext(
+            RunState(state), components, hooks, output_schema=self.manifest.get("output_schema")
+        )
         self._started = False
         self._fatal = False
         self._closed = False

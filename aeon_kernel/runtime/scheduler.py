@@ -121,6 +121,9 @@ class Scheduler(ABC, Generic[MemoT, OutcomeT]):
     #: the pydantic model of what the scheduler remembers across a crash, kept in the run's state (:meth:`memo`);
     #: None when it keeps nothing beyond the plan (the linear scheduler)
     memo_type: type[MemoT] | None = None
+    #: whether a run on this scheduler can be asked for a typed output (``RunContext.output_schema``): its
+    #: conclusion then carries ``details["output"]``
+    writes_typed_output: bool = False
 
     def memo(self, run: RunContext) -> MemoT | None:
         """This scheduler's memo in ``run``: None until it keeps one (``run.state.keep(memo)``, usually in

@@ -53,6 +53,13 @@ class TaskResult:
     history_ref: dict[str, Any]
     run: RunResult = field(repr=False)
 
+    def output_as(self, output_type: Any) -> Any:
+        """The flow's output as ``output_type`` (a pydantic model, a TypedDict, a dataclass, a JSON Schema dict:
+        :func:`aeon_kernel.output_types.output_type`); ``ValidationError`` saying where it does not fit."""
+        from aeon_kernel import output_type as typed
+
+        return typed(output_type).convert(self.output, self.run_id)
+
     def to_dict(self, *, history: bool = True) -> dict[str, Any]:
         result = self.run.to_dict()
         data = {

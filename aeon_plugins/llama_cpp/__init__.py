@@ -26,7 +26,7 @@ from typing import Any
 
 from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register, hookimpl
 
-from .bounded import bounded
+from .bounded import to_gbnf
 
 INSTALL_HINT = (
     'install the local backend with: CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON '
@@ -119,7 +119,7 @@ class LlamaCppAdapter(LLMAdapter):
         grammar = self._grammars.get(key)
         if grammar is None:
             try:
-                grammar = str(self._llama_cpp.llama_grammar.json_schema_to_gbnf(json.dumps(bounded(schema))))
+                grammar = to_gbnf(schema, self._llama_cpp.llama_grammar)
             except Exception as exc:  # the converter rejects some schema features
                 raise LLMError(f"llama_cpp: cannot turn the JSON Schema into a grammar: {exc}") from None
             with self._grammars_lock:

@@ -6,6 +6,10 @@ for a stock price, wrote "1000…" until ``max_tokens`` cut the plan off. A patt
 one escaped or plain character) repeated, anchored at both ends, gets the length bounds as its repetition
 (``^[…]{1,200}$``), which the converter does follow. Other patterns are left as they are; the kernel still
 validates every value against the schema as written.
+
+:func:`to_gbnf` converts with one correction: llama-cpp-python's converter escapes quotes but not backslashes in
+the literals it writes for ``const`` and ``enum`` strings, so a string holding a ``"`` (JSON ``\\"``) became a
+grammar llama.cpp cannot parse — a plan's goal fixed to a request that quotes something failed every time.
 """
 
 from __future__ import annotations
@@ -37,3 +41,19 @@ def bounded(schema: Any) -> Any:
 def _count(value: Any) -> int | None:
     """A length bound, or None for what is none (absent, not a whole number >= 0)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def to_gbnf(schema: dict[str, Any], llama_grammar: Any) -> str:
+    """``schema`` (bounded) as GBNF, by ``llama_grammar``'s converter with its literals escaped in full."""
+
+    class Converter(llama_grammar.SchemaConverter):  # type: ignore[misc,name-defined]
+        def _format_literal(self, literal: str) -> str:
+            return '"' + _LITERAL_ESCAPE.sub(lambda m: _LITERAL_ESCAPES[m.group(0)], literal) + '"'
+
+    converter = Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter.visit(converter.resolve_refs(bounded(schema), "stdin"), "")
+    return str(converter.format_grammar())
+
+
+_LITERAL_ESCAPE: Final = re.compile(r'[\r\n"\\]')
+_LITERAL_ESCAPES: Final = {"\r": "\\r", "\n": "\\n", '"': '\\"', "\\": "\\\\"}

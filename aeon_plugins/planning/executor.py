@@ -20,6 +20,7 @@ from aeon_kernel import PlanStep, StepExecutionResult, Tool, ToolCall
 from aeon_kernel.errors import MemoryStoreError, SupervisorError, ValidationError
 from aeon_kernel.kit import StepContext, describe, ensure_no_new_tools, json_problem, parse_json
 from aeon_plugins.planning.grounding import grounding_problem, tool_answer
+from aeon_plugins.planning.output import answer_step_id, is_output_step, write_output
 from aeon_plugins.planning.prompts import (
     ANSWER_SCHEMA,
     SYSTEM_PROMPT,
@@ -120,9 +121,12 @@ class KernelStepExecutor:
         nothing supports, a final report without the result, the prompt's example copied) is asked for once more,
         told why; if it still is, the step answers with the last tool result, or fails when no tool has ended.
         """
-        state, summary = ctx.state, step_summary(ctx)
+        state = ctx.state
         steps = state.plan.steps if state.plan else ()
-        final = bool(steps) and steps[-1].step_id == step.step_id
+        if is_output_step(step, steps, ctx.output_schema):
+            return write_output(step, ctx)
+        summary = step_summary(ctx)
+        final = answer_step_id(steps, ctx.output_schema) == step.step_id
         note = None
         try:
             answer = _model_answer(ctx, reasoning_prompt(summary, state.request, step))

@@ -10,6 +10,7 @@ It keeps no memo: its state is the plan. Between cycles, :meth:`LinearPlanSchedu
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Final, Never
 
 from aeon_kernel import (
@@ -37,6 +38,7 @@ from aeon_kernel.kit import (
     safe_text,
     was_checked,
 )
+from aeon_plugins.planning.output import with_output_step
 from aeon_plugins.planning.preview import planning_preview, step_preview
 
 _PLAN: Final = Work("plan")
@@ -47,11 +49,16 @@ LinearOutcome = Plan | StepExecutionResult
 class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, its state is the plan
     """One plan, its steps one after another."""
 
+    writes_typed_output = True  # one more step writes it (aeon_plugins.planning.output)
+
     def __init__(self) -> None:
         # What a step executor may use is the same for every step of a run: built once, at its first step.
         self._step_context: tuple[RunContext, StepContext] | None = None
+        #: what the run's typed output must match (set by ``start``), or None
+        self._output_schema: dict[str, Any] | None = None
 
     def start(self, run: RunContext, *, resumed: bool) -> None:
+        self._output_schema = run.output_schema
         if resumed:
             _restore_memory(run)
 
@@ -101,7 +108,10 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
                 )
                 for s in plan.steps
             )
-            run.state.start_plan(plan.model_copy(update={"steps": fresh}))
+            plan = plan.model_copy(update={"steps": fresh})
+            if run.output_schema is not None:  # the caller asked for a typed output: a step writes it
+                plan = with_output_step(plan)
+            run.state.start_plan(plan)
             return
         assert isinstance(outcome, StepExecutionResult), "_execute_step returns one"
         result = _usable(outcome)
@@ -133,7 +143,12 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
             _transition(run, step_id, StepStatus.FAILED, failure=f"{type(error).__name__}: {describe(error)}")
 
     def conclude(self, state: OrchestrationState, verdict: Verdict) -> Conclusion:
-        return Conclusion(answer=_answer(state.plan), message=_message(state, verdict.status))
+        message = _message(state, verdict.status)
+        if self._output_schema is None or state.plan is None:
+            return Conclusion(answer=_answer(state.plan), message=message)
+        *steps, last = state.plan.steps  # the output step is the last (with_output_step)
+        output = _copy(last.result) if last.status is StepStatus.COMPLETE else None
+        return Conclusion(answer=_answer(steps), message=message, details={"output": output})
 
     def preview(self, run: RunContext) -> Preview | None:
         """The plan generation, or the current step; None where :meth:`status` ends the run (no plan after the
@@ -163,6 +178,7 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
                 max_tokens=components.max_tokens,
                 temperature=components.temperature,
                 planner=components.planner,
+                output_schema=run.output_schema,
             )
             self._step_context = (run, context)
         return self._step_context[1]
@@ -222,15 +238,16 @@ def _restore_memory(run: RunContext) -> None:
             memory.write(key, step.result)
 
 
-def _answer(plan: Plan | None) -> Any:
+def _answer(steps: Plan | Sequence[PlanStep] | None) -> Any:
     """The run's answer: the result of the last step that completed."""
-    if plan is None:
+    if steps is None:
         return None
-    done = [s for s in plan.steps if s.status is StepStatus.COMPLETE]
-    if not done:
-        return None
-    result = done[-1].result
-    # a copy in JSON's own types (a tool may have returned tuples), not the state's object
+    done = [s for s in (steps.steps if isinstance(steps, Plan) else steps) if s.status is StepStatus.COMPLETE]
+    return _copy(done[-1].result) if done else None
+
+
+def _copy(result: Any) -> Any:
+    """A copy in JSON's own types (a tool may have returned tuples), not the state's object."""
     return json.loads(json.dumps(result)) if isinstance(result, (dict, list, tuple)) else result
 
 

@@ -312,3 +312,59 @@ def test_junit_xml_holds_any_answer() -> None:
     root = ET.fromstring(junit_xml("s", [outcome]).encode())
     failure = root.find("testsuite/testcase/failure")
     assert failure is not None and failure.get("message") == "answer: got \ufffd\ufffd <&>"
+
+
+def test_a_request_case_with_a_schema_asserts_on_fields_of_the_typed_output(tmp_path: Path) -> None:
+    replies = [
+        plan(tool_step("1", "calculator", {"expression": "12 * 7"}), llm_step("2"), goal="Multiply 12 by 7"),
+        answer("84 eggs"),
+        {"count": 84, "unit": "eggs"},
+    ]
+    (tmp_path / "replies.json").write_text(json.dumps(replies), encoding="utf-8")
+    (tmp_path / "aeon.toml").write_text(
+        f'[llm]\nuse = "scripted"\nresponses = "{tmp_path / "replies.json"}"\n', encoding="utf-8"
+    )
+    schema = {"type": "object", "properties": {"count": {"type": "integer"}, "unit": {"type": "string"}}}
+    request = "A box holds 12 eggs. How many eggs are in 7 boxes?"
+    suite = {
+        "name": "typed",
+        "cases": [
+            {
+                "id": "count",
+                "request": request,
+                "schema": schema,
+                "expect": {"output_contains": {"count": 84}},
+            },
+            {
+                "id": "whole",
+                "request": request,
+                "schema": schema,
+                "expect": {"output": {"count": 84, "unit": "eggs"}},
+            },
+            {
+                "id": "wrong",
+                "request": request,
+                "schema": schema,
+                "expect": {"output_contains": {"count": 85}},
+            },
+        ],
+    }
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+    result = aeon_eval(str(tmp_path), "--live", "--json")
+    assert result.exit_code == 1, result.output
+    by_id = {case["case"]: case for case in json.loads(result.stdout)["cases"]}
+    assert [by_id[i]["result"] for i in ("count", "whole", "wrong")] == ["passed", "passed", "failed"]
+    assert by_id["wrong"]["failures"] == ["output_contains: at 'count': expected 85, got 84"]
+
+    suite["cases"] = [
+        {"id": "bad", "request": request, "schema": {"type": 5}, "expect": {"status": "completed"}}
+    ]
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+    broken = aeon_eval(str(tmp_path), "--live")
+    assert (
+        broken.exit_code == 2
+        and "cases[0].schema (case 'bad'): the output schema is not valid" in broken.stderr
+    )
+    suite["cases"] = [{"id": "untyped", "request": request, "expect": {"output": 1}}]
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+    assert "output: give it a schema" in aeon_eval(str(tmp_path), "--live").stderr

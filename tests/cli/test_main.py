@@ -79,6 +79,25 @@ def test_run_live_view_shows_the_plan_and_the_answer(project: Path) -> None:
         assert text in result.output
 
 
+def test_run_schema_writes_a_typed_output_shown_live_and_in_json(project: Path) -> None:
+    total = {"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}
+    (project / "total.json").write_text(json.dumps(total))
+    (project / "responses.json").write_text(json.dumps([SUM, answer("The sum is 15"), {"total": 15}]))
+    result = CliRunner().invoke(cli, ["run", "calculate the sum of 5 and 10", "--schema", "total.json"])
+    assert result.exit_code == 0, result.output
+    assert 'output: {"total": 15}' in result.output and "The sum is 15" in result.output
+    inline = CliRunner().invoke(cli, ["run", "add 5 and 10", "--json", "--schema", json.dumps(total)])
+    assert json.loads(inline.stdout)["output"] == {"total": 15}
+    (project / "responses.json").write_text(
+        json.dumps([SUM, answer("The sum is 15"), {"total": 16}, {"total": 16}])
+    )
+    wrong = CliRunner().invoke(cli, ["run", "add 5 and 10", "--json", "--schema", "total.json"])
+    assert wrong.exit_code == 1 and json.loads(wrong.stdout)["output"] is None  # 16: no tool said it
+    for bad, message in (("nope.json", "neither a JSON object nor a file"), ('{"type": 5}', "not valid")):
+        refused = CliRunner().invoke(cli, ["run", "x", "--schema", bad])
+        assert refused.exit_code == 2 and message in refused.output and "Traceback" not in refused.output
+
+
 def test_exit_status_reports_failure_and_ttl(project: Path) -> None:
     (project / "responses.json").write_text(json.dumps([SUM]))  # no answer for step 2: the model "fails"
     assert CliRunner().invoke(cli, ["run", "x", "--json"]).exit_code == 1

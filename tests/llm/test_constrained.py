@@ -211,6 +211,20 @@ def test_the_calculators_expression_grammar_is_bounded_to_its_200_characters() -
     assert grammar.count("?") >= 199  # 200 characters at most: one optional per character after the first
 
 
+def test_a_const_string_with_quotes_and_backslashes_becomes_a_literal_llama_cpp_can_read() -> None:
+    """llama-cpp-python's converter escaped quotes but not backslashes: a plan goal fixed to a request that quotes
+    something (`... this: "Maria Lopez, 34."`) became a grammar llama.cpp's parser refused, every time."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from aeon_plugins.llama_cpp.bounded import to_gbnf
+
+    text = 'this: "Maria Lopez, 34." \\ done'
+    gbnf = to_gbnf({"type": "object", "properties": {"goal": {"const": text}}}, llama_cpp.llama_grammar)
+    (rule,) = [line for line in gbnf.splitlines() if line.startswith("goal ::=")]
+    assert rule == "goal ::= " + '"' + json.dumps(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    broken = str(llama_cpp.llama_grammar.json_schema_to_gbnf(json.dumps({"const": text})))
+    assert broken != to_gbnf({"const": text}, llama_cpp.llama_grammar)  # the converter's own, unescaped
+
+
 # --- the real model -------------------------------------------------------------------------------------------
 
 PLAN_REQUESTS = ["calculate the sum of 5 and 10", "echo hello", "what is the weather in Paris?"]
@@ -250,6 +264,14 @@ def generate(adapter: LlamaCppAdapter, prompt: str, schema: dict[str, Any], temp
     evaluated in other batches), which can change greedy decoding's choice on either path."""
     adapter._llama.reset()
     return adapter.generate(prompt, SYSTEM_PROMPT, 512, temperature, json_schema=schema)["text"]
+
+
+@pytest.mark.model
+def test_a_quoted_const_is_written_exactly_on_both_decoding_paths(adapters: dict[str, LlamaCppAdapter]) -> None:
+    text = 'Pull the age out of this: "Maria Lopez, 34, lives in Porto."'
+    schema = {"type": "object", "properties": {"goal": {"const": text}}, "required": ["goal"]}
+    for mode, adapter in adapters.items():
+        assert json.loads(generate(adapter, "Write the goal.\nGoal:", schema)) == {"goal": text}, mode
 
 
 @pytest.mark.model

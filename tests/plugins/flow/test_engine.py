@@ -270,6 +270,25 @@ def test_schemas_are_checked_on_the_way_in_and_out(tmp_path: Path) -> None:
     assert bad.tasks[0]["ended_at"] == "loud"
 
 
+def test_a_flow_output_is_handed_back_as_a_type(tmp_path: Path) -> None:
+    """Typed access to a flow's output (issue 28): as a pydantic model, or checked against a JSON Schema."""
+    from pydantic import BaseModel
+
+    from aeon_kernel.errors import ValidationError
+
+    class Loud(BaseModel):
+        text: str
+
+    flow = chain(START, {"id": "loud", "role": "linear", "impl": "demo.shout"}, EXIT)
+    with build(tmp_path, flow) as engine:
+        result = engine.run({"text": "a"})
+        unexpected = engine.run({"note": "a"})
+    assert result.output_as(Loud) == Loud(text="A!")
+    assert result.output_as({"type": "object", "required": ["text"]}) == {"text": "A!"}
+    with pytest.raises(ValidationError, match=f"the output of run {unexpected.run_id}"):
+        unexpected.output_as(Loud)
+
+
 def test_continue_on_failure_makes_the_task_partial_and_always_fail_overrides_success(tmp_path: Path) -> None:
     broken = {"id": "loud", "role": "linear", "impl": "demo.shout", "continue_on_failure": True}
     with build(tmp_path / "a", chain(START, broken, EXIT)) as engine:
