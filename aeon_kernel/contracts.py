@@ -16,7 +16,7 @@ from aeon_kernel.tools import ToolRegistry
 
 
 class LLMResponse(TypedDict, total=False):
-    """What ``LLMAdapter.generate`` returns: ``text`` always; ``usage`` and ``model`` when known."""
+    """What ``LLMAdapter.generate`` (and ``stream``) returns: ``text`` always; ``usage`` and ``model`` when known."""
 
     text: str
     usage: dict[str, int]
@@ -48,8 +48,31 @@ class LLMAdapter(ABC):
     ) -> LLMResponse:
         """Return the model's reply to ``prompt``. ``json_schema`` is only passed when supported."""
 
+    def stream(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+        on_text: Callable[[str], None],
+    ) -> LLMResponse:
+        """:meth:`generate`, also passing ``on_text`` each new piece of the reply as the model writes it (issue 28).
+
+        The pieces come in order, and joined they are the returned ``text``. Whatever ``on_text`` raises must end
+        the call and propagate unchanged: it is how a consumer stops a reply. This default generates the whole
+        reply and passes it at once, so every adapter can be streamed; one that really streams overrides it and
+        :meth:`supports_streaming`.
+        """
+        kwargs: dict[str, Any] = {"json_schema": json_schema} if json_schema is not None else {}
+        response = self.generate(prompt, system_prompt, max_tokens, temperature, **kwargs)
+        if isinstance(response, dict) and response.get("text"):
+            on_text(response["text"])
+        return response
+
     def supports_streaming(self) -> bool:
-        """Whether the adapter can stream. The Sprint 1 loop never streams."""
+        """Whether :meth:`stream` passes the reply on as it is written, not only once it is whole (the default)."""
         return False
 
     def close(self) -> None:  # noqa: B027 - optional hook with nothing to do by default

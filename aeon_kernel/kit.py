@@ -16,7 +16,15 @@ if TYPE_CHECKING:
     from aeon_kernel.exports import lazy_getattr
     from aeon_kernel.idempotency import current_idempotency_key
     from aeon_kernel.invocation import checked, describe, json_problem, redacted, safe_text, was_checked
-    from aeon_kernel.llm.client import ModelClient, begin_capture, captured, end_capture
+    from aeon_kernel.llm.client import (
+        ModelClient,
+        TextListener,
+        begin_capture,
+        begin_listening,
+        captured,
+        end_capture,
+        end_listening,
+    )
     from aeon_kernel.llm.output import (
         MAX_REPAIR_CHARS,
         check_depth,
@@ -95,6 +103,7 @@ if TYPE_CHECKING:
     from aeon_kernel.secrets import (
         clean_secret,
         register_secret,
+        scrub_hold,
         scrub_secrets,
         scrub_secrets_data,
         scrub_secrets_json,
@@ -113,7 +122,10 @@ _EXPORTS: Final[dict[str, str]] = {
         "aeon_kernel.invocation": (
             "checked", "describe", "json_problem", "redacted", "safe_text", "was_checked",
         ),
-        "aeon_kernel.llm.client": ("ModelClient", "begin_capture", "captured", "end_capture",),
+        "aeon_kernel.llm.client": (
+            "ModelClient", "TextListener", "begin_capture", "begin_listening", "captured", "end_capture",
+            "end_listening",
+        ),
         "aeon_kernel.llm.output": (
             "MAX_REPAIR_CHARS", "check_depth", "dumps_lenient", "ensure_no_new_tools", "ensure_repairable",
             "loads_strict", "parse_json", "tool_names", "tools_not_in",
@@ -151,7 +163,8 @@ _EXPORTS: Final[dict[str, str]] = {
             "canonical_json", "check_schema", "compiled_validator", "schema_errors", "validate_against",
         ),
         "aeon_kernel.secrets": (
-            "clean_secret", "register_secret", "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json",
+            "clean_secret", "register_secret", "scrub_hold", "scrub_secrets", "scrub_secrets_data",
+            "scrub_secrets_json",
         ),
         "aeon_kernel.steps": ("StepContext", "memory_key",),
         "aeon_kernel.tools": ("workspace_root",),
@@ -164,17 +177,17 @@ __all__ = [
     "Executor", "ExecutorSettings", "FlowTasks", "IssueType", "Lazy", "LocalExecutor", "MemoryEntry",
     "ModelBacked", "ModelClient", "OnFull", "PassPhase", "Phase", "RecordAction", "Registries",
     "RequestTasks", "RunOwner", "RunState", "RunSummary", "Severity", "StepContext", "StepToolCheck",
-    "StoredRun", "SupervisorActionType", "TaskCancelledError", "TaskStatus", "Tasks", "ask_json",
-    "begin_capture", "canonical_json", "captured", "changed_steps", "check_amount", "check_claim",
-    "check_depth", "check_key", "check_prefix", "check_schema", "checked", "clean_secret",
-    "compiled_validator", "current_idempotency_key", "decode_value", "denial", "describe", "drive",
-    "dumps_lenient", "encode_value", "end_capture", "ensure_no_new_tools", "ensure_repairable",
-    "error_outcome", "error_record", "expand_log", "failure_text", "ignore_action", "increment_error",
-    "is_utf8", "json_problem", "lazy_getattr", "loads_strict", "memory_key", "parse_json", "plan_progress",
-    "plan_snapshots", "read_log", "redacted", "register_secret", "safe_text", "schema_errors",
-    "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json", "storable_json", "storable_model_json",
-    "storable_result", "storable_text", "stored_state", "tasks_for", "tool_names", "tools_not_in", "use_wal",
-    "utc_now", "validate_against", "was_checked", "workspace_root",
+    "StoredRun", "SupervisorActionType", "TaskCancelledError", "TaskStatus", "Tasks", "TextListener",
+    "ask_json", "begin_capture", "begin_listening", "canonical_json", "captured", "changed_steps",
+    "check_amount", "check_claim", "check_depth", "check_key", "check_prefix", "check_schema", "checked",
+    "clean_secret", "compiled_validator", "current_idempotency_key", "decode_value", "denial", "describe",
+    "drive", "dumps_lenient", "encode_value", "end_capture", "end_listening", "ensure_no_new_tools",
+    "ensure_repairable", "error_outcome", "error_record", "expand_log", "failure_text", "ignore_action",
+    "increment_error", "is_utf8", "json_problem", "lazy_getattr", "loads_strict", "memory_key", "parse_json",
+    "plan_progress", "plan_snapshots", "read_log", "redacted", "register_secret", "safe_text",
+    "schema_errors", "scrub_hold", "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json",
+    "storable_json", "storable_model_json", "storable_result", "storable_text", "stored_state", "tasks_for",
+    "tool_names", "tools_not_in", "use_wal", "utc_now", "validate_against", "was_checked", "workspace_root",
 ]
 # fmt: on
 # --- end of exports

@@ -69,6 +69,8 @@ class _Index:
     chunks: dict[str, tuple[tuple[_Form, int], ...]]
     #: forms too short for piece-matching, replaced only whole (longest first)
     short: tuple[str, ...]
+    #: every form, each after a NUL: what a growing text's end may yet turn into (:func:`scrub_hold`)
+    forms: str
 
 
 #: Unicode categories a secret may not contain: controls (C0, DEL, C1), format characters (zero-width ones, a
@@ -144,6 +146,22 @@ def scrub_secrets(text: str) -> str:
         if form in text:
             text = text.replace(form, REDACTED)
     return text
+
+
+def scrub_hold(text: str) -> int:
+    """How many characters at the end of ``text``, a text still growing (a streamed reply), may yet turn out to be
+    part of a secret: ``scrub_secrets(text)`` less that many characters at its end is final, and can be passed on.
+
+    A piece that more text could make long enough to be scrubbed is a run of some form of a secret that reaches
+    the end, so the longest end of ``text`` found inside a form is the most that can change (usually a character
+    or two; 0 while no secret is registered)."""
+    index = _index
+    if index is None:
+        return 0
+    held = 0
+    while held < len(text) and text[len(text) - held - 1 :] in index.forms:
+        held += 1
+    return held
 
 
 def scrub_secrets_data(value: Any) -> Any:
@@ -308,7 +326,8 @@ def _extended(index: _Index | None, forms: list[_Form]) -> _Index:
             added.setdefault(form.text[offset : offset + _CHUNK], []).append((form, offset))
     for chunk, places in added.items():
         chunks[chunk] = (*chunks.get(chunk, ()), *places)
-    return _Index(chunks, tuple(sorted(short, key=len, reverse=True)))
+    every = (index.forms if index else "") + "".join(f"\0{form.text}" for form in forms)
+    return _Index(chunks, tuple(sorted(short, key=len, reverse=True)), every)
 
 
 def _scrub_pieces(text: str, chunks: dict[str, tuple[tuple[_Form, int], ...]]) -> str:

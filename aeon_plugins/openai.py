@@ -19,20 +19,28 @@ The API key goes into the Authorization header and nowhere else: never into a me
 stripped and checked when the adapter is built (a line break or other control character in it is a ConfigError),
 and registered as a secret, so every message the adapter builds — and every output Aeon writes — is scrubbed of it
 in any form; a server's reply is scrubbed before it is cut to an excerpt, so a key across the cut cannot leak.
+
+``stream`` (issue 28) asks for server-sent events (``"stream": true``, with the usage in a last event) and passes
+each content delta on as it arrives, under the same deadline, size limit and error classification; a stream that
+ends before ``data: [DONE]`` (or a finish reason) is a transient failure, so the kernel retries it. Deltas are
+scrubbed too: the characters at the end that may yet turn out to be part of a secret (``scrub_hold``) wait for
+what follows. A server that ignores ``stream`` and answers with one JSON body is read whole and passed on at once.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import time
+from collections.abc import Callable, Iterator
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import SecretStr
 
 from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, LLMTransientError, Register, hookimpl
-from aeon_kernel.kit import clean_secret, scrub_secrets
+from aeon_kernel.kit import clean_secret, scrub_hold, scrub_secrets
 
 if TYPE_CHECKING:  # imported when an adapter is built, so listing plugins never needs httpx
     import httpx
@@ -131,6 +139,35 @@ class OpenAIAdapter(LLMAdapter):
         *,
         json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
+        return self._complete(self._body(prompt, system_prompt, max_tokens, temperature, json_schema), None)
+
+    def stream(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+        on_text: OnText,
+    ) -> LLMResponse:
+        streamed = {"stream": True, "stream_options": {"include_usage": True}}
+        return self._complete(
+            self._body(prompt, system_prompt, max_tokens, temperature, json_schema, streamed), on_text
+        )
+
+    def supports_streaming(self) -> bool:
+        return True
+
+    def _body(
+        self,
+        prompt: str,
+        system_prompt: str | None,
+        max_tokens: int,
+        temperature: float,
+        json_schema: dict[str, Any] | None,
+        fields: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
         messages.append({"role": "user", "content": prompt})
         body: dict[str, Any] = {
@@ -141,43 +178,53 @@ class OpenAIAdapter(LLMAdapter):
         }
         if json_schema is not None:
             body.update(structured_output(self.preset, json_schema))
+        body.update(fields or {})
         body.update(self.extra_body)  # the user's fields win, as the OpenAI SDK's extra_body does
+        return body
+
+    def _complete(self, body: dict[str, Any], on_text: OnText | None) -> LLMResponse:
+        """POST ``body``; read an event stream as it comes when streaming, any other reply whole."""
         url = f"{self.base_url}/chat/completions"
+        deadline = time.monotonic() + self.timeout
         try:
-            response = self._post(url, body)
+            with self._client.stream("POST", url, json=body) as streamed:
+                if on_text is not None and streamed.is_success and _is_event_stream(streamed):
+                    return _Events(url, self.model, on_text).read(self._chunks(url, streamed, deadline))
+                response = self._read(streamed, self._chunks(url, streamed, deadline, raw=True))
         except self._httpx.TransportError as exc:  # refused, DNS, timeouts (TimeoutException is one)
             raise _scrubbed(LLMTransientError, f"no reply from {url}", exc) from _cause(exc)
         except self._httpx.HTTPError as exc:
             raise _scrubbed(LLMError, f"request to {url} failed", exc) from _cause(exc)
         if not response.is_success:
             raise self._status_error(response)
-        return self._parse(response)
+        result = self._parse(response)
+        if on_text is not None and result["text"]:
+            on_text(result["text"])  # a server that does not stream: the whole text at once
+        return result
 
-    def _post(self, url: str, body: dict[str, Any]) -> httpx.Response:
-        """POST ``body`` and read the whole reply before the attempt's deadline, and within MAX_REPLY_BYTES."""
-        deadline = time.monotonic() + self.timeout
-        chunks: list[bytes] = []
+    def _chunks(
+        self, url: str, streamed: httpx.Response, deadline: float, *, raw: bool = False
+    ) -> Iterator[bytes]:
+        """The reply's bytes as they come, before the attempt's deadline and within MAX_REPLY_BYTES."""
         size = 0
-        with self._client.stream("POST", url, json=body) as streamed:
-            for chunk in streamed.iter_raw():
-                size += len(chunk)
-                if size > MAX_REPLY_BYTES:
-                    raise LLMError(
-                        f"{url} sent a reply larger than {MAX_REPLY_BYTES:,} bytes; it was not read"
-                    )
-                if time.monotonic() > deadline:
-                    raise LLMTransientError(
-                        f"{url} had not finished its reply after timeout = {self.timeout:g} s "
-                        "(it was still sending; raise timeout under [llm] if the server is just slow)"
-                    )
-                chunks.append(chunk)
-            # raw (still encoded) bytes with the original headers: the new response decodes them once
-            return self._httpx.Response(
-                streamed.status_code,
-                headers=streamed.headers,
-                content=b"".join(chunks),
-                request=streamed.request,
-            )
+        for chunk in streamed.iter_raw() if raw else streamed.iter_bytes():
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                raise LLMError(f"{url} sent a reply larger than {MAX_REPLY_BYTES:,} bytes; it was not read")
+            if time.monotonic() > deadline:
+                raise LLMTransientError(
+                    f"{url} had not finished its reply after timeout = {self.timeout:g} s "
+                    "(it was still sending; raise timeout under [llm] if the server is just slow)"
+                )
+            yield chunk
+
+    def _read(self, streamed: httpx.Response, chunks: Iterator[bytes]) -> httpx.Response:
+        """The whole reply: raw (still encoded) bytes with the original headers, so the new response decodes
+        them once."""
+        content = b"".join(chunks)
+        return self._httpx.Response(
+            streamed.status_code, headers=streamed.headers, content=content, request=streamed.request
+        )
 
     def _status_error(self, response: httpx.Response) -> LLMError:
         """Transient for 408/429/5xx (with ``Retry-After``), final for anything else."""
@@ -216,6 +263,120 @@ class OpenAIAdapter(LLMAdapter):
 
     def close(self) -> None:
         self._client.close()
+
+
+OnText = Callable[[str], None]
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    kind: str = response.headers.get("content-type", "")
+    return kind.split(";")[0].strip().lower() == "text/event-stream"
+
+
+class _Events:
+    """A streamed chat completion: server-sent events read to ``data: [DONE]``, each content delta passed on
+    (scrubbed) as it comes, the model and usage taken from whichever event carries them."""
+
+    def __init__(self, url: str, model: str, on_text: OnText) -> None:
+        self.url = url
+        self.release = _Release(on_text)
+        self.result: LLMResponse = {"text": "", "model": model}
+        self.refusal = ""
+        self.choices = self.finished = False
+
+    def read(self, chunks: Iterator[bytes]) -> LLMResponse:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        rest, data = "", []
+        for chunk in chunks:
+            *lines, rest = (rest + decoder.decode(chunk)).split("\n")
+            for line in lines:
+                line = line.removesuffix("\r")
+                if line.startswith("data:"):
+                    data.append(line[5:].removeprefix(" "))
+                elif not line and data:  # a blank line ends an event; other fields and comments are ignored
+                    if self._event("\n".join(data)):
+                        return self._finish()
+                    data = []
+        if (data and self._event("\n".join(data))) or self.finished:
+            return self._finish()  # a server that closes after its last event without [DONE]
+        raise LLMTransientError(
+            f"{self.url} ended its event stream before the reply was complete (no finish reason, no [DONE])"
+        )
+
+    def _event(self, data: str) -> bool:
+        """Take one event in; True at ``[DONE]``."""
+        if data.strip() == "[DONE]":
+            return True
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise LLMError(f"{self.url} sent an event that is not JSON: {_excerpt(data)}") from None
+        if not isinstance(event, dict):
+            raise LLMError(f"{self.url} sent an event that is not a JSON object: {_excerpt(data)}")
+        if event.get("error") is not None:  # the server failed part-way (overloaded, crashed): worth retrying
+            error = event["error"]
+            message = error.get("message") if isinstance(error, dict) else None
+            said = message if isinstance(message, str) else json.dumps(error, ensure_ascii=False)
+            raise LLMTransientError(f"{self.url} reported an error in its event stream: {_excerpt(said)}")
+        if isinstance(event.get("model"), str) and event["model"]:
+            self.result["model"] = scrub_secrets(event["model"])
+        usage = event.get("usage")
+        if isinstance(usage, dict) and (
+            counts := {k: v for k in USAGE_KEYS if type(v := usage.get(k)) is int}
+        ):
+            self.result["usage"] = counts
+        choices = event.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            self.choices = True
+            delta = choices[0].get("delta")
+            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                self.release.add(delta["content"])
+            if isinstance(delta, dict) and isinstance(delta.get("refusal"), str):
+                self.refusal += delta["refusal"]
+            self.finished = self.finished or bool(choices[0].get("finish_reason"))
+        return False
+
+    def _finish(self) -> LLMResponse:
+        if not self.choices:
+            raise LLMError(f"{self.url} streamed a reply with no choices")
+        text = self.release.finish()
+        if not text and self.refusal:
+            raise LLMError(
+                f"the server's reply has no message content: the model refused: {_excerpt(self.refusal)}"
+            )
+        return {**self.result, "text": text}
+
+
+class _Release:
+    """Streamed text passed on scrubbed: what was passed on is always the start of the whole text scrubbed, as the
+    characters at the end that may yet turn out to be part of a secret (``scrub_hold``) wait for what follows.
+    Text passed on with nothing scrubbed in it is settled (no secret can reach back into it), so only the rest is
+    scrubbed again as pieces come. Only a secret registered while the text streams could make what was passed on
+    differ from the whole text scrubbed; the text returned is then scrubbed, and not what was passed on."""
+
+    def __init__(self, on_text: OnText) -> None:
+        self.on_text = on_text
+        self.settled: list[str] = []
+        self.rest = ""  # the text after the settled part, as it came
+        self.shown = ""  # what of ``rest``, scrubbed, was passed on
+
+    def add(self, piece: str) -> None:
+        self.rest += piece
+        text = scrub_secrets(self.rest)
+        self._pass(text[: len(text) - scrub_hold(self.rest)])
+        if self.shown and self.rest.startswith(self.shown):
+            self.settled.append(self.shown)
+            self.rest, self.shown = self.rest[len(self.shown) :], ""
+
+    def finish(self) -> str:
+        text = scrub_secrets(self.rest)
+        self._pass(text)
+        return "".join(self.settled) + text
+
+    def _pass(self, text: str) -> None:
+        if len(text) > len(self.shown) and text.startswith(self.shown):
+            self.on_text(text[len(self.shown) :])
+            self.shown = text
 
 
 def _checked_key(api_key: object) -> str:

@@ -14,6 +14,9 @@ Calls to the adapter itself take turns: an embedded model (llama.cpp) serves one
 one counts its calls, so several runs of one engine (``Engine.submit``, ``aeon batch``) must not call
 ``generate`` at once. An adapter that can (an HTTP client) says so with ``thread_safe = True`` and is called
 freely. Only the call is serialised: retries' backoff, validation and the runs' tool calls overlap.
+
+A consumer that wants the reply as it is written (issue 28) sets a listener the same way (:func:`begin_listening`);
+while one is set, an adapter that ``supports_streaming()`` is called through ``stream`` instead of ``generate``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ REQUEST: Final = "request"
 STARTED: Final = "started_ns"
 
 _captured: ContextVar[list[dict[str, Any]] | None] = ContextVar("aeon_model_calls", default=None)
+#: what a listener is given: a new piece of the reply, and the attempt writing it (1, then 2, 3 after retries)
+TextListener = Callable[[str, int], None]
+_listener: ContextVar[TextListener | None] = ContextVar("aeon_text_listener", default=None)
 
 
 def begin_capture(calls: list[dict[str, Any]]) -> Token[list[dict[str, Any]] | None]:
@@ -53,6 +59,48 @@ def end_capture(token: Token[list[dict[str, Any]] | None]) -> None:
 def captured() -> list[dict[str, Any]] | None:
     """The list this thread or task is capturing model responses into (None outside a cycle)."""
     return _captured.get()
+
+
+def begin_listening(listener: TextListener) -> Token[TextListener | None]:
+    """From now on, in this thread or task, the reply of an adapter that can stream goes to ``listener`` piece by
+    piece as the model writes it, with the attempt's number: a retry after a transient failure starts the text over
+    (attempt 2, 3). Undo with :func:`end_listening`.
+
+    The listener runs while the model is held, so it must be quick and must not call the model. What it raises ends
+    the call and propagates as it is, neither wrapped into an LLMError nor retried: that is how a consumer stops.
+    """
+    return _listener.set(listener)
+
+
+def end_listening(token: Token[TextListener | None]) -> None:
+    _listener.reset(token)
+
+
+class _Stopped(BaseException):
+    """What a listener raised, carried unchanged past the adapter's handlers and the retry policy."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _method(adapter: LLMAdapter, relay: _Relay | None) -> str:
+    return f"{type(adapter).__name__}.{'generate' if relay is None else 'stream'}"
+
+
+class _Relay:
+    """An adapter's ``on_text``: each piece to the listener with the attempt's number (lone surrogates escaped,
+    as in the final text, so that the pieces still join up to it)."""
+
+    def __init__(self, listener: TextListener) -> None:
+        self.listener, self.attempt = listener, 0
+
+    def __call__(self, delta: str) -> None:
+        if not delta.isascii() and not is_utf8(delta):
+            delta = delta.encode("utf-8", "backslashreplace").decode("utf-8")
+        try:
+            self.listener(delta, self.attempt)
+        except BaseException as exc:
+            raise _Stopped(exc) from None
 
 
 class ModelClient(LLMAdapter):
@@ -102,11 +150,16 @@ class ModelClient(LLMAdapter):
         json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
         schema = json_schema if self.adapter.supports_json_schema else None
+        listener = _listener.get()
+        relay = _Relay(listener) if listener is not None and self.adapter.supports_streaming() else None
         began, started = time.time_ns(), time.perf_counter()
-        try:  # the common case costs one call: the retry machinery starts only after a transient failure
-            response = self._call_once(prompt, system_prompt, max_tokens, temperature, schema)
-        except LLMTransientError as first:
-            response = self._retry(first, prompt, system_prompt, max_tokens, temperature, schema)
+        try:
+            try:  # the common case costs one call: the retry machinery starts only after a transient failure
+                response = self._call_once(prompt, system_prompt, max_tokens, temperature, schema, relay)
+            except LLMTransientError as first:
+                response = self._retry(first, prompt, system_prompt, max_tokens, temperature, schema, relay)
+        except _Stopped as stopped:
+            raise stopped.error from stopped.error.__cause__
         calls = _captured.get()
         if calls is not None:
             took = round((time.perf_counter() - started) * 1000, 3)  # retries and backoff included
@@ -159,19 +212,24 @@ class ModelClient(LLMAdapter):
         max_tokens: int,
         temperature: float,
         schema: dict[str, Any] | None,
+        relay: _Relay | None,
     ) -> LLMResponse:
         kwargs: dict[str, Any] = {"json_schema": schema} if schema is not None else {}
         try:
             with self._turns or nullcontext():
-                response = self.adapter.generate(prompt, system_prompt, max_tokens, temperature, **kwargs)
+                if relay is None:
+                    response = self.adapter.generate(prompt, system_prompt, max_tokens, temperature, **kwargs)
+                else:
+                    relay.attempt += 1
+                    response = self.adapter.stream(
+                        prompt, system_prompt, max_tokens, temperature, on_text=relay, **kwargs
+                    )
         except AeonError:
             raise
         except Exception as exc:  # an adapter bug must still end the run in a structured result
-            raise LLMError(
-                f"{type(self.adapter).__name__}.generate raised {type(exc).__name__}: {exc}"
-            ) from exc
+            raise LLMError(f"{_method(self.adapter, relay)} raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(response, dict) or not isinstance(response.get("text"), str):
-            raise LLMError(f"{type(self.adapter).__name__}.generate must return a dict with a str 'text'")
+            raise LLMError(f"{_method(self.adapter, relay)} must return a dict with a str 'text'")
         text = response["text"]
         if not text.isascii() and not is_utf8(text):
             # a lone surrogate has no UTF-8 form (no store, log or terminal can hold it): kept as its escape

@@ -248,7 +248,8 @@ class ToolConformance:
 
 
 class LLMAdapterConformance:
-    """Spec 002's LLMAdapter contract: the response format, and failures that surface as LLMError."""
+    """Spec 002's LLMAdapter contract: the response format, streamed pieces that join up to the text, and
+    failures that surface as LLMError."""
 
     factory: ClassVar[Callable[[], LLMAdapter]]
     #: Builds an adapter that cannot reach its model (e.g. a closed port); None skips the failure test.
@@ -270,6 +271,12 @@ class LLMAdapterConformance:
         assert isinstance(adapter.supports_json_schema, bool)
         assert isinstance(adapter.supports_streaming(), bool)
         assert isinstance(adapter.model_id, str) and adapter.model_id
+
+    def test_streamed_pieces_join_up_to_the_text(self, adapter: LLMAdapter) -> None:
+        pieces: list[str] = []
+        response = adapter.stream("Say hello.", "Be brief.", 16, 0.0, on_text=pieces.append)
+        assert isinstance(response, dict) and "".join(pieces) == response["text"]
+        assert all(isinstance(v, int) for v in response.get("usage", {}).values())
 
     def test_constrained_output_matches_the_schema(self, adapter: LLMAdapter) -> None:
         if not adapter.supports_json_schema:

@@ -4,17 +4,22 @@ as an LLM adapter (``[llm] use = "scripted"``).
 
 ``responses`` is a path to a JSON file holding an array of the raw texts the model returns (or the array
 itself, in code). Items that are not strings are sent as their JSON text, which keeps scripts readable.
-When the script runs out the adapter raises LLMError, which ends the run with a structured failure.
+When the script runs out the adapter raises LLMError, which ends the run with a structured failure. Streamed
+(issue 28), a response comes word by word, each word with the whitespace before it, so tests can check the pieces.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from aeon_kernel.contracts import LLMAdapter, LLMResponse
 from aeon_kernel.errors import ConfigError, LLMError
+
+_WORDS = re.compile(r"\s*\S+|\s+")
 
 
 def load_script(responses: str | Path | list[Any]) -> list[str]:
@@ -56,3 +61,21 @@ class ScriptedLLM(LLMAdapter):
         if index >= len(self.responses):
             raise LLMError(f"the scripted LLM has no response left: all {len(self.responses)} were used")
         return {"text": self.responses[index], "model": self.model_id, "usage": {}}
+
+    def stream(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+        on_text: Callable[[str], None],
+    ) -> LLMResponse:
+        response = self.generate(prompt, system_prompt, max_tokens, temperature, json_schema=json_schema)
+        for piece in _WORDS.findall(response["text"]):
+            on_text(piece)
+        return response
+
+    def supports_streaming(self) -> bool:
+        return True

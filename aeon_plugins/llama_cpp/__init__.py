@@ -10,6 +10,12 @@ only (:mod:`aeon_plugins.llama_cpp.token_masks`), as fast as free decoding and, 
 ``"grammar"`` writes; ``"grammar"`` is llama.cpp's grammar sampler, which checks the whole vocabulary at every
 token (262,144 for Gemma 3: two to three times slower); ``false`` does not constrain decoding at all.
 
+``stream`` (issue 28) decodes exactly as ``generate`` does, on the same path, and passes each piece of text on as
+llama.cpp detokenizes it. Streamed chunks carry no token counts, so a logits processor that changes nothing counts
+them: the context when the first token is sampled is the prompt, and every token sampled is part of the reply but
+the end-of-turn one (a chat format's stop text written out as ordinary tokens, never seen with Gemma, whose turn
+ends with a token of its own, would count one token less than ``generate`` does).
+
 llama-cpp-python is an optional extra (``aeon-core[local]``); it is imported when the adapter is built, never
 when this module is imported, so the plugin can always be listed.
 """
@@ -21,6 +27,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -128,20 +135,34 @@ class LlamaCppAdapter(LLMAdapter):
                 self._grammars[key] = grammar
         return grammar
 
-    def _complete(self, messages: list[Any], max_tokens: int, temperature: float, gbnf: str | None) -> Any:
-        """One chat completion, constrained to ``gbnf`` (when given) the way ``constrain`` says."""
+    def _complete(
+        self,
+        messages: list[Any],
+        max_tokens: int,
+        temperature: float,
+        gbnf: str | None,
+        on_text: OnText | None,
+    ) -> Reply:
+        """One chat completion, constrained to ``gbnf`` (when given) the way ``constrain`` says, streamed to
+        ``on_text`` when given."""
         if gbnf is not None and self.constrain == "top":
-            out = self._complete_top(messages, max_tokens, temperature, gbnf)
-            if out is not None:
-                return out
+            text, usage, failed = self._complete_top(messages, max_tokens, temperature, gbnf, on_text)
+            if not failed:
+                return text, usage
             logging.getLogger("aeon").warning(
                 "llama_cpp: the top-token mask failed; decoding again with the grammar"
             )
+            on_text = None if on_text is None else _Resumed(text, on_text)
         grammar = None if gbnf is None else self._llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
-        return self._chat(messages, max_tokens, temperature, grammar=grammar)
+        text, usage = self._decode(messages, max_tokens, temperature, on_text, grammar=grammar)
+        if isinstance(on_text, _Resumed):
+            on_text.check(text)
+        return text, usage
 
-    def _complete_top(self, messages: list[Any], max_tokens: int, temperature: float, gbnf: str) -> Any:
-        """The "top" path: the grammar checks the best-scoring tokens (see .token_masks). None if the
+    def _complete_top(
+        self, messages: list[Any], max_tokens: int, temperature: float, gbnf: str, on_text: OnText | None
+    ) -> tuple[str, dict[str, int], bool]:
+        """The "top" path: the grammar checks the best-scoring tokens (see .token_masks). Also says whether the
         mask failed (not seen in practice): the grammar sampler then decodes again, more slowly."""
         from .token_masks import GrammarMask, LlamaGrammar, margin
 
@@ -158,10 +179,40 @@ class LlamaCppAdapter(LLMAdapter):
                 repeat_penalty=self.repeat_penalty,
                 penalty_last_n=llama.last_n_tokens_size,
             )
-            out = self._chat(messages, max_tokens, temperature, logits_processor=[mask])
+            text, usage = self._decode(messages, max_tokens, temperature, on_text, logits_processor=[mask])
         finally:
             grammar.close()
-        return None if mask.failed else out
+        return text, usage, mask.failed
+
+    def _decode(
+        self,
+        messages: list[Any],
+        max_tokens: int,
+        temperature: float,
+        on_text: OnText | None,
+        **constraint: Any,
+    ) -> Reply:
+        """The reply's text and usage: one chat completion, or its stream with each piece passed to ``on_text``."""
+        if on_text is None:
+            out = self._chat(messages, max_tokens, temperature, **constraint)
+            usage = {k: int(v) for k, v in (out.get("usage") or {}).items() if isinstance(v, int)}
+            return out["choices"][0]["message"]["content"] or "", usage
+        count = _Count()
+        constraint["logits_processor"] = [*(constraint.get("logits_processor") or ()), count]
+        chunks = self._chat(messages, max_tokens, temperature, stream=True, **constraint)
+        pieces: list[str] = []
+        finish = None
+        try:
+            for chunk in chunks:
+                choice = chunk["choices"][0]
+                piece = choice["delta"].get("content")
+                if piece:
+                    pieces.append(piece)
+                    on_text(piece)
+                finish = choice.get("finish_reason") or finish
+        finally:
+            chunks.close()  # also when on_text stopped the reply: the rest is never decoded
+        return "".join(pieces), count.usage(finish)
 
     def _chat(self, messages: list[Any], max_tokens: int, temperature: float, **constraint: Any) -> Any:
         return self._llama.create_chat_completion(
@@ -185,6 +236,32 @@ class LlamaCppAdapter(LLMAdapter):
         *,
         json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
+        return self._answer(prompt, system_prompt, max_tokens, temperature, json_schema, None)
+
+    def stream(
+        self,
+        prompt: str,
+        system_prompt: str | None = None,
+        max_tokens: int = 2048,
+        temperature: float = 0.7,
+        *,
+        json_schema: dict[str, Any] | None = None,
+        on_text: OnText,
+    ) -> LLMResponse:
+        return self._answer(prompt, system_prompt, max_tokens, temperature, json_schema, on_text)
+
+    def supports_streaming(self) -> bool:
+        return True
+
+    def _answer(
+        self,
+        prompt: str,
+        system_prompt: str | None,
+        max_tokens: int,
+        temperature: float,
+        json_schema: dict[str, Any] | None,
+        on_text: OnText | None,
+    ) -> LLMResponse:
         messages: list[Any] = []
         if system_prompt and self.chat_format in _NO_SYSTEM_ROLE:
             prompt = f"{system_prompt}\n\n{prompt}"
@@ -192,19 +269,88 @@ class LlamaCppAdapter(LLMAdapter):
             messages.append({"role": "system", "content": system_prompt})
         messages.append({"role": "user", "content": prompt})
         gbnf = self._grammar(json_schema) if json_schema is not None and self.constrain else None
+        passed = None if on_text is None else _Passed(on_text)
         with self._lock:
             try:
-                out = self._complete(messages, max_tokens, temperature, gbnf)
+                text, usage = self._complete(messages, max_tokens, temperature, gbnf, passed)
             except (ValueError, RuntimeError) as exc:  # e.g. the prompt does not fit in n_ctx
+                if passed is not None and exc is passed.raised:
+                    raise  # the consumer's own error, not the model's
                 raise LLMError(f"llama_cpp: {exc}") from None
-        choice = out["choices"][0]
-        usage = {k: int(v) for k, v in (out.get("usage") or {}).items() if isinstance(v, int)}
-        return {"text": choice["message"]["content"] or "", "usage": usage, "model": self.model_id}
+        return {"text": text, "usage": usage, "model": self.model_id}
 
     def close(self) -> None:
         llama = getattr(self, "_llama", None)
         if llama is not None:
             llama.close()
+
+
+OnText = Callable[[str], None]
+#: a reply's text and usage
+Reply = tuple[str, dict[str, int]]
+
+
+class _Count:
+    """A logits processor that changes nothing and counts the tokens (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.prompt = self.sampled = 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if not self.sampled:
+            self.prompt = len(input_ids)
+        self.sampled += 1
+        return scores
+
+    def usage(self, finish: str | None) -> dict[str, int]:
+        completion = self.sampled - (finish == "stop")  # the end-of-turn token is sampled, not written
+        return {
+            "prompt_tokens": self.prompt,
+            "completion_tokens": completion,
+            "total_tokens": self.prompt + completion,
+        }
+
+
+class _Passed:
+    """The caller's ``on_text``, remembering what it raised: that propagates as it is, not as an LLMError."""
+
+    def __init__(self, on_text: OnText) -> None:
+        self.on_text = on_text
+        self.raised: BaseException | None = None
+
+    def __call__(self, piece: str) -> None:
+        try:
+            self.on_text(piece)
+        except BaseException as exc:
+            self.raised = exc
+            raise
+
+
+class _Resumed:
+    """``on_text`` for the grammar sampler's decode after the top-token mask failed with part of the reply passed
+    on: only what follows that part is passed on. At temperature 0 the two paths write the same tokens; when
+    sampling they may not, and a reply that does not go on from what was passed on is an error (it cannot be
+    taken back)."""
+
+    def __init__(self, sent: str, on_text: OnText) -> None:
+        self.sent, self.on_text, self.written = sent, on_text, ""
+
+    def __call__(self, piece: str) -> None:
+        before, self.written = len(self.written), self.written + piece
+        if not self.written.startswith(self.sent[: len(self.written)]):
+            self._diverged()
+        if len(self.written) > len(self.sent):
+            self.on_text(self.written[max(before, len(self.sent)) :])
+
+    def check(self, text: str) -> None:
+        if not text.startswith(self.sent):
+            self._diverged()
+
+    def _diverged(self) -> None:
+        raise LLMError(
+            "llama_cpp: the top-token mask failed after part of the reply was streamed, and the grammar sampler "
+            'wrote another reply; set constrain = "grammar" under [llm] to stream from the grammar sampler only'
+        )
 
 
 @hookimpl

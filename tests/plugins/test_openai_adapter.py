@@ -30,6 +30,7 @@ from pydantic import SecretStr
 
 from aeon_kernel import ConfigError, LLMError, LLMTransientError, hookimpl
 from aeon_kernel.config import AeonConfig
+from aeon_kernel.kit import begin_listening, end_listening
 from aeon_kernel.llm.client import ModelClient
 from aeon_plugins import openai as openai_plugin
 from aeon_plugins.openai import OpenAIAdapter, parse_retry_after
@@ -516,3 +517,24 @@ def test_real_server_end_to_end_through_the_kernel(llama_server: str) -> None:
     assert outputs[0]["constrained"] is True
     assert recorder.entries and recorder.entries[0].phase == "plan"
     assert recorder.entries[0].usage["prompt_tokens"] > 0 and recorder.entries[0].usage["llm_calls"] >= 1
+
+
+@pytest.mark.model
+def test_real_server_streams_the_reply_piece_by_piece(llama_server: str) -> None:
+    """Server-sent events from llama-cpp-python's server (issue 28): free text, then JSON under a schema."""
+    adapter = OpenAIAdapter(base_url=llama_server, model="gemma", preset="llama_cpp", api_key=KEY)
+    heard: list[tuple[str, int]] = []
+    token = begin_listening(lambda piece, attempt: heard.append((piece, attempt)))
+    try:
+        response = client(adapter).generate("Say hello in one short sentence.", max_tokens=32, temperature=0)
+        pieces, heard[:] = [piece for piece, _ in heard], []
+        constrained = client(adapter).generate(
+            "What is the capital of France? Reply in JSON.", max_tokens=48, temperature=0, json_schema=SCHEMA
+        )
+    finally:
+        end_listening(token)
+        adapter.close()
+    assert len(pieces) > 1 and "".join(pieces) == response["text"] and response["text"].strip()
+    assert all(isinstance(v, int) for v in response.get("usage", {}).values())
+    assert len(heard) > 1 and "".join(piece for piece, _ in heard) == constrained["text"]
+    jsonschema.validate(json.loads(constrained["text"]), SCHEMA)

@@ -120,5 +120,5 @@ def test_registered_as_an_llm_adapter(tmp_path: Path) -> None:
     llm = registered[0][1](responses=str(script_file(tmp_path, ["ok"])))
     assert isinstance(llm, LLMAdapter)
     assert llm.model_id == "scripted"
-    assert llm.supports_streaming() is False
+    assert llm.supports_streaming() is True  # word by word (issue 28)
     assert llm.generate("p")["text"] == "ok"
