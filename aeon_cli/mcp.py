@@ -25,15 +25,15 @@ even where SIGINT was inherited ignored), 2 when the engine cannot be built or t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import socket
 import stat
 import sys
-import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from itertools import count
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -332,7 +332,7 @@ class Bridge:
         engine.policies  # noqa: B018 - built now, so that every call is judged by them
         self._run_id = f"mcp-{uuid.uuid4().hex[:12]}"
         self._calls = count(1)
-        self._runs = threading.Lock()
+        self._runs = asyncio.Lock()  # one run at a time
 
     async def list_tools(self, ctx: Any, params: Any) -> mcp_types.ListToolsResult:
         import mcp_types
@@ -363,7 +363,7 @@ class Bridge:
         outcome: tuple[dict[str, Any] | None, str | None]
         try:
             if params.name == RUN_TOOL:
-                outcome = await anyio.to_thread.run_sync(self.run, arguments)
+                outcome = await self.run(arguments, ctx.session.report_progress)
             elif params.name in self.tools:
                 outcome = await anyio.to_thread.run_sync(self.call, self.tools[params.name], arguments)
             else:
@@ -389,19 +389,36 @@ class Bridge:
             return None, str(record.error.get("message") or record.error)
         return record.result, None
 
-    def run(self, arguments: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-        """Run ``request`` through the engine (one run at a time); how it ended, or why it could not start."""
+    async def run(
+        self, arguments: dict[str, Any], progress: Callable[..., Awaitable[None]]
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """Run ``request`` through the engine (one run at a time), each of its events a progress notification to a
+        client that asked for them (``progressToken``; the text of each, scrubbed); how it ended, or why it could
+        not start. A client that cancels the call stops the run at its next safe point."""
         from aeon_kernel.schemas import schema_errors
 
         problems = schema_errors(RUN_INPUT_SCHEMA, arguments)
         if problems:
             return None, "invalid arguments for run: " + "; ".join(problems)
-        try:
-            with self._runs:
-                result = self.engine.run(arguments["request"])
-        except AeonError as exc:
-            return None, f"the run could not start: {exc}"
-        return {key: result.get(key) for key in RUN_OUTPUT_SCHEMA["required"]}, None
+        async with self._runs:
+            try:
+                stream = self.engine.astream(arguments["request"])
+            except AeonError as exc:
+                return None, f"the run could not start: {exc}"
+            async with stream:
+                async for number, event in aenumerate(stream):
+                    await progress(number, None, scrub_secrets(event.summary()))
+        if stream.result is None:  # pragma: no cover - the stream ended without a result: it raised instead
+            return None, "the run ended without a result"
+        return {key: stream.result.get(key) for key in RUN_OUTPUT_SCHEMA["required"]}, None
+
+
+async def aenumerate(events: Any) -> Any:
+    """``enumerate`` for an async iterator, from 1."""
+    number = 0
+    async for event in events:
+        number += 1
+        yield number, event
 
 
 def _answer(result: dict[str, Any] | None, error: str | None) -> mcp_types.CallToolResult:

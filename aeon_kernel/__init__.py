@@ -3,7 +3,8 @@
 This module is the public API for embedders and plugins: the engine and its runs, the scheduler protocol, every
 component contract, the data model, the errors callers catch, and ``hookimpl``. Helpers for plugin authors (memory
 value checks, durable-store encodings, model-backed components, secret scrubbing, ...) are in
-:mod:`aeon_kernel.kit`; every error is in :mod:`aeon_kernel.errors`; test support in :mod:`aeon_kernel.testing`.
+:mod:`aeon_kernel.kit`; every error is in :mod:`aeon_kernel.errors`; a streamed run's events in
+:mod:`aeon_kernel.events`; test support in :mod:`aeon_kernel.testing`.
 Every other module is internal and may change between releases (decision 0015).
 
 Names are re-exported lazily (PEP 562): ``import aeon_kernel`` costs almost nothing, and each name loads its

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from aeon_kernel.runtime.run import Run
     from aeon_kernel.runtime.scheduler import Scheduler
     from aeon_kernel.runtime.store import StateStore
+    from aeon_kernel.runtime.stream import AsyncRunStream, RunStream
     from aeon_kernel.runtime.tasks import TaskHandle
     from aeon_kernel.tools import Tool, ToolRegistry
 
@@ -261,6 +262,19 @@ class Engine:
         """Convenience: one orchestrator, one request, the result dict; ``output_type`` (a pydantic model, a
         TypedDict, a dataclass, a JSON Schema) adds a checked ``output`` of that type (``Orchestrator.execute``)."""
         return self.orchestrator(ttl, deadline=deadline).execute(request, output_type=output_type)
+
+    def stream(
+        self, request: str, ttl: int | None = None, *, deadline: float | None = None, output_type: Any = None
+    ) -> RunStream:
+        """:meth:`run`, as the events of the run while it happens (``for event in engine.stream(...)``; the
+        result is the last event's and ``stream.result``); ``Run.stream`` streams a resumed run or a flow's."""
+        return self.start(request, ttl, deadline=deadline, output_type=output_type).stream()
+
+    def astream(
+        self, request: str, ttl: int | None = None, *, deadline: float | None = None, output_type: Any = None
+    ) -> AsyncRunStream:
+        """:meth:`stream` for asyncio: ``async for event in engine.astream(request)``."""
+        return self.start(request, ttl, deadline=deadline, output_type=output_type).astream()
 
     def resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> dict[str, Any]:
         """Continue an interrupted run from the state store to the end; the result dict (``take_over``: see

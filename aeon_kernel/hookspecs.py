@@ -43,7 +43,7 @@ __all__ = ["HOOKSPEC_VERSION", "hookimpl", "hookspec"]
 #: ``aeon_register_policies``, ``aeon_register_secret_providers``, ``aeon_register_artifact_stores`` and
 #: ``ToolContext.node``; 1.6 ``aeon_model_called``; 1.7 ``aeon_register_flow_engines`` and
 #: ``aeon_register_executors`` (the kernel split, decision 0015).
-HOOKSPEC_VERSION: Final = "1.7"
+HOOKSPEC_VERSION: Final = "1.8"
 
 
 # --- discovery -------------------------------------------------------------------------------------------------
@@ -371,6 +371,19 @@ def aeon_step_status_changed(run_id: str, step: PlanStep, previous: StepStatus) 
     :param run_id: the run's identifier.
     :param step: the step after the change.
     :param previous: its status before the change.
+    """
+
+
+@hookspec
+def aeon_tool_started(run_id: str, step_id: str, tool_name: str, arguments: dict[str, Any]) -> None:
+    """A plan step is about to call a tool (the policies judge the call next; ``aeon_tool_called`` says how it went).
+
+    :param run_id: the run's identifier.
+    :param step_id: the step calling it.
+    :param tool_name: the tool.
+    :param arguments: the validated arguments, the tool's sensitive ones redacted.
+
+    Only called while some plugin implements it (a streamed run does: ``ToolStarted``). Since hookspec 1.8.
     """
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aeon_kernel.contracts import Memory, Planner, RecordAction, Supervisor, Validator
-from aeon_kernel.invocation import ToolContext, checked, redacted
+from aeon_kernel.invocation import REDACTED, ToolContext, checked, redacted
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.models import OrchestrationState, ToolCall
 from aeon_kernel.tools import Tool, ToolRegistry
@@ -43,6 +43,8 @@ class StepContext:
     planner: Planner | None = None
     #: the JSON Schema the run's typed output must match (``RunContext.output_schema``), or None
     output_schema: dict[str, Any] | None = None
+    #: the ``aeon_tool_started`` hook (a no-op while nobody implements it)
+    tool_started: Callable[..., Any] | None = None
 
     @property
     def state(self) -> OrchestrationState:
@@ -57,6 +59,9 @@ class StepContext:
 
         The record comes back with the tool's sensitive arguments and results redacted: it becomes the step's
         result, memory and history, none of which may keep a secret."""
+        if self.tool_started is not None:
+            shown = {k: REDACTED if k in tool.sensitive_arguments else v for k, v in arguments.items()}
+            self.tool_started(run_id=self.run_id, step_id=step_id, tool_name=tool.name, arguments=shown)
         call = self.invoke(tool=tool, arguments=arguments, context=ToolContext(self.run_id, step_id))
         return redacted(tool, checked(tool, arguments, step_id, call))
 

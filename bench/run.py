@@ -435,6 +435,8 @@ def add_ratios(results: dict[str, list[dict[str, Any]]]) -> None:
         aeon = _find(results["W2"], framework="aeon", variant=variant)
         if aeon and "median" in row:
             row["aeon_ratio"] = aeon["median"] / row["median"]
+            if row["variant"] == "stream":  # what reading the run's events costs over engine.run
+                row["stream_overhead"] = row["median"] / aeon["median"] - 1
     for workload in FLOW_WORKLOADS:
         aeon = _find(results[workload], framework="aeon")
         for row in results[workload]:

@@ -831,6 +831,55 @@ def test_hook_aeon_step_status_changed(make_harness: MakeHarness) -> None:
     assert changes[3]["step"].failure == "calculator failed: division by zero"
 
 
+def test_hook_aeon_tool_started(make_harness: MakeHarness) -> None:
+    """Before each tool call of a step, with the validated arguments, the sensitive ones redacted."""
+    from aeon_kernel import FunctionTool
+    from aeon_plugins.calculator import CalculatorTool
+
+    heard: list[tuple[str, dict[str, Any]]] = []
+
+    class Started:
+        @hookimpl
+        def aeon_tool_started(
+            self, run_id: str, step_id: str, tool_name: str, arguments: dict[str, Any]
+        ) -> None:
+            heard.append(
+                ("started", {"run_id": run_id, "step_id": step_id, "tool": tool_name, "args": arguments})
+            )
+
+        @hookimpl
+        def aeon_tool_called(self, run_id: str, call: ToolCall) -> None:
+            heard.append(("called", {"tool": call.tool_name}))
+
+    login = FunctionTool(
+        name="login",
+        description="Log in.",
+        input_schema={
+            "type": "object",
+            "properties": {"user": {"type": "string"}, "password": {"type": "string"}},
+        },
+        output_schema={"type": "object"},
+        function=lambda user, password: {"ok": True},
+        sensitive_arguments=frozenset({"password"}),
+    )
+    steps = plan(
+        tool_step("1", "calculator", {"expression": "5 + 10"}),
+        tool_step("2", "login", {"user": "ann", "password": "s3cret"}),
+    )
+    h = make_harness([steps], tools=[CalculatorTool(), login], plugins=(Started(),))
+    result = h.run()
+    assert [name for name, _ in heard] == ["started", "called", "started", "called"]
+    first, second = heard[0][1], heard[2][1]
+    assert first == {
+        "run_id": result["run_id"],
+        "step_id": "1",
+        "tool": "calculator",
+        "args": {"expression": "5 + 10"},
+    }
+    assert second["args"] == {"user": "ann", "password": "[redacted]"}
+    assert "s3cret" not in json.dumps(heard)
+
+
 def test_hook_aeon_tool_called(make_harness: MakeHarness) -> None:
     spy = Spy()
     h = make_harness([WORKS_THEN_FAILS], plugins=(spy,))

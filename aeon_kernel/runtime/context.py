@@ -74,7 +74,7 @@ class Cycle:
 class RunContext:
     """One run as its scheduler sees it."""
 
-    __slots__ = ("components", "cycle", "hooks", "output_schema", "state", "telemetry_errors")
+    __slots__ = ("components", "cycle", "hooks", "observer", "output_schema", "state", "telemetry_errors")
 
     def __init__(
         self,
@@ -89,6 +89,8 @@ class RunContext:
         self.hooks = hooks
         #: the JSON Schema the run's typed output must match (its manifest's), or None: no typed output asked
         self.output_schema = output_schema
+        #: what hears every event this run emits besides the hooks: its stream (:mod:`aeon_kernel.runtime.stream`)
+        self.observer: Callable[[str, dict[str, Any]], None] | None = None
         #: the cycle in progress (None between cycles)
         self.cycle: Cycle | None = None
         #: event hooks that raised, this run (a failing sink never breaks a run)
@@ -98,8 +100,14 @@ class RunContext:
     def run_id(self) -> str:
         return self.state.run_id
 
+    def listens(self, hook_name: str) -> bool:
+        """Whether an event would be heard (a plugin implements its hook, or the run is streamed): an event nobody
+        hears is not built."""
+        return self.observer is not None or self.hooks.listens(hook_name)
+
     def emit(self, hook_name: str, **kwargs: Any) -> None:
-        """Call an event hook on every implementation; a failing sink is reported, and the others still get it."""
+        """Call an event hook on every implementation; a failing sink is reported, and the others still get it.
+        Then the run's observer, if it is streamed."""
         for plugin, call in self.hooks.each(hook_name):
             try:
                 call(**kwargs)
@@ -111,6 +119,8 @@ class RunContext:
                     "telemetry hook %s of %s failed: %s: %s", hook_name, plugin, type(exc).__name__, exc
                 )
                 self.telemetry_errors.append(error_record(exc, hook=hook_name, plugin=plugin))
+        if self.observer is not None:
+            self.observer(hook_name, kwargs)
 
     def record_action(self, action: SupervisorAction) -> None:
         """Supervisors report every attempt here; it lands in the cycle's log line and in the state."""
@@ -122,7 +132,7 @@ class RunContext:
         """Tool calls made in this cycle: into its log line, and to ``aeon_tool_called``."""
         if self.cycle is not None:
             self.cycle.tool_calls.extend(calls)
-        if calls and self.hooks.listens("aeon_tool_called"):
+        if calls and self.listens("aeon_tool_called"):
             for call in calls:
                 self.emit("aeon_tool_called", run_id=self.state.run_id, call=call)
 

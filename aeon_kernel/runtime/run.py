@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aeon_kernel.errors import AeonError, DeadlineError, LLMError, OrchestrationError, RunStoreError
 from aeon_kernel.llm.client import REQUEST, STARTED, begin_capture, end_capture, total_usage
@@ -28,6 +29,9 @@ from aeon_kernel.runtime.context import Components, Cycle, Hooks, RunContext, er
 from aeon_kernel.runtime.scheduler import Conclusion, Preview, Scheduler, Verdict, Work
 from aeon_kernel.runtime.state import RunState
 from aeon_kernel.runtime.store import StateStore, StoredRun
+
+if TYPE_CHECKING:
+    from aeon_kernel.runtime.stream import AsyncRunStream, RunStream
 
 log = logging.getLogger("aeon")
 
@@ -128,6 +132,30 @@ class Run:
     @property
     def run_id(self) -> str:
         return self._context.run_id
+
+    @property
+    def resumed(self) -> bool:
+        """Whether the run goes on from a state store."""
+        return self._resumed is not None
+
+    def observe(self, observer: Callable[[str, dict[str, Any]], None] | None) -> None:
+        """Give every event this run emits to ``observer`` too, as ``(hook name, arguments)``, after the hooks (None:
+        no more): how :meth:`stream` sees its run, and only it."""
+        if observer is not None and self._context.observer is not None:
+            raise OrchestrationError(f"run {self.run_id} is observed already (streamed twice?)")
+        self._context.observer = observer
+
+    def stream(self) -> RunStream:
+        """Run it to the end in a worker thread, yielding its events as they happen (:mod:`aeon_kernel.events`)."""
+        from aeon_kernel.runtime.stream import RunStream
+
+        return RunStream(self)
+
+    def astream(self) -> AsyncRunStream:
+        """:meth:`stream` for asyncio: ``async for event in run.astream()``."""
+        from aeon_kernel.runtime.stream import AsyncRunStream
+
+        return AsyncRunStream(self)
 
     @property
     def scheduler(self) -> Scheduler:
@@ -346,7 +374,7 @@ class Run:
             for number, (call, extra) in enumerate(zip(calls, asked, strict=True)):
                 made = {**call, "number": number, **extra}
                 context.emit("aeon_model_called", run_id=state.run_id, cycle=state.cycle, call=made)
-        if context.hooks.listens("aeon_cycle_end"):
+        if context.listens("aeon_cycle_end"):
             context.emit("aeon_cycle_end", entry=entry, state=state.snapshot())
         return entry
 

@@ -46,7 +46,7 @@ def _count(value: Any) -> int | None:
 def to_gbnf(schema: dict[str, Any], llama_grammar: Any) -> str:
     """``schema`` (bounded) as GBNF, by ``llama_grammar``'s converter with its literals escaped in full."""
 
-    class Converter(llama_grammar.SchemaConverter):  # type: ignore[misc,name-defined]
+    class Converter(llama_grammar.SchemaConverter):  # type: ignore[misc]
         def _format_literal(self, literal: str) -> str:
             return '"' + _LITERAL_ESCAPE.sub(lambda m: _LITERAL_ESCAPES[m.group(0)], literal) + '"'
 

@@ -191,7 +191,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         return written is None or written > self.shallow_plan_steps
 
     def _event(self, run: RunContext, event: str, record: dict[str, Any]) -> None:
-        if run.hooks.listens("aeon_pass_event"):
+        if run.listens("aeon_pass_event"):
             run.emit(
                 "aeon_pass_event",
                 run_id=run.run_id,

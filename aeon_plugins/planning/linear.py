@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Final, Never
 
 from aeon_kernel import (
@@ -179,6 +180,9 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
                 temperature=components.temperature,
                 planner=components.planner,
                 output_schema=run.output_schema,
+                tool_started=partial(run.emit, "aeon_tool_started")
+                if run.listens("aeon_tool_started")
+                else None,
             )
             self._step_context = (run, context)
         return self._step_context[1]
@@ -206,7 +210,7 @@ def _transition(
     run: RunContext, step_id: str, status: StepStatus, *, result: Any = None, failure: str | None = None
 ) -> PlanStep:
     step, previous = run.state.transition(step_id, status, result=result, failure=failure)
-    if run.hooks.listens("aeon_step_status_changed"):
+    if run.listens("aeon_step_status_changed"):
         run.emit("aeon_step_status_changed", run_id=run.run_id, step=step, previous=previous)
     return step
 

@@ -67,10 +67,14 @@ def judge(case: dict[str, Any], result: dict[str, Any]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--case", action="append", help="run only this case (repeatable)")
     args = parser.parse_args()
-    cases = [json.loads(line) for line in (HERE / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    cases = [
+        json.loads(line) for line in (HERE / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line
+    ]
     if args.case:
         cases = [c for c in cases if c["id"] in args.case]
     rows = []

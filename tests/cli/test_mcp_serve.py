@@ -136,9 +136,21 @@ def test_serve_over_stdio(tmp_path: Path) -> None:
                 await exercise(session)
                 added = structured(await session.call_tool("mcp.notes.add", {"a": 2, "b": 3}))
                 assert added == {"text": "5", "structured": {"result": 5}}
-                ran = structured(await session.call_tool("run", {"request": "Add 10 and 5"}))
+                heard: list[tuple[float, str | None]] = []
+
+                async def progress(done: float, total: float | None, message: str | None) -> None:
+                    heard.append((done, message))
+
+                ran = structured(
+                    await session.call_tool("run", {"request": "Add 10 and 5"}, progress_callback=progress)
+                )
                 assert ran["status"] == "completed", ran["message"]
                 assert ran["answer"]["value"] == 15
+                # each event of the run was a progress notification, in order, while the call was open
+                assert [done for done, _ in heard] == list(range(1, len(heard) + 1))
+                messages = [message for _, message in heard]
+                assert messages[0] == "run started" and messages[-1].startswith("run completed")
+                assert "step 1: calling calculator" in messages and "step 1: calculator returned" in messages
 
     anyio.run(main)
     assert "aeon mcp: serving" in (tmp_path / "stderr").read_text()

@@ -267,7 +267,9 @@ def generate(adapter: LlamaCppAdapter, prompt: str, schema: dict[str, Any], temp
 
 
 @pytest.mark.model
-def test_a_quoted_const_is_written_exactly_on_both_decoding_paths(adapters: dict[str, LlamaCppAdapter]) -> None:
+def test_a_quoted_const_is_written_exactly_on_both_decoding_paths(
+    adapters: dict[str, LlamaCppAdapter],
+) -> None:
     text = 'Pull the age out of this: "Maria Lopez, 34, lives in Porto."'
     schema = {"type": "object", "properties": {"goal": {"const": text}}, "required": ["goal"]}
     for mode, adapter in adapters.items():

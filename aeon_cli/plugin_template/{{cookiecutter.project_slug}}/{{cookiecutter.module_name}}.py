@@ -235,6 +235,11 @@ class CycleLogSink(TelemetrySink):
     # def aeon_step_status_changed(self, run_id: str, step: PlanStep, previous: StepStatus) -> None: ...
     #
     # @hookimpl
+    # def aeon_tool_started(
+    #     self, run_id: str, step_id: str, tool_name: str, arguments: dict[str, Any]
+    # ) -> None: ...
+    #
+    # @hookimpl
     # def aeon_tool_called(self, run_id: str, call: ToolCall) -> None: ...
     #
     # @hookimpl
@@ -417,6 +422,11 @@ def aeon_register_telemetry_sinks(register: Register) -> None:
 #
 # @hookimpl
 # def aeon_step_status_changed(run_id: str, step: PlanStep, previous: StepStatus) -> None: ...
+#
+# @hookimpl
+# def aeon_tool_started(
+#     run_id: str, step_id: str, tool_name: str, arguments: dict[str, Any]
+# ) -> None: ...
 #
 # @hookimpl
 # def aeon_tool_called(run_id: str, call: ToolCall) -> None: ...
