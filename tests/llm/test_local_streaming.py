@@ -66,7 +66,7 @@ def streamed(adapter: LlamaCppAdapter, prompt: str, **options: Any) -> tuple[LLM
 @pytest.mark.parametrize(
     ("prompt", "schema", "max_tokens"),
     [
-        (FREE, None, 200),
+        (FREE, None, 96),
         (FREE, None, 8),  # cut by max_tokens: the last token is part of the reply
         (plan_prompt("calculate the sum of 5 and 10", TOOLS), plan_schema(TOOLS), 512),
         (answer_prompt(), ANSWER_SCHEMA, 256),
@@ -107,7 +107,7 @@ def test_the_first_piece_comes_long_before_the_reply_ends(gemma: LlamaCppAdapter
     gemma._llama.reset()
     times: list[float] = []
     started = time.perf_counter()
-    gemma.stream(FREE, None, 200, 0.0, on_text=lambda piece: times.append(time.perf_counter()))
+    gemma.stream(FREE, None, 96, 0.0, on_text=lambda piece: times.append(time.perf_counter()))
     ended = time.perf_counter()
     assert len(times) > 10
     assert times[0] - started < (ended - started) / 3, (times[0] - started, ended - started)
@@ -128,10 +128,10 @@ def test_what_on_text_raises_stops_decoding_and_propagates_unchanged(gemma: Llam
 
     gemma._llama.reset()
     with pytest.raises(Enough) as caught:
-        gemma.stream(FREE, SYSTEM_PROMPT, 200, 0.0, on_text=consumer)
+        gemma.stream(FREE, SYSTEM_PROMPT, 96, 0.0, on_text=consumer)
     assert caught.value is stop and len(pieces) == 3
     # the model is still usable, and writes what it wrote before
-    assert generated(gemma, FREE, max_tokens=200)["text"].startswith("".join(pieces))
+    assert generated(gemma, FREE, max_tokens=96)["text"].startswith("".join(pieces))
 
 
 def test_when_the_top_token_mask_fails_mid_stream_the_grammar_sampler_goes_on_from_there(
