@@ -4,7 +4,9 @@ Each event is made from the hook the kernel already calls for it (``aeon_run_sta
 ``aeon_tool_called``, ``aeon_supervisor_action``, ``aeon_pass_event``, ``aeon_cycle_end``, ``aeon_run_end``), so a
 streamed run says exactly what a sink hears; ``TextDelta`` is the model's reply as it is written (adapters that can
 stream: ``LLMAdapter.supports_streaming()``). ``to_dict()`` is each event as JSON, with its ``type``; the
-``CycleEnded`` events' entries are the run's JSONL records, and ``RunFinished`` carries the result dict.
+``CycleEnded`` events' entries are the run's JSONL records, and ``RunFinished`` carries the result dict. Events are
+records: read them, don't change them (they are plain slotted dataclasses, not frozen ones, which cost three times
+as much to make: a streamed run makes several a cycle).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, ClassVar
 from aeon_kernel.models import LogEntry, Plan, PlanStep, SupervisorAction, ToolCall
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunEvent:
     """Something that happened in run ``run_id``."""
 
@@ -35,7 +37,7 @@ class RunEvent:
         return data
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunStarted(RunEvent):
     """The run began (or went on from its store: ``resumed``); ``manifest`` is what produced it."""
 
@@ -45,7 +47,7 @@ class RunStarted(RunEvent):
     resumed: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PlanAccepted(RunEvent):
     """The plan the run will follow, checked (its steps pending)."""
 
@@ -56,7 +58,7 @@ class PlanAccepted(RunEvent):
         return f"plan: {self.plan.goal} ({len(self.plan.steps)} steps)"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepStarted(RunEvent):
     type: ClassVar[str] = "step_started"
     step: PlanStep
@@ -65,7 +67,7 @@ class StepStarted(RunEvent):
         return f"step {self.step.step_id} started: {self.step.description}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolStarted(RunEvent):
     """A tool is being called (policies judge it next); ``ToolReturned`` follows with how it went."""
 
@@ -78,7 +80,7 @@ class ToolStarted(RunEvent):
         return f"step {self.step_id}: calling {self.tool_name}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolReturned(RunEvent):
     """A tool call ended: its record, result or error (secrets redacted), as the log keeps it."""
 
@@ -90,7 +92,7 @@ class ToolReturned(RunEvent):
         return f"step {self.call.step_id}: {self.call.tool_name} {how}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TextDelta(RunEvent):
     """A new piece of the model's reply, as it writes it; ``attempt`` grows when a failed call is retried (the text
     then starts over). ``step_id`` is the step being worked on (None while the plan is written)."""
@@ -104,7 +106,7 @@ class TextDelta(RunEvent):
         return self.text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepFinished(RunEvent):
     """A step completed or failed (``step.status``), with its result or why it failed."""
 
@@ -115,7 +117,7 @@ class StepFinished(RunEvent):
         return f"step {self.step.step_id} {self.step.status.value}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Repair(RunEvent):
     """The supervisor tried to repair a model output (``action.error`` is None when it succeeded)."""
 
@@ -123,7 +125,7 @@ class Repair(RunEvent):
     action: SupervisorAction
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PassEvent(RunEvent):
     """A multi-pass run's pass or stage event (spec 003): ``event`` names it, ``record`` holds what it says."""
 
@@ -133,7 +135,7 @@ class PassEvent(RunEvent):
     record: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StageFinished(RunEvent):
     """A flow's node stage ended (spec 004 §6): its history record."""
 
@@ -141,7 +143,7 @@ class StageFinished(RunEvent):
     stage: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CycleEnded(RunEvent):
     """A cycle was committed: ``entry`` is its JSONL record."""
 
@@ -152,7 +154,7 @@ class CycleEnded(RunEvent):
         return f"cycle {self.entry.step_number} ended ({self.entry.ttl_remaining} left)"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunFinished(RunEvent):
     """The run ended: ``result`` is the dict ``Engine.run`` returns."""
 

@@ -55,6 +55,19 @@ def error_record(exc: BaseException, step_id: str | None = None, **extra: Any) -
     return record
 
 
+class Deferred(dict[str, Any]):
+    """An event's arguments as an observer gets them where no hook needs them yet: each is made when first read
+    (a state snapshot costs a few µs a cycle, and a stream reads it only when the plan may have changed)."""
+
+    def __init__(self, **makers: Callable[[], Any]) -> None:
+        super().__init__()
+        self._makers = makers
+
+    def __missing__(self, key: str) -> Any:
+        value = self[key] = self._makers[key]()
+        return value
+
+
 class Cycle:
     """What one cycle gathers before it becomes a LogEntry."""
 

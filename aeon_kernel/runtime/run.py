@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from aeon_kernel.errors import AeonError, DeadlineError, LLMError, OrchestrationError, RunStoreError
 from aeon_kernel.llm.client import REQUEST, STARTED, begin_capture, end_capture, total_usage
 from aeon_kernel.models import ConvergenceAssessment, LogEntry, OrchestrationState, RunStatus, utc_now
-from aeon_kernel.runtime.context import Components, Cycle, Hooks, RunContext, error_record
+from aeon_kernel.runtime.context import Components, Cycle, Deferred, Hooks, RunContext, error_record
 from aeon_kernel.runtime.scheduler import Conclusion, Preview, Scheduler, Verdict, Work
 from aeon_kernel.runtime.state import RunState
 from aeon_kernel.runtime.store import StateStore, StoredRun
@@ -146,10 +146,11 @@ class Run:
         self._context.observer = observer
 
     def stream(self) -> RunStream:
-        """Run it to the end in a worker thread, yielding its events as they happen (:mod:`aeon_kernel.events`)."""
+        """Run it to the end, yielding its events as they happen (:mod:`aeon_kernel.events`): in a worker thread
+        when its model streams its text, else cycle by cycle in this thread (``RunStream``)."""
         from aeon_kernel.runtime.stream import RunStream
 
-        return RunStream(self)
+        return RunStream(self, threaded=self._context.components.llm.adapter.supports_streaming())
 
     def astream(self) -> AsyncRunStream:
         """:meth:`stream` for asyncio: ``async for event in run.astream()``."""
@@ -374,8 +375,10 @@ class Run:
             for number, (call, extra) in enumerate(zip(calls, asked, strict=True)):
                 made = {**call, "number": number, **extra}
                 context.emit("aeon_model_called", run_id=state.run_id, cycle=state.cycle, call=made)
-        if context.listens("aeon_cycle_end"):
+        if context.hooks.listens("aeon_cycle_end"):
             context.emit("aeon_cycle_end", entry=entry, state=state.snapshot())
+        elif context.observer is not None:  # only the run's stream hears it: the state is made if it is read
+            context.observer("aeon_cycle_end", Deferred(state=state.snapshot, entry=lambda: entry))
         return entry
 
     def _commit(self, state: OrchestrationState, entry: LogEntry, calls: list[dict[str, Any]]) -> LogEntry:

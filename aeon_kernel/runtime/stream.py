@@ -1,10 +1,12 @@
 """A run as a stream of events (issue 28): ``for event in run.stream()``, ``async for event in run.astream()``.
 
-The run goes on in a worker thread while the caller reads. The run's observer (``Run.observe``) hears every event
-the run emits to its hooks and makes it one of :mod:`aeon_kernel.events` — no plugin is registered, so the other
-runs of the engine pay nothing — and a text listener (:func:`~aeon_kernel.llm.client.begin_listening`) passes the
-model's reply on as it is written, so the first piece of an answer reaches the reader before the model has finished
-it. Events wait in a queue the reader drains; the worker wakes a waiting reader once per batch, not per event.
+Where the model streams its text, the run goes on in a worker thread while the caller reads (an async stream always
+does); a sync stream over a model that answers whole runs each cycle in the reader's thread. The run's observer
+(``Run.observe``) hears every event the run emits to its hooks and makes it one of :mod:`aeon_kernel.events` — no
+plugin is registered, so the other runs of the engine pay nothing — and a text listener
+(:func:`~aeon_kernel.llm.client.begin_listening`) passes the model's reply on as it is written, so the first piece
+of an answer reaches the reader before the model has finished it. Events wait in a queue the reader drains; the
+worker wakes a waiting reader once per batch, not per event.
 
 Closing the stream (or cancelling the task reading it) stops the run at the next safe point: the model's next piece
 of text where the adapter streams, else the end of the cycle under way. A run stopped mid-cycle is interrupted as
@@ -18,7 +20,9 @@ import contextvars
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from typing import Any, Protocol
+from functools import partial
+from queue import Empty, SimpleQueue
+from typing import Any, Final, Protocol
 
 from aeon_kernel.events import (
     CycleEnded,
@@ -69,43 +73,42 @@ class _Collector:
         self.run_id, self.resumed, self.push, self.cancelled = run.run_id, run.resumed, push, cancelled
         self.step_id: str | None = None
         self._plan: tuple[str, tuple[str, ...]] | None = None
-        self._events: dict[str, Callable[..., None]] = {
-            "aeon_run_start": self._started,
-            "aeon_step_status_changed": self._step,
-            "aeon_tool_started": self._tool_started,
-            "aeon_tool_called": lambda call, **_: push(ToolReturned(self.run_id, call)),
-            "aeon_supervisor_action": lambda action, **_: push(Repair(self.run_id, action)),
-            "aeon_pass_event": lambda pass_number, event, record, **_: push(
-                PassEvent(self.run_id, pass_number, event, record)
-            ),
-            "aeon_cycle_end": self._cycle,
-            "aeon_run_end": lambda result, **_: push(RunFinished(self.run_id, result)),
-        }
 
     def observe(self, hook_name: str, kwargs: dict[str, Any]) -> None:
-        if (event := self._events.get(hook_name)) is not None:
-            event(**kwargs)
+        if (event := _EVENTS.get(hook_name)) is not None:
+            event(self, kwargs)
 
     def text(self, delta: str, attempt: int) -> None:
         if self.cancelled.is_set():
             raise StreamCancelled
         self.push(TextDelta(self.run_id, self.step_id, delta, attempt))
 
-    def _started(self, request: str, manifest: dict[str, Any], **_: Any) -> None:
-        self.push(RunStarted(self.run_id, request, dict(manifest), self.resumed))
+    def started(self, kwargs: dict[str, Any]) -> None:
+        self.push(RunStarted(self.run_id, kwargs["request"], dict(kwargs["manifest"]), self.resumed))
 
-    def _step(self, step: Any, **_: Any) -> None:
+    def step(self, kwargs: dict[str, Any]) -> None:
+        step = kwargs["step"]
         if step.status is StepStatus.RUNNING:
             self.step_id = step.step_id
             self.push(StepStarted(self.run_id, step))
         elif step.status.is_terminal:
             self.push(StepFinished(self.run_id, step))
 
-    def _tool_started(self, step_id: str, tool_name: str, arguments: dict[str, Any], **_: Any) -> None:
-        self.push(ToolStarted(self.run_id, step_id, tool_name, dict(arguments)))
+    def tool_started(self, kwargs: dict[str, Any]) -> None:
+        self.push(ToolStarted(self.run_id, kwargs["step_id"], kwargs["tool_name"], kwargs["arguments"]))
 
-    def _cycle(self, entry: Any, state: Any) -> None:
-        if entry.phase not in ("step", "node") and (plan := state.plan) is not None:
+    def tool_called(self, kwargs: dict[str, Any]) -> None:
+        self.push(ToolReturned(self.run_id, kwargs["call"]))
+
+    def repair(self, kwargs: dict[str, Any]) -> None:
+        self.push(Repair(self.run_id, kwargs["action"]))
+
+    def pass_event(self, kwargs: dict[str, Any]) -> None:
+        self.push(PassEvent(self.run_id, kwargs["pass_number"], kwargs["event"], kwargs["record"]))
+
+    def cycle(self, kwargs: dict[str, Any]) -> None:
+        entry = kwargs["entry"]
+        if entry.phase not in ("step", "node") and (plan := kwargs["state"].plan) is not None:
             shape = (plan.goal, tuple(s.step_id for s in plan.steps))
             if shape != self._plan:  # the first plan, or a new one (multi-pass)
                 self._plan = shape
@@ -113,6 +116,22 @@ class _Collector:
         for stage in entry.stages:
             self.push(StageFinished(self.run_id, stage))
         self.push(CycleEnded(self.run_id, entry))
+
+    def finished(self, kwargs: dict[str, Any]) -> None:
+        self.push(RunFinished(self.run_id, kwargs["result"]))
+
+
+#: the hooks whose calls become events, and how
+_EVENTS: dict[str, Callable[[_Collector, dict[str, Any]], None]] = {
+    "aeon_run_start": _Collector.started,
+    "aeon_step_status_changed": _Collector.step,
+    "aeon_tool_started": _Collector.tool_started,
+    "aeon_tool_called": _Collector.tool_called,
+    "aeon_supervisor_action": _Collector.repair,
+    "aeon_pass_event": _Collector.pass_event,
+    "aeon_cycle_end": _Collector.cycle,
+    "aeon_run_end": _Collector.finished,
+}
 
 
 class _Queue:
@@ -160,13 +179,54 @@ class _Queue:
         return items
 
 
+class _Workers:
+    """Daemon threads that run streamed runs, kept for the next one: starting a thread per run cost 20 µs a cycle
+    on W2, a kept one 7. (``ThreadPoolExecutor`` cannot make daemon threads, and a stream the reader abandoned must
+    not keep the interpreter from exiting, as a killed process would not wait.) There is always a thread for a new
+    run: one waiting is reserved for it, or one is started; a thread idle for a minute ends."""
+
+    IDLE_SECONDS = 60.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: SimpleQueue[Callable[[], None]] = SimpleQueue()
+        self._waiting = 0  # threads waiting for a job that no job has been reserved for
+
+    def run(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting -= 1
+                self._jobs.put(job)
+                return
+        threading.Thread(target=self._work, args=(job,), name="aeon-stream", daemon=True).start()
+
+    def _work(self, job: Callable[[], None]) -> None:
+        while True:
+            job()
+            with self._lock:
+                self._waiting += 1
+            try:
+                job = self._jobs.get(timeout=self.IDLE_SECONDS)
+            except Empty:
+                with self._lock:
+                    try:  # a job reserved for a waiting thread just as this one gave up: it is this one's
+                        job = self._jobs.get_nowait()
+                    except Empty:
+                        self._waiting -= 1
+                        return
+
+
+_WORKERS: Final = _Workers()
+
+
 class _Streaming:
     """What the sync and async streams share: the worker thread that runs the run, and how it stops."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.cancelled = threading.Event()
-        self._thread: threading.Thread | None = None
+        #: set once the run's worker has let go of it (None: never started)
+        self._ended: threading.Event | None = None
 
     @property
     def result(self) -> dict[str, Any] | None:
@@ -176,18 +236,11 @@ class _Streaming:
     def _begin(self, queue: _Queue) -> None:
         collector = _Collector(self.run, queue.push, self.cancelled)
         self.run.observe(collector.observe)
-        context = (
-            contextvars.copy_context()
-        )  # the caller's context vars (the cycle's captures are set per cycle)
-        self._thread = threading.Thread(
-            target=context.run,
-            args=(self._drive, collector, queue),
-            name=f"aeon-stream-{self.run.run_id[:8]}",
-            daemon=True,
-        )
-        self._thread.start()
+        self._ended = threading.Event()
+        context = contextvars.copy_context()  # the caller's context variables go with the run
+        _WORKERS.run(partial(context.run, self._drive, collector, queue, self._ended))
 
-    def _drive(self, collector: _Collector, queue: _Queue) -> None:
+    def _drive(self, collector: _Collector, queue: _Queue, ended: threading.Event) -> None:
         token = begin_listening(collector.text)
         error: BaseException | None = None
         try:
@@ -202,22 +255,43 @@ class _Streaming:
             self.run.observe(None)
             if self.run.result is None:
                 self.run.close()  # stopped between cycles: released, resumable
+            ended.set()
             queue.finish(error)
 
     def _stop(self) -> None:
         self.cancelled.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+        if self._ended is not None:
+            self._ended.wait()
 
 
 class RunStream(_Streaming):
     """A run's events, read in this thread: ``for event in stream``; ``stream.result`` once it has ended.
-    ``close()`` (or leaving a ``with`` block) stops the run at the next safe point (module docstring)."""
+    ``close()`` (or leaving a ``with`` block) stops the run at the next safe point (module docstring).
 
-    def __init__(self, run: Run) -> None:
+    ``threaded``: the run goes on in a worker thread, so that the model's text reaches the reader as it is written
+    (the default where the run's model streams). Otherwise each cycle runs in the reader's thread as it asks for the
+    next event, and the events of a cycle come when it ends: nothing would arrive sooner from a model that answers
+    whole, and no thread is handed the run (on W2, the handing cost as much as the events)."""
+
+    def __init__(self, run: Run, *, threaded: bool = True) -> None:
         super().__init__(run)
         self._queue = _Queue()
-        self._events = self._read()
+        self._events = self._read() if threaded else self._cycles()
+
+    def _cycles(self) -> Generator[RunEvent, None, None]:
+        events: list[RunEvent] = []
+        self.run.observe(_Collector(self.run, events.append, self.cancelled).observe)
+        try:
+            while not self.cancelled.is_set():
+                entry = self.run.next()
+                batch, events[:] = events[:], []
+                yield from batch
+                if entry is None:
+                    break
+        finally:
+            self.run.observe(None)
+            if self.run.result is None:
+                self.run.close()  # stopped between cycles (or interrupted in one): released, resumable
 
     def _read(self) -> Generator[RunEvent, None, None]:
         self._begin(self._queue)
@@ -242,7 +316,7 @@ class RunStream(_Streaming):
         self.cancelled.set()
         self._events.close()
         self._stop()
-        if self._thread is None:  # never read: a resumed run's claim is released all the same
+        if self.run.result is None:  # never read, or read in this thread: released all the same
             self.run.close()
 
     def __enter__(self) -> RunStream:
@@ -284,8 +358,8 @@ class AsyncRunStream(_Streaming):
         return self._pending.popleft()
 
     async def _joined(self) -> None:
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join)
+        if self._ended is not None:
+            await asyncio.to_thread(self._ended.wait)
 
     async def aclose(self) -> None:
         self.cancelled.set()

@@ -250,3 +250,42 @@ def test_a_resumed_run_streams_too(tmp_path: Path) -> None:
     ]
     assert not any(isinstance(e, PlanAccepted) for e in events[:1])
     assert events[-1].result["status"] == "completed"  # type: ignore[attr-defined]
+
+
+class Whole(Paced):
+    """Paced, as a model that answers whole (it cannot stream)."""
+
+    def supports_streaming(self) -> bool:
+        return False
+
+
+def test_with_a_model_that_answers_whole_the_run_goes_cycle_by_cycle_in_the_readers_thread(
+    tmp_path: Path,
+) -> None:
+    config = AeonConfig().with_choice("state", "sqlite", **stored(tmp_path))
+    threads: set[str] = set()
+
+    class Where:
+        @hookimpl
+        def aeon_cycle_end(self, entry: Any) -> None:
+            threads.add(threading.current_thread().name)
+
+    with paced_engine(Whole([SUM, answer("The sum is 15")]), config) as engine:
+        engine.pm.register(Where())
+        events = list(engine.stream(REQUEST))
+        assert threads == {threading.current_thread().name}
+        assert not any(isinstance(e, TextDelta) for e in events)  # nothing to stream: each reply whole
+        assert [type(e).__name__ for e in events][:3] == ["RunStarted", "PlanAccepted", "CycleEnded"]
+        assert isinstance(events[-1], RunFinished) and events[-1].result["status"] == "completed"
+
+        stream = engine.stream(REQUEST)
+        for event in stream:
+            if isinstance(event, StepFinished):
+                break
+        stream.close()  # between cycles: the calculator's cycle was committed, the answer's never began
+        run_id = stream.run.run_id
+        assert stream.result is None
+    later = scripted(answer("The sum is 15")).with_choice("state", "sqlite", **stored(tmp_path))
+    with Engine(later) as engine:
+        result = engine.resume(run_id)
+    assert result["status"] == "completed" and result["final_state"]["cycle"] == 3
