@@ -33,9 +33,11 @@ def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
         assert rows, f"no Aeon row for {workload}"
         assert all("error" not in row for row in rows), rows
     assert all({"median", "min", "max", "build_ms"} <= set(row) for row in aeon["W1"])
-    assert {row["variant"] for row in aeon["W2"]} == {"plain", "jsonl", "sqlite"}
+    assert {row["variant"] for row in aeon["W2"]} == {"plain", "jsonl", "sqlite", "stream"}
     assert all("median" in row for row in aeon["W2"])
-    assert all(row["bytes_per_step"] > 0 for row in aeon["W2"] if row["variant"] != "plain")
+    assert all(row["bytes_per_step"] > 0 for row in aeon["W2"] if row["variant"] in ("jsonl", "sqlite"))
+    (streamed,) = [row for row in aeon["W2"] if row["variant"] == "stream"]
+    assert isinstance(streamed["stream_overhead"], float)  # engine.stream over engine.run (issue 28)
     assert {row["variant"] for row in aeon["W3"]} == {
         "import aeon_kernel",
         "user import",
