@@ -1,11 +1,14 @@
-"""The live terminal view of ``aeon run``: the plan as a table whose statuses change as the run goes.
+"""The live terminal view of ``aeon run``: the plan as a table whose statuses change as the run goes, and the
+model's text as it writes it.
 
-It is an ordinary telemetry plugin — it implements the event hooks and is registered on the engine's plugin
-manager for the duration of the run — so it sees exactly what any sink sees.
+It is built on a run's events (:mod:`aeon_kernel.events`), the same a stream yields
+(:func:`aeon_kernel.runtime.stream.watching`): the run is still stepped in the command's own thread, so Ctrl-C
+interrupts it exactly where it is (issue 27).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console, Group
@@ -15,8 +18,16 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from aeon_kernel.markers import hookimpl
-from aeon_kernel.models import LogEntry, OrchestrationState, PlanStep, StepStatus
+from aeon_kernel.events import (
+    CycleEnded,
+    PassEvent,
+    PlanAccepted,
+    RunEvent,
+    StepFinished,
+    StepStarted,
+    TextDelta,
+)
+from aeon_kernel.models import Plan, PlanStep, StepStatus
 from aeon_plugins.planning.prompts import compact
 
 _STATUS_STYLE = {
@@ -33,32 +44,39 @@ class LiveView:
     def __init__(self, request: str, console: Console | None = None) -> None:
         self.request = request
         self.console = console or Console()
-        self.state: OrchestrationState | None = None
+        self.plan: Plan | None = None
+        #: the cycle that ended last, and the cycles left after it
+        self.cycle: tuple[int, int] | None = None
         self.steps: dict[str, PlanStep] = {}
         self.result: dict[str, Any] | None = None
         self.passes: list[Text] = []
+        #: what the model is writing now (its last characters), while a step or the plan is under way
+        self.writing = ""
         self._live: Live | None = None
 
-    # --- hooks -------------------------------------------------------------------------------------------------
+    # --- events ------------------------------------------------------------------------------------------------
 
-    @hookimpl
-    def aeon_step_status_changed(self, run_id: str, step: PlanStep, previous: StepStatus) -> None:
-        self.steps[step.step_id] = step
-        self._refresh()
-
-    @hookimpl
-    def aeon_pass_event(self, run_id: str, pass_number: int, event: str, record: dict[str, Any]) -> None:
-        """A multi-pass run (spec 003): one line per profile, TTL, report, assessment and refinement."""
-        line = pass_line(event, record)
-        if line is not None:
-            self.passes.append(Text.assemble((f"pass {pass_number} ", "bold cyan"), line))
-            self._refresh()
-
-    @hookimpl
-    def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
-        self.state = state
-        if state.plan is not None:
-            self.steps = {s.step_id: s for s in state.plan.steps}
+    def on_event(self, event: RunEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.writing = (self.writing + event.text)[-_WRITING_SHOWN:] if event.attempt == 1 else event.text
+        elif isinstance(event, (StepStarted, StepFinished)):
+            self.steps[event.step.step_id] = event.step
+            self.writing = ""
+        elif isinstance(event, PlanAccepted):
+            self.plan = event.plan
+            self.steps = {s.step_id: s for s in event.plan.steps}
+        elif isinstance(
+            event, PassEvent
+        ):  # a multi-pass run (spec 003): profile, TTL, report, assessment, ...
+            line = pass_line(event.event, event.record)
+            if line is None:
+                return
+            self.passes.append(Text.assemble((f"pass {event.pass_number} ", "bold cyan"), line))
+        elif isinstance(event, CycleEnded):
+            self.cycle = (event.entry.step_number, event.entry.ttl_remaining)
+            self.writing = ""
+        else:
+            return
         self._refresh()
 
     # --- rendering ---------------------------------------------------------------------------------------------
@@ -69,13 +87,15 @@ class LiveView:
 
     def render(self) -> Panel:
         parts: list[Any] = []
-        plan = self.state.plan if self.state else None
+        plan = self.plan
         if plan is None and self.result is None:
             parts.append(Spinner("dots", text=Text(" planning…", style="cyan")))
         if plan is not None:
             parts.append(Text.assemble(("Goal: ", "bold"), compact(plan.goal, 2000)))
             parts.append(self._table(plan.steps))
         parts.extend(self.passes[-12:])
+        if self.writing and self.result is None:
+            parts.append(Text.assemble(("model: ", "dim bold"), (self.writing.replace("\n", " "), "dim")))
         footer = self._footer()
         if footer is not None:
             parts.append(footer)
@@ -121,28 +141,36 @@ class LiveView:
             if status != "completed":
                 text.append(f"\n{compact(self.result.get('message', ''), 2000)}", style="dim")
             return text
-        if self.state is not None:
-            return Text(f"cycle {self.state.cycle} · {self.state.ttl_remaining} cycles left", style="dim")
+        if self.cycle is not None:
+            return Text(f"cycle {self.cycle[0]} · {self.cycle[1]} cycles left", style="dim")
         return None
 
     # --- driving a run -----------------------------------------------------------------------------------------
 
-    def run(self, engine: Any, orchestrator: Any, cycles: Any) -> dict[str, Any]:
-        """Drive ``cycles`` (``orchestrator.iter(...)`` or ``.resume(...)``) with the view attached to ``engine``'s
-        plugin manager; return the result."""
-        engine.pm.register(self, name="aeon.live_view")
+    def run(self, run: Any, cycles: Iterable[Any]) -> dict[str, Any]:
+        """Drive ``cycles`` (``run`` itself, or the step-through's cycles of it) with the view watching ``run``'s
+        events; return the result."""
+        from aeon_kernel.runtime.stream import watching
+
         try:
-            with Live(self.render(), console=self.console, refresh_per_second=8, transient=False) as live:
+            with (
+                watching(run, self.on_event),
+                Live(self.render(), console=self.console, refresh_per_second=8, transient=False) as live,
+            ):
                 self._live = live
                 for _ in cycles:
                     pass
-                self.result = orchestrator.result
+                assert run.result is not None, "the cycles ended before the run did"
+                self.result = run.result.to_dict()
                 live.update(self.render())
         finally:
             self._live = None
-            engine.pm.unregister(self)
         assert self.result is not None
         return self.result
+
+
+#: the characters of the model's text the view keeps on screen
+_WRITING_SHOWN = 100
 
 
 def pass_line(event: str, record: dict[str, Any]) -> Text | None:

@@ -149,7 +149,7 @@ def _drive(
         cycles: Iterator[Any] | None = None
         try:
             interrupt.store = orchestrator.state_store
-            cycles = start(orchestrator)
+            cycles = start(orchestrator)  # the run is made here (orchestrator.run); each cycle, as it is read
             if as_json:
                 for _ in cycles:
                     pass
@@ -158,7 +158,7 @@ def _drive(
             else:
                 from aeon_cli.live import LiveView
 
-                result = LiveView(label).run(engine, orchestrator, cycles)
+                result = LiveView(label).run(orchestrator.run, cycles)
         except (
             AeonError
         ) as exc:  # raised before the loop starts (an invalid request, a run that cannot resume)
@@ -183,6 +183,18 @@ def _drive(
             err=True,
         )
     sys.exit(EXIT_CODES.get(result["status"], 1))
+
+
+def _stepped(orchestrator: Any, start: Callable[[], Any]) -> Iterator[Any]:
+    """The cycles of the run ``start`` makes (now: it is the orchestrator's run before the first cycle, so the live
+    view watches it from its start), closed however they end."""
+    run = orchestrator.run = start()
+
+    def cycles() -> Iterator[Any]:
+        with run:
+            yield from run
+
+    return cycles()
 
 
 @cli.command()
@@ -222,7 +234,7 @@ def run(
 
     def cycles(orchestrator: Any) -> Iterator[Any]:
         if not inspect:
-            return orchestrator.iter(request, output_type=output_schema)  # type: ignore[no-any-return]
+            return _stepped(orchestrator, lambda: orchestrator.start(request, output_type=output_schema))
         from aeon_cli.inspect.stepper import plan_cycles  # the server and Jinja load only here
 
         return plan_cycles(
@@ -262,7 +274,9 @@ def resume(
 
     def cycles(orchestrator: Any) -> Iterator[Any]:
         if not inspect:
-            return orchestrator.resume(run_id, take_over=take_over, ttl=ttl)  # type: ignore[no-any-return]
+            return _stepped(
+                orchestrator, lambda: orchestrator.start_resume(run_id, take_over=take_over, ttl=ttl)
+            )
         from aeon_cli.inspect.stepper import resumed_cycles  # the server and Jinja load only here
 
         if ttl is not None:  # extended (committed) and released first; then stepped through like any other

@@ -20,6 +20,7 @@ import contextvars
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from contextlib import contextmanager
 from functools import partial
 from queue import Empty, SimpleQueue
 from typing import Any, Final, Protocol
@@ -132,6 +133,20 @@ _EVENTS: dict[str, Callable[[_Collector, dict[str, Any]], None]] = {
     "aeon_cycle_end": _Collector.cycle,
     "aeon_run_end": _Collector.finished,
 }
+
+
+@contextmanager
+def watching(run: Run, on_event: Callable[[RunEvent], None]) -> Iterator[None]:
+    """Give ``on_event`` each event of ``run`` as it happens, the model's text included, while the caller steps the
+    run in this thread: how a face that drives a run itself (``aeon run``'s live view) sees what a stream yields."""
+    collector = _Collector(run, on_event, threading.Event())
+    run.observe(collector.observe)
+    token = begin_listening(collector.text)
+    try:
+        yield
+    finally:
+        end_listening(token)
+        run.observe(None)
 
 
 class _Queue:

@@ -289,3 +289,16 @@ def test_with_a_model_that_answers_whole_the_run_goes_cycle_by_cycle_in_the_read
     with Engine(later) as engine:
         result = engine.resume(run_id)
     assert result["status"] == "completed" and result["final_state"]["cycle"] == 3
+
+
+def test_a_repair_is_an_event_of_its_cycle() -> None:
+    from aeon_kernel.events import Repair
+
+    with Engine(scripted(SUM, "The sum is 15", answer("The sum is 15"))) as engine:  # not JSON: repaired
+        events = list(engine.stream(REQUEST))
+    (repair,) = [e for e in events if isinstance(e, Repair)]
+    assert repair.action.action_type == "json_repair" and repair.action.error is None
+    step_two = [
+        type(e).__name__ for e in events if getattr(e, "step_id", None) == "2" or isinstance(e, Repair)
+    ]
+    assert "Repair" in step_two and events[-1].result["status"] == "completed"  # type: ignore[attr-defined]

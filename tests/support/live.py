@@ -15,7 +15,8 @@ def live_view_of(engine: Engine, request: str, width: int = 200) -> tuple[dict[s
     """Run ``request`` on ``engine`` through the live view; its result and what the view printed."""
     out = io.StringIO()
     with engine:
-        orchestrator = engine.orchestrator()
+        run = engine.orchestrator().start(request)
         view = LiveView(request, console=Console(file=out, width=width, force_terminal=False))
-        result = view.run(engine, orchestrator, orchestrator.iter(request))
+        with run:
+            result = view.run(run, run)
     return result, out.getvalue()

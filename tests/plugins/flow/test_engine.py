@@ -289,6 +289,20 @@ def test_a_flow_output_is_handed_back_as_a_type(tmp_path: Path) -> None:
         unexpected.output_as(Loud)
 
 
+def test_a_flow_run_streams_its_stages(tmp_path: Path) -> None:
+    """``flow.start(value).stream()`` (issue 28): one StageFinished per history record, then the result."""
+    from aeon_kernel.events import RunFinished, StageFinished
+
+    flow = chain(START, {"id": "loud", "role": "linear", "impl": "demo.shout"}, EXIT)
+    with build(tmp_path, flow) as engine:
+        events = list(engine.start({"text": "a"}).stream())
+        expected = engine.run({"text": "a"})
+    stages = [e.stage for e in events if isinstance(e, StageFinished)]
+    assert [s["node"] for s in stages] == [s["node"] for s in expected.history] == ["in", "loud", "out"]
+    assert stages[-1]["output"] == {"text": "A!"}
+    assert isinstance(events[-1], RunFinished) and events[-1].result["task"]["output"] == {"text": "A!"}
+
+
 def test_continue_on_failure_makes_the_task_partial_and_always_fail_overrides_success(tmp_path: Path) -> None:
     broken = {"id": "loud", "role": "linear", "impl": "demo.shout", "continue_on_failure": True}
     with build(tmp_path / "a", chain(START, broken, EXIT)) as engine:

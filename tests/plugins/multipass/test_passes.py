@@ -467,6 +467,34 @@ def test_the_live_view_shows_each_pass() -> None:
         assert text in shown, text
 
 
+def test_a_streamed_multipass_run_yields_each_pass_event_and_each_new_plan() -> None:
+    """``engine.stream`` (issue 28): the pass events a sink hears, in order, and a PlanAccepted per plan change."""
+    from aeon_kernel.events import PassEvent, PlanAccepted, RunFinished
+
+    add = RefinementAction(
+        action_type="ADD", target_step_id="2", new_step=echo_step("3", "c"), reason="and c"
+    )
+    issue = ValidationIssue(
+        issue_id="i1", type="specificity", severity="MEDIUM", description="step 2 is vague"
+    )
+    script = Script(
+        depth=3,
+        plan=TWO_STEPS,
+        reports=[SemanticValidationReport.of("p", "plan", [issue])],
+        assessments=[NOT_YET, CONVERGED],
+        refinements=[[], [add]],
+    )
+    engine, _ = engine_for(script)
+    with engine:
+        events = list(engine.stream("say a, b and c"))
+    assert isinstance(events[-1], RunFinished) and events[-1].result["status"] == "completed"
+    passes = [(e.pass_number, e.event) for e in events if isinstance(e, PassEvent)]
+    assert passes[:3] == [(0, "pass_start"), (0, "profile"), (0, "ttl")] and passes[-1] == (2, "pass_end")
+    assert passes.index((1, "assessment")) < passes.index((1, "refinement")) < passes.index((2, "pass_start"))
+    plans = [tuple(s.step_id for s in e.plan.steps) for e in events if isinstance(e, PlanAccepted)]
+    assert plans[0] == ("1", "2") and plans[-1][-1] == "3"  # the refinement's new step came as a new plan
+
+
 def test_a_one_step_plan_is_shallow_whatever_the_profile_says() -> None:
     """A deep profile with a one-step plan: no semantic validation and no judge (shallow_plan_steps = 1)."""
     script = Script(depth=4, plan=Plan(goal="say a", steps=(echo_step("1", "a"),)))
