@@ -2,7 +2,7 @@
 model's text as it writes it.
 
 It is built on a run's events (:mod:`aeon_kernel.events`), the same a stream yields
-(:func:`aeon_kernel.runtime.stream.watching`): the run is still stepped in the command's own thread, so Ctrl-C
+(:func:`aeon_kernel.kit.watching`): the run is still stepped in the command's own thread, so Ctrl-C
 interrupts it exactly where it is (issue 27).
 """
 
@@ -150,7 +150,7 @@ class LiveView:
     def run(self, run: Any, cycles: Iterable[Any]) -> dict[str, Any]:
         """Drive ``cycles`` (``run`` itself, or the step-through's cycles of it) with the view watching ``run``'s
         events; return the result."""
-        from aeon_kernel.runtime.stream import watching
+        from aeon_kernel.kit import watching
 
         try:
             with (

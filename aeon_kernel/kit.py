@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from aeon_kernel.runtime.sqlite_wal import use_wal
     from aeon_kernel.runtime.state import RunState
     from aeon_kernel.runtime.store import RunOwner, RunSummary, StoredRun
+    from aeon_kernel.runtime.stream import AsyncRunStream, RunStream, StreamCancelled, watching
     from aeon_kernel.runtime.tasks import (
         FlowTasks,
         RequestTasks,
@@ -155,6 +156,7 @@ _EXPORTS: Final[dict[str, str]] = {
         "aeon_kernel.runtime.sqlite_wal": ("use_wal",),
         "aeon_kernel.runtime.state": ("RunState",),
         "aeon_kernel.runtime.store": ("RunOwner", "RunSummary", "StoredRun",),
+        "aeon_kernel.runtime.stream": ("AsyncRunStream", "RunStream", "StreamCancelled", "watching",),
         "aeon_kernel.runtime.tasks": (
             "FlowTasks", "RequestTasks", "TaskCancelledError", "TaskStatus", "Tasks", "drive",
             "error_outcome", "tasks_for",
@@ -173,21 +175,23 @@ _EXPORTS: Final[dict[str, str]] = {
 }
 __all__ = [
     "DEFAULT_CONCURRENCY", "INT64_MAX", "INT64_MIN", "MAX_REPAIR_CHARS", "PLAN_CHANGES", "SEVERITY_ORDER",
-    "SYSTEM_PROMPT", "ArtifactType", "ClarityState", "Components", "ExecutionHistory", "ExecutionPass",
-    "Executor", "ExecutorSettings", "FlowTasks", "IssueType", "Lazy", "LocalExecutor", "MemoryEntry",
-    "ModelBacked", "ModelClient", "OnFull", "PassPhase", "Phase", "RecordAction", "Registries",
-    "RequestTasks", "RunOwner", "RunState", "RunSummary", "Severity", "StepContext", "StepToolCheck",
-    "StoredRun", "SupervisorActionType", "TaskCancelledError", "TaskStatus", "Tasks", "TextListener",
-    "ask_json", "begin_capture", "begin_listening", "canonical_json", "captured", "changed_steps",
-    "check_amount", "check_claim", "check_depth", "check_key", "check_prefix", "check_schema", "checked",
-    "clean_secret", "compiled_validator", "current_idempotency_key", "decode_value", "denial", "describe",
-    "drive", "dumps_lenient", "encode_value", "end_capture", "end_listening", "ensure_no_new_tools",
+    "SYSTEM_PROMPT", "ArtifactType", "AsyncRunStream", "ClarityState", "Components", "ExecutionHistory",
+    "ExecutionPass", "Executor", "ExecutorSettings", "FlowTasks", "IssueType", "Lazy", "LocalExecutor",
+    "MemoryEntry", "ModelBacked", "ModelClient", "OnFull", "PassPhase", "Phase", "RecordAction",
+    "Registries", "RequestTasks", "RunOwner", "RunState", "RunStream", "RunSummary", "Severity",
+    "StepContext", "StepToolCheck", "StoredRun", "StreamCancelled", "SupervisorActionType",
+    "TaskCancelledError", "TaskStatus", "Tasks", "TextListener", "ask_json", "begin_capture",
+    "begin_listening", "canonical_json", "captured", "changed_steps", "check_amount", "check_claim",
+    "check_depth", "check_key", "check_prefix", "check_schema", "checked", "clean_secret",
+    "compiled_validator", "current_idempotency_key", "decode_value", "denial", "describe", "drive",
+    "dumps_lenient", "encode_value", "end_capture", "end_listening", "ensure_no_new_tools",
     "ensure_repairable", "error_outcome", "error_record", "expand_log", "failure_text", "ignore_action",
     "increment_error", "is_utf8", "json_problem", "lazy_getattr", "loads_strict", "memory_key", "parse_json",
     "plan_progress", "plan_snapshots", "read_log", "redacted", "register_secret", "safe_text",
     "schema_errors", "scrub_hold", "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json",
     "storable_json", "storable_model_json", "storable_result", "storable_text", "stored_state", "tasks_for",
-    "tool_names", "tools_not_in", "use_wal", "utc_now", "validate_against", "was_checked", "workspace_root",
+    "tool_names", "tools_not_in", "use_wal", "utc_now", "validate_against", "was_checked", "watching",
+    "workspace_root",
 ]
 # fmt: on
 # --- end of exports
