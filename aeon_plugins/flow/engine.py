@@ -184,6 +184,14 @@ class FlowEngine:
         run = self.start(value, start=start, ttl=ttl)
         return self._drain(run, [])
 
+    def stream(self, value: Any, *, start: str | None = None, ttl: int | None = None) -> Any:
+        """The flow's run on ``value`` as its events (``Run.stream``; ``astream`` for asyncio): a StageFinished per
+        stage; the last event's result has the root task (``result["task"]``)."""
+        return self.start(value, start=start, ttl=ttl).stream()
+
+    def astream(self, value: Any, *, start: str | None = None, ttl: int | None = None) -> Any:
+        return self.start(value, start=start, ttl=ttl).astream()
+
     def iter(
         self, value: Any, *, start: str | None = None, ttl: int | None = None
     ) -> Iterator[dict[str, Any]]:

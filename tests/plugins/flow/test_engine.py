@@ -295,7 +295,7 @@ def test_a_flow_run_streams_its_stages(tmp_path: Path) -> None:
 
     flow = chain(START, {"id": "loud", "role": "linear", "impl": "demo.shout"}, EXIT)
     with build(tmp_path, flow) as engine:
-        events = list(engine.start({"text": "a"}).stream())
+        events = list(engine.stream({"text": "a"}))
         expected = engine.run({"text": "a"})
     stages = [e.stage for e in events if isinstance(e, StageFinished)]
     assert [s["node"] for s in stages] == [s["node"] for s in expected.history] == ["in", "loud", "out"]
