@@ -119,7 +119,8 @@ def main() -> None:
     }
     print(json.dumps(summary, indent=2))
     if not args.case:
-        (HERE / "results.json").write_text(json.dumps({"summary": summary, "cases": rows}, indent=2) + "\n")
+        out = "results.json" if args.set == "cases.jsonl" else f"results_{args.set.removeprefix('cases_')}"
+        (HERE / out).write_text(json.dumps({"summary": summary, "cases": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
