@@ -97,7 +97,10 @@ def test_the_output_is_asked_for_under_its_schema_and_shows_the_results() -> Non
         result = engine.run(EGGS, output_type=Eggs)
     assert result["status"] == "completed", result
     asked = model.prompts[-1]
-    assert asked["json_schema"] == output_type(Eggs).schema
+    # decoded under the caller's schema with its one number narrowed to what the calculator found
+    narrowed = output_type(Eggs).schema
+    narrowed["properties"]["count"] = {**narrowed["properties"]["count"], "enum": [84]}
+    assert asked["json_schema"] == narrowed
     assert "Schema:" in asked["prompt"] and '"value": 84' in asked["prompt"]  # the calculator's result
 
 
@@ -214,3 +217,18 @@ def test_a_scheduler_that_cannot_write_a_typed_output_refuses_it_before_the_run(
         with pytest.raises(OrchestrationError, match="MultiPassScheduler cannot write a typed output"):
             engine.run(EGGS, output_type=Eggs)
         assert engine.llm.adapter.prompts == []  # nothing was asked
+
+
+def test_the_output_is_decoded_with_its_numbers_narrowed_to_what_the_grounding_check_accepts() -> None:
+    from aeon_plugins.planning.output import decoding_schema
+
+    one = {"type": "object", "properties": {"count": {"type": "integer"}, "unit": {"type": "string"}}}
+    two = {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": ["integer", "null"]}}}
+    facts, found = {12.0, 7.0, 84.0, 0.5}, {84.0}
+    assert decoding_schema(one, None) is one  # no tool has run: nothing to narrow to
+    assert decoding_schema(one, (facts, found))["properties"]["count"]["enum"] == [84]  # one number: the result
+    narrowed = decoding_schema(two, (facts, found))["properties"]  # several: any grounded number
+    assert narrowed["a"]["enum"] == [0.5, 7, 12, 84] and narrowed["b"]["enum"] == [7, 12, 84]
+    assert "enum" not in two["properties"]["a"]  # the caller's schema is left as it was
+    many = ({float(n) for n in range(100)}, set())
+    assert decoding_schema(two, many) == two  # too many to list: left free (the check still reads them)

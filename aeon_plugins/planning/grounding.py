@@ -121,6 +121,22 @@ def grounding_problem(answer: str, request: str, steps: Sequence[PlanStep], *, f
     return None
 
 
+def grounded_numbers(request: str, steps: Sequence[PlanStep]) -> tuple[set[float], set[float]] | None:
+    """What :func:`grounding_problem` lets an answer state once a tool step has ended — every number of the request,
+    of the finished tool steps' arguments and of the completed ones' results — and, of those, what the last tool
+    found beyond its arguments (a final answer must state one); None before any tool step has ended."""
+    finished = _tool_steps(steps)
+    if not finished:
+        return None
+    done = [s for s in finished if s.status is StepStatus.COMPLETE]
+    facts = facts_in([request, *(s.arguments for s in finished), *(s.result for s in done)])
+    last = finished[-1]
+    found = (
+        facts_in([last.result]) - facts_in([last.arguments]) if last.status is StepStatus.COMPLETE else set()
+    )
+    return facts, found
+
+
 def plan_problems(steps: Sequence[PlanStep], request: str) -> list[str]:
     """What shows that a plan was not written for ``request``, each as a sentence (empty: nothing does).
 

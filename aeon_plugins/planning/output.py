@@ -15,10 +15,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
-from aeon_kernel import Plan, PlanStep, StepExecutionResult
+from aeon_kernel import Plan, PlanStep, StepExecutionResult, StepStatus
 from aeon_kernel.errors import SupervisorError, ValidationError
 from aeon_kernel.kit import StepContext, json_problem, parse_json
-from aeon_plugins.planning.grounding import grounding_problem, numbers_in
+from aeon_plugins.planning.grounding import grounded_numbers, grounding_problem, numbers_in
 from aeon_plugins.planning.prompts import SYSTEM_PROMPT, compact, step_summary
 
 OUTPUT_DESCRIPTION: Final = "Give the result in the requested form"
@@ -27,6 +27,7 @@ _EXAMPLE: Final = (
     "Request: what is 6 times 7? Give the product.\n"
     'Schema: {"type": "object", "properties": {"product": {"type": "number"}}, "required": ["product"]}\n'
     'Step 1 [complete] Multiply 6 by 7. Result: {"value": 42}\n'
+    "Answer: 6 times 7 is 42.\n"
     'Output: {"product": 42}'
 )
 
@@ -53,13 +54,17 @@ def answer_step_id(steps: Sequence[PlanStep], output_schema: dict[str, Any] | No
     return answering[-1].step_id if answering else None
 
 
-def output_prompt(state: str, request: str, schema: dict[str, Any], correction: str = "") -> str:
-    """Ask for the typed output, from the results so far."""
+def output_prompt(
+    state: str, request: str, schema: dict[str, Any], answer: Any = None, correction: str = ""
+) -> str:
+    """Ask for the typed output, from the results so far and, nearest the output, the run's checked text answer
+    (a small model copies the number closest to where it writes, and the answer states the tools' result)."""
     return (
         "Give the result of the request as JSON matching the schema, from the results so far. Write only values "
         "that the request or the results give.\n"
         f"Example:\n{_EXAMPLE}\n\n"
         f"Request: {request}\nSchema: {json.dumps(schema, ensure_ascii=False)}\n{state}\n"
+        + (f"Answer: {compact(answer)}\n" if answer is not None else "")
         + (f"{correction}\n" if correction else "")
         + "Output:"
     )
@@ -73,14 +78,19 @@ def write_output(step: PlanStep, ctx: StepContext) -> StepExecutionResult:
     state = ctx.state
     steps = state.plan.steps if state.plan else ()
     summary = step_summary(ctx)
+    answered = steps[-2] if len(steps) > 1 and steps[-2].status is StepStatus.COMPLETE else None
+    answer = answered.result if answered is not None else None
+    decode = decoding_schema(schema, grounded_numbers(state.request, steps))
     try:
-        output = _model_output(ctx, output_prompt(summary, state.request, schema), schema)
+        prompt = output_prompt(summary, state.request, schema, answer)
+        output = _model_output(ctx, prompt, schema, decode)
         problem = _output_problem(ctx, output, state.request, steps)
         if problem is not None:
             correction = (
                 f"Your first output was {compact(output)}. {problem} Write it again from the results."
             )
-            output = _model_output(ctx, output_prompt(summary, state.request, schema, correction), schema)
+            prompt = output_prompt(summary, state.request, schema, answer, correction)
+            output = _model_output(ctx, prompt, schema, decode)
             if (again := _output_problem(ctx, output, state.request, steps)) is not None:
                 return StepExecutionResult(
                     success=False,
@@ -100,8 +110,55 @@ def write_output(step: PlanStep, ctx: StepContext) -> StepExecutionResult:
     return StepExecutionResult(success=True, result=output, execution_mode="llm")
 
 
-def _model_output(ctx: StepContext, prompt: str, schema: dict[str, Any]) -> Any:
-    text = ctx.llm.generate(prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=schema)[
+def decoding_schema(schema: dict[str, Any], grounded: tuple[set[float], set[float]] | None) -> dict[str, Any]:
+    """The schema the output is decoded under: once a tool has run, each number it may state is one the grounding
+    check accepts (an ``enum`` of them), and where it states one number only, the last tool's result — the check's
+    own rules, put where a constrained decoder follows them (a small model otherwise copies the request's first
+    number, and runs on in zeros). Validation and repairs keep the caller's schema."""
+    if grounded is None:
+        return schema
+    facts, found = grounded
+    numeric = _numeric(schema)
+    allowed = found if len(numeric) == 1 and found else facts
+    if not numeric or not allowed or len(allowed) > _MAX_ENUM:
+        return schema
+    values = sorted(allowed)
+
+    def narrowed(node: Any) -> Any:
+        if isinstance(node, list):
+            return [narrowed(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        copy = {key: narrowed(value) for key, value in node.items()}
+        kinds = {copy.get("type")} if isinstance(copy.get("type"), str) else set(copy.get("type") or ())
+        if "integer" in kinds:
+            whole = [int(v) for v in values if v.is_integer()]
+            return {**copy, "enum": whole} if whole else copy
+        if "number" in kinds:
+            return {**copy, "enum": [int(v) if v.is_integer() else v for v in values]}
+        return copy
+
+    return dict(narrowed(schema))
+
+
+#: more grounded numbers than this, and the output's numbers are left free (the check still reads them)
+_MAX_ENUM: Final = 64
+
+
+def _numeric(schema: Any) -> list[Any]:
+    """The sub-schemas of ``schema`` that are numbers."""
+    if isinstance(schema, list):
+        return [found for item in schema for found in _numeric(item)]
+    if not isinstance(schema, dict):
+        return []
+    kind = schema.get("type")
+    kinds = {kind} if isinstance(kind, str) else set(kind or ())
+    own = [schema] if kinds & {"integer", "number"} else []
+    return own + [found for value in schema.values() for found in _numeric(value)]
+
+
+def _model_output(ctx: StepContext, prompt: str, schema: dict[str, Any], decode: dict[str, Any]) -> Any:
+    text = ctx.llm.generate(prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=decode)[
         "text"
     ]
     value = parse_json(text, ctx.supervisor, ctx.record, schema, ctx.validator)
