@@ -226,7 +226,8 @@ def test_the_output_is_decoded_with_its_numbers_narrowed_to_what_the_grounding_c
     two = {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": ["integer", "null"]}}}
     facts, found = {12.0, 7.0, 84.0, 0.5}, {84.0}
     assert decoding_schema(one, None) is one  # no tool has run: nothing to narrow to
-    assert decoding_schema(one, (facts, found))["properties"]["count"]["enum"] == [84]  # one number: the result
+    # one number: the last tool's result
+    assert decoding_schema(one, (facts, found))["properties"]["count"]["enum"] == [84]
     narrowed = decoding_schema(two, (facts, found))["properties"]  # several: any grounded number
     assert narrowed["a"]["enum"] == [0.5, 7, 12, 84] and narrowed["b"]["enum"] == [7, 12, 84]
     assert "enum" not in two["properties"]["a"]  # the caller's schema is left as it was
