@@ -439,22 +439,26 @@ def test_the_jsonl_log_has_a_line_for_every_cycle_and_every_pass_event(tmp_path:
     assert lines[-1]["phase"] == "evaluate" and lines[-2] == {**lines[-2], "event": "pass_end"}
 
 
-def test_the_live_view_shows_each_pass() -> None:
-    """What `aeon run --multipass` prints: the profile and TTL, the issues, the scores and the deltas."""
+def three_passes() -> Script:
+    """A vague plan (pass 0), not converged and refined with a third step (pass 1), converged (pass 2)."""
     issue = ValidationIssue(
         issue_id="i1", type="specificity", severity="MEDIUM", description="step 2 is vague"
     )
     add = RefinementAction(
         action_type="ADD", target_step_id="2", new_step=echo_step("3", "c"), reason="and c"
     )
-    script = Script(
+    return Script(
         depth=3,
         plan=TWO_STEPS,
         reports=[SemanticValidationReport.of("p", "plan", [issue])],
         assessments=[NOT_YET, CONVERGED],
         refinements=[[], [add]],
     )
-    result, shown = live_view_of(engine_for(script)[0], "say a, b and c", width=150)
+
+
+def test_the_live_view_shows_each_pass() -> None:
+    """What `aeon run --multipass` prints: the profile and TTL, the issues, the scores and the deltas."""
+    result, shown = live_view_of(engine_for(three_passes())[0], "say a, b and c", width=150)
     assert result["status"] == "completed"
     for text in (
         "pass 0 profile: depth 3",
@@ -471,20 +475,7 @@ def test_a_streamed_multipass_run_yields_each_pass_event_and_each_new_plan() -> 
     """``engine.stream`` (issue 28): the pass events a sink hears, in order, and a PlanAccepted per plan change."""
     from aeon_kernel.events import PassEvent, PlanAccepted, RunFinished
 
-    add = RefinementAction(
-        action_type="ADD", target_step_id="2", new_step=echo_step("3", "c"), reason="and c"
-    )
-    issue = ValidationIssue(
-        issue_id="i1", type="specificity", severity="MEDIUM", description="step 2 is vague"
-    )
-    script = Script(
-        depth=3,
-        plan=TWO_STEPS,
-        reports=[SemanticValidationReport.of("p", "plan", [issue])],
-        assessments=[NOT_YET, CONVERGED],
-        refinements=[[], [add]],
-    )
-    engine, _ = engine_for(script)
+    engine, _ = engine_for(three_passes())
     with engine:
         events = list(engine.stream("say a, b and c"))
     assert isinstance(events[-1], RunFinished) and events[-1].result["status"] == "completed"
