@@ -1,6 +1,7 @@
 """Typed output on the embedded model (issue 28, part 2): the set in ``cases.jsonl``, scored by its README's rules.
 
     python bench/typed_output/run.py              # every case; writes bench/typed_output/results.json
+    python bench/typed_output/run.py --set cases_b.jsonl   # the second set; writes results_b.json
     python bench/typed_output/run.py --case ID    # one case
 
 Each case runs as ``engine.run(request, output_type=schema)`` on the default configuration (the embedded Gemma 3
@@ -71,10 +72,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--case", action="append", help="run only this case (repeatable)")
+    parser.add_argument(
+        "--set", default="cases.jsonl", help="the cases file in this directory (cases_b.jsonl)"
+    )
     args = parser.parse_args()
-    cases = [
-        json.loads(line) for line in (HERE / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line
-    ]
+    cases = [json.loads(line) for line in (HERE / args.set).read_text(encoding="utf-8").splitlines() if line]
     if args.case:
         cases = [c for c in cases if c["id"] in args.case]
     rows = []
