@@ -3,7 +3,8 @@
 A run started with an output schema (``engine.run(request, output_type=...)``, ``aeon run --schema``) gets one more
 step after its plan's: :func:`with_output_step` appends it when the plan is accepted, so the text answer of the
 plan's own last step stays what it was. The step asks the model for the output with decoding constrained to the
-schema (where the backend can), then holds it to the rules every model output meets: parsed, validated against the
+schema where the backend can — once a tool has run, its numbers narrowed to those the grounding check accepts
+(:func:`decoding_schema`) — then holds it to the rules every model output meets: parsed, validated against the
 schema and repaired by the supervisor when it is not (≤ 2 attempts, FR-032), and grounded like an answer — a number
 no request and no tool result supports is asked for once more, then fails the step. Nothing is made up in its
 place: a run whose output could not be written ends ``failed``, never ``completed`` with an output nobody checked.
