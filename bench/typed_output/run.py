@@ -121,7 +121,8 @@ def main() -> None:
     }
     print(json.dumps(summary, indent=2))
     if not args.case:
-        out = "results.json" if args.set == "cases.jsonl" else f"results_{args.set.removeprefix('cases_')}"
+        name = Path(args.set).stem.removeprefix("cases")  # cases.jsonl → results.json, cases_b → results_b
+        out = f"results{name}.json"
         (HERE / out).write_text(json.dumps({"summary": summary, "cases": rows}, indent=2) + "\n")
 
 
