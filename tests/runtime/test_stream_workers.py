@@ -11,9 +11,8 @@ from aeon_kernel.runtime.stream import _Workers
 
 def test_jobs_that_run_together_each_get_a_thread_at_once() -> None:
     workers = _Workers()
-    together = threading.Barrier(
-        12, timeout=10
-    )  # every job waits for all the others: none may queue behind one
+    # every job waits for all the others: none may queue behind one
+    together = threading.Barrier(12, timeout=10)
     names: list[str] = []
 
     def job() -> None:
