@@ -103,6 +103,7 @@ def sse_server(script: Callable[[int], Stream]) -> Iterator[Served]:
                 self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")  # it does close: a client must not reuse the connection
             self.end_headers()
             self.wfile.write(data)
 
@@ -110,6 +111,7 @@ def sse_server(script: Callable[[int], Stream]) -> Iterator[Served]:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
             self.end_headers()
             for number, event in enumerate(reply.events):
                 if reply.pause and closing.wait(reply.pause):
