@@ -38,13 +38,15 @@ def ask_json(
     max_tokens: int = 512,
     temperature: float = 0.0,
     system_prompt: str = SYSTEM_PROMPT,
+    decode: dict[str, Any] | None = None,
 ) -> Any:
-    """The model's answer to ``prompt`` as a value matching ``schema``.
+    """The model's answer to ``prompt`` as a value matching ``schema``. ``decode``: a narrower schema to constrain
+    decoding to (what the caller's own checks accept); the answer is still validated and repaired against ``schema``.
 
     Raises ``LLMError`` (model unavailable), or ``SupervisorError`` when no repair gave a valid value.
     """
     record = record or ignore_action
-    text = llm.generate(prompt, system_prompt, max_tokens, temperature, json_schema=schema)["text"]
+    text = llm.generate(prompt, system_prompt, max_tokens, temperature, json_schema=decode or schema)["text"]
     value = parse_json(text, supervisor, record, schema, validator)
     try:
         validator.validate_llm_output(value, schema)

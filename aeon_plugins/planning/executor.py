@@ -13,13 +13,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 from aeon_kernel import PlanStep, StepExecutionResult, Tool, ToolCall
 from aeon_kernel.errors import MemoryStoreError, SupervisorError, ValidationError
 from aeon_kernel.kit import StepContext, describe, ensure_no_new_tools, json_problem, parse_json
-from aeon_plugins.planning.grounding import grounding_problem, tool_answer
+from aeon_plugins.planning.grounding import judged_problem, tool_answer
 from aeon_plugins.planning.output import answer_step_id, is_output_step, write_output
 from aeon_plugins.planning.prompts import (
     ANSWER_SCHEMA,
@@ -29,15 +28,6 @@ from aeon_plugins.planning.prompts import (
     step_summary,
     tool_arguments_prompt,
 )
-
-
-def _answer_problem(
-    ctx: StepContext, answer: Any, request: str, steps: Sequence[PlanStep], final: bool
-) -> str | None:
-    """The planner's judgement of a model answer (a context without a planner: the grounding check itself)."""
-    if ctx.planner is None:
-        return grounding_problem(answer, request, steps, final=final)
-    return ctx.planner.answer_problem(answer, request, steps, final=final)
 
 
 def _failed(mode: Literal["tool", "llm", "fallback"], error: str, **fields: Any) -> StepExecutionResult:
@@ -130,14 +120,14 @@ class KernelStepExecutor:
         note = None
         try:
             answer = _model_answer(ctx, reasoning_prompt(summary, state.request, step))
-            problem = _answer_problem(ctx, answer, state.request, steps, final)
+            problem = judged_problem(ctx, answer, state.request, steps, final=final)
             if problem is not None:
                 first = compact(json.dumps(answer, ensure_ascii=False))
                 correction = (
                     f"Your first answer was {first}. {problem} Answer again with what the results give."
                 )
                 answer = _model_answer(ctx, reasoning_prompt(summary, state.request, step, correction))
-                if (again := _answer_problem(ctx, answer, state.request, steps, final)) is not None:
+                if (again := judged_problem(ctx, answer, state.request, steps, final=final)) is not None:
                     note = f"the model's answer contradicted the tools twice ({again})"
                     fallback = tool_answer(steps)
                     if fallback is None:  # no tool to answer from: better no answer than a made-up one

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from aeon_kernel import PlanStep, StepStatus
+from aeon_kernel.kit import StepContext
 from aeon_plugins.planning.examples import example_arguments
 from aeon_plugins.planning.prompts import EXAMPLE_ANSWER, EXAMPLE_REQUEST, compact
 
@@ -135,6 +136,16 @@ def grounded_numbers(request: str, steps: Sequence[PlanStep]) -> tuple[set[float
         facts_in([last.result]) - facts_in([last.arguments]) if last.status is StepStatus.COMPLETE else set()
     )
     return facts, found
+
+
+def judged_problem(
+    ctx: StepContext, answer: str, request: str, steps: Sequence[PlanStep], *, final: bool
+) -> str | None:
+    """The planner's judgement of a model answer to one of its steps (``Planner.answer_problem``); a context
+    without a planner: the grounding check itself."""
+    if ctx.planner is None:
+        return grounding_problem(answer, request, steps, final=final)
+    return ctx.planner.answer_problem(answer, request, steps, final=final)
 
 
 def plan_problems(steps: Sequence[PlanStep], request: str) -> list[str]:

@@ -18,9 +18,9 @@ from typing import Any, Final
 
 from aeon_kernel import Plan, PlanStep, StepExecutionResult, StepStatus
 from aeon_kernel.errors import SupervisorError, ValidationError
-from aeon_kernel.kit import StepContext, json_problem, parse_json
-from aeon_plugins.planning.grounding import grounded_numbers, grounding_problem, numbers_in
-from aeon_plugins.planning.prompts import SYSTEM_PROMPT, compact, step_summary
+from aeon_kernel.kit import StepContext, ask_json, json_problem
+from aeon_plugins.planning.grounding import grounded_numbers, judged_problem, numbers_in
+from aeon_plugins.planning.prompts import compact, step_summary
 
 OUTPUT_DESCRIPTION: Final = "Give the result in the requested form"
 
@@ -131,7 +131,7 @@ def decoding_schema(schema: dict[str, Any], grounded: tuple[set[float], set[floa
         if not isinstance(node, dict):
             return node
         copy = {key: narrowed(value) for key, value in node.items()}
-        kinds = {copy.get("type")} if isinstance(copy.get("type"), str) else set(copy.get("type") or ())
+        kinds = _kinds(copy)
         if "integer" in kinds:
             whole = [int(v) for v in values if v.is_integer()]
             return {**copy, "enum": whole} if whole else copy
@@ -152,18 +152,28 @@ def _numeric(schema: Any) -> list[Any]:
         return [found for item in schema for found in _numeric(item)]
     if not isinstance(schema, dict):
         return []
-    kind = schema.get("type")
-    kinds = {kind} if isinstance(kind, str) else set(kind or ())
-    own = [schema] if kinds & {"integer", "number"} else []
+    own = [schema] if _kinds(schema) & {"integer", "number"} else []
     return own + [found for value in schema.values() for found in _numeric(value)]
 
 
+def _kinds(schema: dict[str, Any]) -> set[str]:
+    """The types a (sub-)schema names: its ``type``, one or a list."""
+    kind = schema.get("type")
+    return {kind} if isinstance(kind, str) else set(kind or ())
+
+
 def _model_output(ctx: StepContext, prompt: str, schema: dict[str, Any], decode: dict[str, Any]) -> Any:
-    text = ctx.llm.generate(prompt, SYSTEM_PROMPT, ctx.max_tokens, ctx.temperature, json_schema=decode)[
-        "text"
-    ]
-    value = parse_json(text, ctx.supervisor, ctx.record, schema, ctx.validator)
-    ctx.validator.validate_llm_output(value, schema)
+    value = ask_json(
+        ctx.llm,
+        ctx.supervisor,
+        ctx.validator,
+        prompt,
+        schema,
+        record=ctx.record,
+        max_tokens=ctx.max_tokens,
+        temperature=ctx.temperature,
+        decode=decode,
+    )
     if (problem := json_problem(value)) is not None:
         raise ValidationError(f"it is not JSON data: {problem}")
     return value
@@ -173,7 +183,4 @@ def _output_problem(ctx: StepContext, output: Any, request: str, steps: Sequence
     """The planner's judgement of the output, read as the text of its JSON: the numbers it states must be
     supported once a tool has run, and it must state the last tool's result when it states numbers at all."""
     text = json.dumps(output, ensure_ascii=False)
-    final = bool(numbers_in(text))
-    if ctx.planner is None:
-        return grounding_problem(text, request, steps, final=final)
-    return ctx.planner.answer_problem(text, request, steps, final=final)
+    return judged_problem(ctx, text, request, steps, final=bool(numbers_in(text)))
