@@ -282,10 +282,10 @@ def test_a_batch_on_redis_resumes_its_runs(tmp_path: Path, redis_url: str) -> No
         made.kill_all()
 
 
-def test_a_flow_batch_killed_inside_a_stage_resumes_its_runs(tmp_path: Path) -> None:
+def write_marks_flow(root: Path, tables: str = "") -> None:
+    """``root/flow``: STEPS ``ledger.mark`` nodes in a row, its aeon.toml in-memory memory plus ``tables``."""
     import yaml
 
-    made = Project(tmp_path)
     nodes = [{"id": "in", "role": "start"}]
     nodes += [{"id": f"m{i}", "role": "linear", "impl": "ledger.mark"} for i in range(1, STEPS + 1)]
     nodes += [{"id": "out", "role": "exit"}]
@@ -294,9 +294,14 @@ def test_a_flow_batch_killed_inside_a_stage_resumes_its_runs(tmp_path: Path) -> 
         "nodes": nodes,
         "edges": [[a["id"], b["id"]] for a, b in itertools.pairwise(nodes)],
     }
-    (tmp_path / "flow").mkdir()
-    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
-    (tmp_path / "flow" / "aeon.toml").write_text('[memory]\nuse = "in_memory"\n')
+    (root / "flow").mkdir()
+    (root / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
+    (root / "flow" / "aeon.toml").write_text('[memory]\nuse = "in_memory"\n' + tables)
+
+
+def test_a_flow_batch_killed_inside_a_stage_resumes_its_runs(tmp_path: Path) -> None:
+    made = Project(tmp_path)
+    write_marks_flow(tmp_path)
     lines = [{"id": i, "input": {"n": i}} for i in range(TASKS)]
     (tmp_path / "requests.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     try:

@@ -128,10 +128,12 @@ class Served:
 
 
 @contextmanager
-def inspector(project: Path, *, ignore_sigint: bool = False) -> Iterator[Served]:
-    """``aeon inspect --no-browser`` until its URL is printed (stdout); stopped for sure when the block ends."""
+def _serving(
+    project: Path, args: list[str], printed_on: str, path: str, ignore_sigint: bool
+) -> Iterator[Served]:
+    """``aeon ARGS`` until the page's URL (``path``, with its token) is printed on stdout or stderr."""
     with started(
-        aeon_command("inspect", "--no-browser"),
+        aeon_command(*args),
         cwd=project,
         env=environment(project),
         stdout=subprocess.PIPE,
@@ -139,30 +141,26 @@ def inspector(project: Path, *, ignore_sigint: bool = False) -> Iterator[Served]
         text=True,
         ignore_sigint=ignore_sigint,
     ) as process:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        found = re.search(r"(http://127\.0\.0\.1:(\d+)/\?token=\S+)", line)
+        stream = process.stdout if printed_on == "stdout" else process.stderr
+        assert stream is not None
+        line = stream.readline()
+        found = re.search(rf"(http://127\.0\.0\.1:(\d+)/{re.escape(path)}\?token=\S+)", line)
         assert found, line
         yield Served(process, int(found[2]), found[1])
 
 
 @contextmanager
+def inspector(project: Path, *, ignore_sigint: bool = False) -> Iterator[Served]:
+    """``aeon inspect --no-browser`` until its URL is printed (stdout); stopped for sure when the block ends."""
+    with _serving(project, ["inspect", "--no-browser"], "stdout", "", ignore_sigint) as served:
+        yield served
+
+
+@contextmanager
 def stepping(project: Path, *, ignore_sigint: bool = False) -> Iterator[Served]:
     """``aeon run REQUEST --inspect --no-browser --json`` until its URL is printed (stderr), the run paused."""
-    with started(
-        aeon_command("run", REQUEST, "--inspect", "--no-browser", "--json"),
-        cwd=project,
-        env=environment(project),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        ignore_sigint=ignore_sigint,
-    ) as process:
-        assert process.stderr is not None
-        line = process.stderr.readline()
-        found = re.search(r"(http://127\.0\.0\.1:(\d+)/live\?token=\S+)", line)
-        assert found, line
-        served = Served(process, int(found[2]), found[1])
+    args = ["run", REQUEST, "--inspect", "--no-browser", "--json"]
+    with _serving(project, args, "stderr", "live", ignore_sigint) as served:
         wait_paused(served, 0)
         yield served
 

@@ -12,7 +12,6 @@ idempotency key in a ledger file, once per key; every attempt is noted too), whi
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -25,7 +24,16 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_batch_resume import CONCURRENCY, ROOT, STEPS, TASKS, Project, check_once_only, comparable
+from tests.cli.test_batch_resume import (
+    CONCURRENCY,
+    ROOT,
+    STEPS,
+    TASKS,
+    Project,
+    check_once_only,
+    comparable,
+    write_marks_flow,
+)
 from tests.plugins.ray.test_ray_executor import cluster  # noqa: F401 - the module's Ray cluster
 
 
@@ -154,22 +162,8 @@ def test_a_flow_batch_on_ray_killed_while_its_stages_run_resumes_their_runs(
     tmp_path: Path,
 ) -> None:
     """A resumed flow run goes on at the stage after its last committed one, in a worker of the new batch."""
-    import yaml
-
     made = Project(tmp_path)
-    nodes = [{"id": "in", "role": "start"}]
-    nodes += [{"id": f"m{i}", "role": "linear", "impl": "ledger.mark"} for i in range(1, STEPS + 1)]
-    nodes += [{"id": "out", "role": "exit"}]
-    flow = {
-        "name": "marks",
-        "nodes": nodes,
-        "edges": [[a["id"], b["id"]] for a, b in itertools.pairwise(nodes)],
-    }
-    (tmp_path / "flow").mkdir()
-    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
-    (tmp_path / "flow" / "aeon.toml").write_text(
-        '[memory]\nuse = "in_memory"\n' + executor_table(made, cluster["address"])
-    )
+    write_marks_flow(tmp_path, executor_table(made, cluster["address"]))
     lines = [{"id": i, "input": {"n": i}} for i in range(TASKS)]
     (tmp_path / "requests.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     try:
