@@ -235,14 +235,15 @@ class Orchestrator:
         ``status`` is ``completed`` (every step complete and the convergence engine agrees), ``failed``, or
         ``ttl_expired`` (the state is kept: FR-036).
         """
-        run = self._begin(lambda: self.start(user_request, initial_plan, output_type=output_type))
+        wanted = None if output_type is None else typed(output_type)  # its schema made once, for both uses
+        run = self._begin(lambda: self.start(user_request, initial_plan, output_type=wanted))
         try:
             result = run.execute().to_dict()
         finally:
             self._end(run)
-        if output_type is None:
+        if wanted is None:
             return result
-        return {**result, "output": typed(output_type).convert(result.get("output"), run.run_id)}
+        return {**result, "output": wanted.convert(result.get("output"), run.run_id)}
 
     def iter(
         self,

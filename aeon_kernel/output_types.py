@@ -8,7 +8,7 @@ becomes a value of that type only when it is handed back (:meth:`OutputType.conv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aeon_kernel.errors import ValidationError
@@ -26,6 +26,8 @@ class OutputType:
 
     schema: dict[str, Any]
     python_type: Any = None
+    #: pydantic's adapter of ``python_type``, made once with the schema
+    adapter: Any = field(default=None, repr=False, compare=False)
 
     def convert(self, value: Any, run_id: str = "") -> Any:
         """The JSON output of run ``run_id`` as the asked type (checked against the schema, and by the type's own
@@ -41,7 +43,7 @@ class OutputType:
         from pydantic import ValidationError as PydanticValidationError
 
         try:
-            return TypeAdapter(self.python_type).validate_python(value)
+            return (self.adapter or TypeAdapter(self.python_type)).validate_python(value)
         except PydanticValidationError as exc:
             name = getattr(self.python_type, "__name__", repr(self.python_type))
             first = exc.errors()[0]
@@ -61,17 +63,18 @@ def output_type(spec: Any) -> OutputType:
     from pydantic import TypeAdapter
 
     from aeon_kernel.function_tools import (
-        Untitled,  # pydantic's schema generator: loaded when a type is given
-    )
+        Untitled,
+    )  # pydantic's schema generator: loaded when a type is given
 
     try:
-        schema = TypeAdapter(spec).json_schema(schema_generator=Untitled)
+        adapter: TypeAdapter[Any] = TypeAdapter(spec)
+        schema = adapter.json_schema(schema_generator=Untitled)
     except Exception as exc:
         problem = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ValidationError(
             f"output_type {spec!r} has no JSON Schema ({problem}): give {OUTPUT_TYPES}"
         ) from None
-    return OutputType(schema, spec)
+    return OutputType(schema, spec, adapter)
 
 
 def check_output_schema(schema: Any) -> dict[str, Any]:
