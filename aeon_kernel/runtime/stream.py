@@ -136,10 +136,13 @@ _EVENTS: dict[str, Callable[[_Collector, dict[str, Any]], None]] = {
 
 
 @contextmanager
-def watching(run: Run, on_event: Callable[[RunEvent], None]) -> Iterator[None]:
+def watching(
+    run: Run, on_event: Callable[[RunEvent], None], cancelled: threading.Event | None = None
+) -> Iterator[None]:
     """Give ``on_event`` each event of ``run`` as it happens, the model's text included, while the caller steps the
-    run in this thread: how a face that drives a run itself (``aeon run``'s live view) sees what a stream yields."""
-    collector = _Collector(run, on_event, threading.Event())
+    run in this thread: how a face that drives a run itself (``aeon run``'s live view) sees what a stream yields.
+    Once ``cancelled`` is set, the model's next piece of text raises :class:`StreamCancelled`."""
+    collector = _Collector(run, on_event, cancelled or threading.Event())
     run.observe(collector.observe)
     token = begin_listening(collector.text)
     try:
@@ -249,25 +252,21 @@ class _Streaming:
         return None if self.run.result is None else self.run.result.to_dict()
 
     def _begin(self, queue: _Queue) -> None:
-        collector = _Collector(self.run, queue.push, self.cancelled)
-        self.run.observe(collector.observe)
         self._ended = threading.Event()
         context = contextvars.copy_context()  # the caller's context variables go with the run
-        _WORKERS.run(partial(context.run, self._drive, collector, queue, self._ended))
+        _WORKERS.run(partial(context.run, self._drive, queue, self._ended))
 
-    def _drive(self, collector: _Collector, queue: _Queue, ended: threading.Event) -> None:
-        token = begin_listening(collector.text)
+    def _drive(self, queue: _Queue, ended: threading.Event) -> None:
         error: BaseException | None = None
         try:
-            while not self.cancelled.is_set() and self.run.next() is not None:
-                pass
+            with watching(self.run, queue.push, self.cancelled):
+                while not self.cancelled.is_set() and self.run.next() is not None:
+                    pass
         except StreamCancelled:
             pass  # the run was interrupted, as by Ctrl-C: its claim is released, it resumes from the store
         except BaseException as exc:
             error = exc
         finally:
-            end_listening(token)
-            self.run.observe(None)
             if self.run.result is None:
                 self.run.close()  # stopped between cycles: released, resumable
             ended.set()
