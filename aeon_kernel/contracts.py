@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
-from aeon_kernel.models import ConvergenceAssessment, FrozenModel, Plan, PlanStep, SupervisorAction
+from aeon_kernel.models import Check, ConvergenceAssessment, FrozenModel, Plan, PlanStep, SupervisorAction
 from aeon_kernel.tools import ToolRegistry
 
 
@@ -136,8 +136,9 @@ class Validator(ABC):
     def validate_step_tool(self, step: PlanStep, tool_registry: ToolRegistry) -> StepToolCheck: ...
 
 
-#: The callback supervisors (and planners) report each repair attempt through; it lands in the cycle's log line.
-RecordAction = Callable[[SupervisorAction], None]
+#: The callback supervisors, planners and step executors report each repair attempt and each check
+#: (:class:`~aeon_kernel.models.Check`) through; both land in the cycle's log line and the run's state.
+RecordAction = Callable[[SupervisorAction | Check], None]
 
 
 class Supervisor(ABC):

@@ -332,6 +332,29 @@ class SupervisorAction(FrozenModel):
         return self
 
 
+#: what one check found: ``passed``; ``resolved`` (it found a problem that was then fixed: a plan asked for again,
+#: an answer replaced by the tools' result); ``failed`` (the problem is still there); ``inconclusive`` (it could
+#: not decide, as when samples disagree); ``skipped`` (it could not run here, the detail says why)
+CheckVerdict = Literal["passed", "resolved", "failed", "inconclusive", "skipped"]
+#: what a check is about
+CheckSubject = Literal["plan", "tool_call", "answer", "output", "run"]
+
+
+class Check(FrozenModel):
+    """One check of a run: what it was about, who ran it, and its verdict (with the finding when not passed)."""
+
+    #: what ran: ``plan_fits_request``, ``review`` (a tool's review of a call), ``answer_grounded``,
+    #: ``convergence``, ``output_schema``, ``agreement``, or a plugin's own name
+    name: str = Field(min_length=1)
+    subject: CheckSubject
+    verdict: CheckVerdict
+    #: the finding, or why the check could not run; None when it passed without remark
+    detail: str | None = None
+    step_id: str | None = None
+    #: the tool whose call was checked (``review``), or who ran the check
+    by: str | None = None
+
+
 class MemoryEntry(FrozenModel):
     """A key/value pair in a memory backend; values must be JSON-serialisable."""
 
@@ -364,6 +387,8 @@ class OrchestrationState(FrozenModel):
     ttl_remaining: int = Field(ge=0)
     cycle: int = Field(default=0, ge=0)
     status: RunStatus = "running"
+    #: what was checked so far (plan, tool calls, answers): the run's verification record is made of these
+    checks: tuple[Check, ...] = Field(default=(), exclude_if=_is_empty)
     #: what the run's scheduler must remember across a crash (JSON; the linear scheduler needs none, the
     #: multi-pass one keeps its pass, profile and refinement ledger here); left out of a dump while empty
     scheduler_state: dict[str, Any] = Field(default_factory=dict, exclude_if=_is_empty)
@@ -390,6 +415,8 @@ class LogEntry(FrozenModel):
     duration_ms: float = 0.0
     #: a flow run's history records, one per node stage of this cycle (spec 004 §6); left out while empty
     stages: tuple[dict[str, Any], ...] = Field(default=(), exclude_if=_is_empty)
+    #: the checks recorded in this cycle (aeon_kernel.verification); left out while empty
+    checks: tuple[Check, ...] = Field(default=(), exclude_if=_is_empty)
 
     _iso = field_validator("timestamp")(_check_iso)
 

@@ -157,6 +157,7 @@ class Orchestrator:
             tool_history=(),
             llm_outputs=(),
             supervisor_actions=(),
+            checks=(),
             errors=(),
             ttl_remaining=self.ttl,
             cycle=0,

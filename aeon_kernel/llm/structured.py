@@ -14,7 +14,7 @@ from aeon_kernel.contracts import RecordAction, Supervisor, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
 from aeon_kernel.llm.client import ModelClient
 from aeon_kernel.llm.output import parse_json
-from aeon_kernel.models import SupervisorAction
+from aeon_kernel.models import Check, SupervisorAction
 
 #: the system prompt of every JSON request the kernel makes (plans, steps, repairs, judges)
 SYSTEM_PROMPT: Final = (
@@ -23,7 +23,7 @@ SYSTEM_PROMPT: Final = (
 )
 
 
-def ignore_action(action: SupervisorAction) -> None:
+def ignore_action(action: SupervisorAction | Check) -> None:
     """Where repair attempts go when the caller keeps no record of them."""
 
 

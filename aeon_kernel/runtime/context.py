@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from aeon_kernel.contracts import ConvergenceEngine, Memory, Planner, Supervisor, Validator
 from aeon_kernel.errors import AeonError
 from aeon_kernel.llm.client import ModelClient
-from aeon_kernel.models import Phase, Plan, SupervisorAction, ToolCall
+from aeon_kernel.models import Check, Phase, Plan, SupervisorAction, ToolCall
 from aeon_kernel.runtime.state import RunState
 from aeon_kernel.secrets import scrub_secrets_data
 from aeon_kernel.tools import ToolRegistry
@@ -71,7 +71,17 @@ class Deferred(dict[str, Any]):
 class Cycle:
     """What one cycle gathers before it becomes a LogEntry."""
 
-    __slots__ = ("actions", "errors", "phase", "plan_state", "stages", "started", "step_id", "tool_calls")
+    __slots__ = (
+        "actions",
+        "checks",
+        "errors",
+        "phase",
+        "plan_state",
+        "stages",
+        "started",
+        "step_id",
+        "tool_calls",
+    )
 
     def __init__(self, plan: Plan | None) -> None:
         self.started = time.perf_counter()
@@ -79,6 +89,7 @@ class Cycle:
         self.phase: Phase = "plan" if plan is None else "step"
         self.step_id: str | None = None
         self.actions: list[SupervisorAction] = []
+        self.checks: list[Check] = []
         self.tool_calls: list[ToolCall] = []
         self.errors: list[dict[str, Any]] = []
         self.stages: list[dict[str, Any]] = []
@@ -135,11 +146,24 @@ class RunContext:
         if self.observer is not None:
             self.observer(hook_name, kwargs)
 
-    def record_action(self, action: SupervisorAction) -> None:
-        """Supervisors report every attempt here; it lands in the cycle's log line and in the state."""
+    def record_action(self, action: SupervisorAction | Check) -> None:
+        """Supervisors report every attempt here, and components every check they ran (:meth:`record_check`); it
+        lands in the cycle's log line and in the state."""
+        if isinstance(action, Check):
+            self.record_check(action)
+            return
         if self.cycle is not None:
             self.cycle.actions.append(action)
         self.emit("aeon_supervisor_action", run_id=self.state.run_id, action=action)
+
+    def record_check(self, check: Check) -> None:
+        """A check of the plan, a tool call or an answer (:mod:`aeon_kernel.verification`): into this cycle's log
+        line and the state; outside a cycle (the run's end), straight into the state."""
+        if self.cycle is not None:
+            self.cycle.checks.append(check)
+        else:
+            self.state.checks.append(check)
+            self.state.changed()
 
     def record_tool_calls(self, calls: tuple[ToolCall, ...]) -> None:
         """Tool calls made in this cycle: into its log line, and to ``aeon_tool_called``."""

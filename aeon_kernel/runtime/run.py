@@ -29,6 +29,7 @@ from aeon_kernel.runtime.context import Components, Cycle, Deferred, Hooks, RunC
 from aeon_kernel.runtime.scheduler import Conclusion, Preview, Scheduler, Verdict, Work
 from aeon_kernel.runtime.state import RunState
 from aeon_kernel.runtime.store import StateStore, StoredRun
+from aeon_kernel.verification import UNVERIFIED, VERIFIED, Verification, verify
 
 if TYPE_CHECKING:
     from aeon_kernel.runtime.stream import AsyncRunStream, RunStream
@@ -55,6 +56,8 @@ class RunResult:
     final_state: dict[str, Any]
     #: what the scheduler adds to the result (``Conclusion.details``), by key
     details: dict[str, Any] = field(default_factory=dict)
+    #: how the result was checked, and the verdict the checks allow (decision 0018)
+    verification: Verification | None = None
     _dict: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,6 +76,7 @@ class RunResult:
             "errors": list(self.errors),
             "message": self.message,
             "convergence": self.convergence.model_dump(mode="json") if self.convergence else None,
+            "verification": self.verification.model_dump(mode="json") if self.verification else None,
             "final_state": self.final_state,
             **self.details,
         }
@@ -347,7 +351,7 @@ class Run:
         state = context.state
         # the requests (prompts) and start times go to aeon_model_called, not into the state
         asked = [{"request": call.pop(REQUEST, None), STARTED: call.pop(STARTED, None)} for call in calls]
-        state.end_cycle(cycle.tool_calls, calls, cycle.actions, cycle.errors)
+        state.end_cycle(cycle.tool_calls, calls, cycle.actions, cycle.errors, cycle.checks)
         step = state.step(cycle.step_id) if state.goal is not None and cycle.step_id else None
         # Built without re-validation: every part is already a validated kernel object (pydantic would
         # otherwise re-run the plan's validators on each cycle).
@@ -367,6 +371,7 @@ class Run:
             usage=total_usage(calls),
             duration_ms=round((time.perf_counter() - cycle.started) * 1000, 3),
             stages=tuple(cycle.stages),
+            checks=tuple(cycle.checks),
         )
         context.cycle = None
         if self.store is not None:
@@ -396,23 +401,29 @@ class Run:
 
     def _finish(self, verdict: Verdict) -> None:
         context = self._context
-        context.state.finish(verdict.status)
+        verification = _verification(context.state, verdict.status)
+        status = "failed" if verdict.status == "completed" and verification.contradicted else verdict.status
+        context.state.finish(status)
         try:
             conclusion = self._scheduler.conclude(context.state.snapshot(), verdict)
         except Exception as exc:
             self._scheduler_failed("conclude", exc)
             conclusion = Conclusion(answer=None, message=f"the scheduler could not conclude: {exc}")
+        message = conclusion.message
+        if status != verdict.status:  # every step completed, but a check's finding stands (decision 0018)
+            message = f"not verified: {verification.reason}; the answer is kept, but do not trust it"
         state = context.state.snapshot()
         result = RunResult(
             run_id=state.run_id,
-            status=verdict.status,
+            status=status,
             answer=conclusion.answer,
-            message=conclusion.message,
+            message=message,
             errors=state.errors,
             convergence=verdict.convergence or conclusion.convergence,
             state=state,
             final_state=state.model_dump(mode="json"),
             details=conclusion.details,
+            verification=verification,
         )
         if self.store is not None:
             try:
@@ -474,3 +485,12 @@ def extend_ttl(store: StateStore, stored: StoredRun, cycles: int) -> StoredRun:
             "aeon runs shows it)"
         ) from None
     return StoredRun(state=extended, manifest=stored.manifest, entries=(*stored.entries, entry))
+
+
+def _verification(state: RunState, status: RunStatus) -> Verification:
+    """What the run's checks allow it to claim; a run that did not complete is at best unverified."""
+    verification = verify(state.checks, tool_calls=state.tool_history)
+    if status != "completed" and verification.verdict == VERIFIED:
+        reason = f"the run ended {status}: {verification.reason} for what did run"
+        return verification.model_copy(update={"verdict": UNVERIFIED, "reason": reason})
+    return verification

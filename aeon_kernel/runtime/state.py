@@ -21,6 +21,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from aeon_kernel.errors import RunStoreError, StateTransitionError
 from aeon_kernel.models import (
+    Check,
     OrchestrationState,
     Plan,
     PlanStep,
@@ -79,6 +80,7 @@ class RunState:
         "_memos",
         "_plan",
         "_snapshot",
+        "checks",
         "current_step_id",
         "cycle",
         "errors",
@@ -107,6 +109,7 @@ class RunState:
         self.tool_history: list[ToolCall] = list(state.tool_history)
         self.llm_outputs: list[dict[str, Any]] = list(state.llm_outputs)
         self.supervisor_actions: list[SupervisorAction] = list(state.supervisor_actions)
+        self.checks: list[Check] = list(state.checks)
         self.errors: list[dict[str, Any]] = list(state.errors)
         self.ttl_remaining = state.ttl_remaining
         self.cycle = state.cycle
@@ -137,6 +140,7 @@ class RunState:
                 tool_history=tuple(self.tool_history),
                 llm_outputs=tuple(self.llm_outputs),
                 supervisor_actions=tuple(self.supervisor_actions),
+                checks=tuple(self.checks),
                 errors=tuple(self.errors),
                 ttl_remaining=self.ttl_remaining,
                 cycle=self.cycle,
@@ -243,6 +247,7 @@ class RunState:
         llm_outputs: list[dict[str, Any]],
         supervisor_actions: list[SupervisorAction],
         errors: list[dict[str, Any]],
+        checks: list[Check] | None = None,
     ) -> None:
         """FR-035: one cycle done, one unit of TTL spent; the cycle's records appended to the histories."""
         self.cycle += 1
@@ -250,6 +255,8 @@ class RunState:
         self.tool_history += tool_calls
         self.llm_outputs += llm_outputs
         self.supervisor_actions += supervisor_actions
+        if checks:
+            self.checks += checks
         self.errors += errors
         self._snapshot = None
 

@@ -26,6 +26,7 @@ from aeon_kernel import Plan, Supervisor, SupervisorAction, ToolRegistry, Valida
 from aeon_kernel.errors import SupervisorError, ValidationError
 from aeon_kernel.kit import (
     MAX_REPAIR_CHARS,
+    Check,
     RecordAction,
     SupervisorActionType,
     dumps_lenient,
@@ -114,8 +115,9 @@ def parse_plan(
     actions: list[SupervisorAction] = []
     emit = record or ignore_action
 
-    def keep(action: SupervisorAction) -> None:
-        actions.append(action)
+    def keep(action: SupervisorAction | Check) -> None:
+        if isinstance(action, SupervisorAction):
+            actions.append(action)
         emit(action)
 
     if not isinstance(text, str):

@@ -87,6 +87,7 @@ def test_the_result_dict_is_what_orchestrator_execute_returns(make_harness: Make
         "errors",
         "message",
         "convergence",
+        "verification",
         "final_state",
     }
 

@@ -1,0 +1,86 @@
+"""How a run's result was checked (issue 26, decision 0018): the checks that ran, and what they let it claim.
+
+Components record a :class:`Check` for each thing they verified or tried to — the planner on the plan, a tool's
+:meth:`~aeon_kernel.tools.Tool.review` on a call, the grounding check on an answer, the convergence engine on the
+run — through the ``record`` callback they already report supervisor actions to. The kernel keeps the checks
+with the run (the state, each cycle's log line) and, when the run ends, sums them up in a :class:`Verification`:
+
+- ``contradicted``: a check found a problem that was not resolved. The run cannot end ``completed``: it ends
+  ``failed``, its answer kept, its message naming the finding.
+- ``verified``: tools gave the answer, every tool call was reviewed and approved by its tool, and nothing failed.
+- ``unverified``: nothing failed, but something the answer rests on could not be checked (a model's own answer, a
+  tool that cannot review its calls, a check that was skipped); the reason says what.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Literal
+
+from aeon_kernel.models import Check, FrozenModel
+
+__all__ = ["CONTRADICTED", "UNVERIFIED", "VERIFIED", "Check", "Review", "Verification", "verify"]
+
+#: a run's overall verdict
+VerdictName = Literal["verified", "unverified", "contradicted"]
+
+VERIFIED: Final = "verified"
+UNVERIFIED: Final = "unverified"
+CONTRADICTED: Final = "contradicted"
+
+
+class Review(FrozenModel):
+    """A tool's review of a proposed call against the request (:meth:`~aeon_kernel.tools.Tool.review`).
+
+    ``approved`` with no findings: the call does what the request asks of this tool. Not approved: each finding
+    says what the call gets wrong ("the request says 'multiply' but the expression does not multiply"), in words
+    a planner can be given back.
+    """
+
+    approved: bool
+    findings: tuple[str, ...] = ()
+
+
+class Verification(FrozenModel):
+    """A run's verification record: every check that ran, and the overall verdict they allow."""
+
+    verdict: VerdictName
+    #: why the verdict is what it is: the unresolved finding, what could not be checked, or what was
+    reason: str
+    checks: tuple[Check, ...] = ()
+
+    @property
+    def contradicted(self) -> bool:
+        return self.verdict == CONTRADICTED
+
+
+def verify(checks: Iterable[Check], *, tool_calls: Sequence[Any] = ()) -> Verification:
+    """The verdict ``checks`` allow for a run that made ``tool_calls`` (:class:`~aeon_kernel.models.ToolCall`).
+
+    ``contradicted`` when a check failed; ``verified`` when at least one tool call completed, every completed call
+    passed its tool's review, and no check was inconclusive or skipped; ``unverified`` otherwise.
+    """
+    checks = tuple(checks)
+    failed = [c for c in checks if c.verdict == "failed"]
+    if failed:
+        return Verification(verdict=CONTRADICTED, reason=_finding(failed[0]), checks=checks)
+    doubtful = [c for c in checks if c.verdict in ("inconclusive", "skipped")]
+    if doubtful:
+        return Verification(verdict=UNVERIFIED, reason=_finding(doubtful[0]), checks=checks)
+    completed = [c for c in tool_calls if getattr(c, "error", None) is None]
+    if not completed:
+        reason = "no tool gave the answer: the model's own words cannot be checked"
+        return Verification(verdict=UNVERIFIED, reason=reason, checks=checks)
+    reviewed = {c.step_id for c in checks if c.name == "review" and c.verdict in ("passed", "resolved")}
+    unreviewed = sorted({str(c.tool_name) for c in completed if c.step_id not in reviewed})
+    if unreviewed:
+        reason = f"{', '.join(unreviewed)} cannot review its calls against the request"
+        return Verification(verdict=UNVERIFIED, reason=reason, checks=checks)
+    return Verification(
+        verdict=VERIFIED, reason="every tool call was reviewed and every check passed", checks=checks
+    )
+
+
+def _finding(check: Check) -> str:
+    where = f" (step {check.step_id})" if check.step_id else ""
+    return f"{check.name}{where}: {check.detail or check.verdict}"
