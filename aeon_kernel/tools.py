@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -21,6 +21,7 @@ from pydantic import ValidationError as PydanticValidationError
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, ValidationError
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.schemas import check_schema, schema_errors
+from aeon_kernel.verification import Review
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 #: seconds the kernel waits past ``timeout`` for a tool that ``enforces_timeout``
@@ -121,6 +122,14 @@ class Tool(BaseModel, ABC):
         absolute, and what the tool could not work out is listed under ``unresolved`` (a policy that matches paths
         should refuse it). By default nothing."""
         return {}
+
+    def review(self, request: str, calls: Sequence[Mapping[str, Any]]) -> Review | None:
+        """Whether the ``calls`` a run makes (or its plan proposes) to this tool do what ``request`` asks of it:
+        each call as ``{"arguments": ..., "result": ...}`` (``result`` once it ran), in order. The kernel asks
+        every tool a run used, and a planner may ask before the plan runs and re-plan with the findings; an
+        approved review is what lets a result say ``verified`` (issue 26). By default None: this tool cannot
+        judge its calls, and a result that rests on them is ``unverified``."""
+        return None
 
     def check_resources(self, resources: dict[str, list[str]]) -> None:
         """Have what this call touches beyond what :meth:`resources` said beforehand — found only while it runs,

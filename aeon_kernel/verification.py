@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
-from aeon_kernel.models import Check, FrozenModel
+from aeon_kernel.models import Check, CheckVerdict, FrozenModel
 
-__all__ = ["CONTRADICTED", "UNVERIFIED", "VERIFIED", "Check", "Review", "Verification", "verify"]
+__all__ = ["CONTRADICTED", "UNVERIFIED", "VERIFIED", "Check", "CheckVerdict", "Review", "Verification", "reviews", "verify"]
 
 #: a run's overall verdict
 VerdictName = Literal["verified", "unverified", "contradicted"]
@@ -34,11 +34,13 @@ class Review(FrozenModel):
 
     ``approved`` with no findings: the call does what the request asks of this tool. Not approved: each finding
     says what the call gets wrong ("the request says 'multiply' but the expression does not multiply"), in words
-    a planner can be given back.
+    a planner can be given back. ``unrelated``: the request asks nothing of this tool at all (a calculation for
+    "translate 'cat' into French"); a planner then leaves the call out rather than run it.
     """
 
     approved: bool
     findings: tuple[str, ...] = ()
+    unrelated: bool = False
 
 
 class Verification(FrozenModel):
@@ -71,8 +73,8 @@ def verify(checks: Iterable[Check], *, tool_calls: Sequence[Any] = ()) -> Verifi
     if not completed:
         reason = "no tool gave the answer: the model's own words cannot be checked"
         return Verification(verdict=UNVERIFIED, reason=reason, checks=checks)
-    reviewed = {c.step_id for c in checks if c.name == "review" and c.verdict in ("passed", "resolved")}
-    unreviewed = sorted({str(c.tool_name) for c in completed if c.step_id not in reviewed})
+    reviewed = {c.by for c in checks if c.name == "review" and c.verdict in ("passed", "resolved")}
+    unreviewed = sorted({str(c.tool_name) for c in completed if c.tool_name not in reviewed})
     if unreviewed:
         reason = f"{', '.join(unreviewed)} cannot review its calls against the request"
         return Verification(verdict=UNVERIFIED, reason=reason, checks=checks)
@@ -84,3 +86,28 @@ def verify(checks: Iterable[Check], *, tool_calls: Sequence[Any] = ()) -> Verifi
 def _finding(check: Check) -> str:
     where = f" (step {check.step_id})" if check.step_id else ""
     return f"{check.name}{where}: {check.detail or check.verdict}"
+
+
+def reviews(request: str, calls: Sequence[Any], tools: Any) -> list[Check]:
+    """Each tool's review (:meth:`~aeon_kernel.tools.Tool.review`) of the calls a run made to it, as checks: one
+    per tool that can review, in the order the tools were first called. ``tools`` is the run's registry."""
+    by_tool: dict[str, list[dict[str, Any]]] = {}
+    for call in calls:
+        if call.error is None:
+            by_tool.setdefault(call.tool_name, []).append({"arguments": call.arguments, "result": call.result})
+    checks = []
+    for name, made in by_tool.items():
+        tool = tools.get(name)
+        try:
+            review = tool.review(request, made) if tool is not None else None
+        except Exception as exc:  # a review that fails proves nothing: the calls are not verified
+            checks.append(_review_check(name, "inconclusive", f"the review failed: {type(exc).__name__}: {exc}"))
+            continue
+        if review is not None:
+            found = " ".join(review.findings) or None
+            checks.append(_review_check(name, "passed" if review.approved else "failed", found))
+    return checks
+
+
+def _review_check(tool: str, verdict: CheckVerdict, detail: str | None) -> Check:
+    return Check(name="review", subject="tool_call", verdict=verdict, detail=detail, by=tool)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
 
 from aeon_kernel import Register, Tool, ToolError, hookimpl
+from aeon_kernel.kit import Review
+from aeon_plugins.calculator_review import review_calls
 
 MAX_EXPRESSION_LENGTH: Final = 200
 MAX_EXPONENT: Final = 512
@@ -100,6 +102,10 @@ class CalculatorTool(Tool):
         "additionalProperties": False,
     }
     example: dict[str, Any] | None = {"expression": "5 + 10"}
+
+    def review(self, request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
+        """The calculator knows what arithmetic words mean: :func:`~aeon_plugins.calculator_review.review_calls`."""
+        return review_calls(request, calls)
 
     def invoke(self, **kwargs: Any) -> dict[str, Any]:
         expression = kwargs["expression"]

@@ -29,7 +29,7 @@ from aeon_kernel.runtime.context import Components, Cycle, Deferred, Hooks, RunC
 from aeon_kernel.runtime.scheduler import Conclusion, Preview, Scheduler, Verdict, Work
 from aeon_kernel.runtime.state import RunState
 from aeon_kernel.runtime.store import StateStore, StoredRun
-from aeon_kernel.verification import UNVERIFIED, VERIFIED, Verification, verify
+from aeon_kernel.verification import UNVERIFIED, VERIFIED, Verification, reviews, verify
 
 if TYPE_CHECKING:
     from aeon_kernel.runtime.stream import AsyncRunStream, RunStream
@@ -401,6 +401,10 @@ class Run:
 
     def _finish(self, verdict: Verdict) -> None:
         context = self._context
+        if self._scheduler.reviews_tool_calls:
+            working = context.state
+            for check in reviews(working.request, working.tool_history, context.components.tools):
+                context.record_check(check)
         verification = _verification(context.state, verdict.status)
         status = "failed" if verdict.status == "completed" and verification.contradicted else verdict.status
         context.state.finish(status)

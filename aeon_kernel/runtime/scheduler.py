@@ -124,6 +124,9 @@ class Scheduler(ABC, Generic[MemoT, OutcomeT]):
     #: whether a run on this scheduler can be asked for a typed output (``RunContext.output_schema``): its
     #: conclusion then carries ``details["output"]``
     writes_typed_output: bool = False
+    #: whether the run's request is what its tool calls answer, so that each tool reviews them against it when the
+    #: run ends (:meth:`~aeon_kernel.tools.Tool.review`); a flow's nodes call tools for their own inputs
+    reviews_tool_calls: bool = True
 
     def memo(self, run: RunContext) -> MemoT | None:
         """This scheduler's memo in ``run``: None until it keeps one (``run.state.keep(memo)``, usually in

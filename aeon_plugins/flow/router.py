@@ -77,6 +77,7 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
     """Routes one task tree through a flow (``start`` and ``value`` are used by a new run, not a resumed one)."""
 
     memo_type = FlowBook
+    reviews_tool_calls = False  # a node's tool calls answer the node's input, not the run's request
 
     def __init__(self, setup: FlowSetup, start: str | None = None, value: Any = None) -> None:
         self.setup = setup

@@ -13,11 +13,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 from aeon_kernel import PlanStep, StepExecutionResult, Tool, ToolCall
 from aeon_kernel.errors import MemoryStoreError, SupervisorError, ValidationError
-from aeon_kernel.kit import StepContext, describe, ensure_no_new_tools, json_problem, parse_json
+from aeon_kernel.kit import (
+    Check,
+    CheckVerdict,
+    StepContext,
+    describe,
+    ensure_no_new_tools,
+    json_problem,
+    parse_json,
+)
 from aeon_plugins.planning.grounding import judged_problem, tool_answer
 from aeon_plugins.planning.output import answer_step_id, is_output_step, write_output
 from aeon_plugins.planning.prompts import (
@@ -118,9 +127,12 @@ class KernelStepExecutor:
         summary = step_summary(ctx)
         final = answer_step_id(steps, ctx.output_schema) == step.step_id
         note = None
+        judged = _judges_answers(ctx, steps)
         try:
             answer = _model_answer(ctx, reasoning_prompt(summary, state.request, step))
             problem = judged_problem(ctx, answer, state.request, steps, final=final)
+            if problem is None and judged:
+                ctx.record(_answer_check(step, "passed"))
             if problem is not None:
                 first = compact(json.dumps(answer, ensure_ascii=False))
                 correction = (
@@ -131,8 +143,12 @@ class KernelStepExecutor:
                     note = f"the model's answer contradicted the tools twice ({again})"
                     fallback = tool_answer(steps)
                     if fallback is None:  # no tool to answer from: better no answer than a made-up one
+                        ctx.record(_answer_check(step, "failed", again))
                         return _failed(mode, f"{note}; no tool result to answer from")
                     answer = fallback
+                    ctx.record(_answer_check(step, "resolved", f"{again} Answered with the tools' result."))
+                elif judged:
+                    ctx.record(_answer_check(step, "resolved", f"{problem} Asked again."))
         except (SupervisorError, ValidationError) as exc:
             return _failed(mode, f"the model's answer could not be used: {exc}")
         try:
@@ -168,6 +184,25 @@ class KernelStepExecutor:
             return self.execute_llm_reasoning_step(fixed, ctx, mode="fallback")
         result = self.execute_tool_step(fixed, ctx)
         return result.model_copy(update={"repaired_step": fixed, "execution_mode": "fallback"})
+
+
+def _judges_answers(ctx: StepContext, steps: Sequence[PlanStep]) -> bool:
+    """Whether the planner's judgement of an answer checks it against tool results: some tool step has ended, and
+    the planner checks (the ``model`` planner with ``check`` on, or any other planner's own judgement)."""
+    return getattr(ctx.planner, "check", True) and any(
+        s.tool is not None and s.status.is_terminal for s in steps
+    )
+
+
+def _answer_check(step: PlanStep, verdict: CheckVerdict, detail: str | None = None) -> Check:
+    return Check(
+        name="answer_grounded",
+        subject="answer",
+        verdict=verdict,
+        detail=detail,
+        step_id=step.step_id,
+        by="planner",
+    )
 
 
 def _model_answer(ctx: StepContext, prompt: str) -> str:

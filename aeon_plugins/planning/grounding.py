@@ -240,15 +240,30 @@ def _listed(items: Sequence[str]) -> str:
 
 
 def tool_answer(steps: Sequence[PlanStep]) -> str | None:
-    """The answer the tools themselves give — the last finished tool step's result, or why it failed — or None
-    when no tool step has ended."""
+    """The answer the tools themselves give, as a sentence — what the last finished tool step found ("20 * 80 /
+    100 is 16."), or why it failed — or None when no tool step has ended."""
     finished = _tool_steps(steps)
     if not finished:
         return None
     last = finished[-1]
     if last.status is StepStatus.FAILED:
-        return f"{last.description}: the tool failed: {last.failure}"
-    return f"{last.description}: {compact(last.result)}"
+        return f"The {last.tool} could not do it: {str(last.failure).rstrip('.')}."
+    result, given = last.result, last.arguments or {}
+    if not isinstance(result, dict):
+        return f"The {last.tool} gives {compact(result)}."
+    found = {k: v for k, v in result.items() if given.get(k) != v and not isinstance(v, (dict, list))}
+    asked = [v for v in given.values() if isinstance(v, str)]
+    if len(found) == 1 and len(asked) == 1:  # {"expression": "20 * 80 / 100"} → {"value": 16}
+        return f"{asked[0]} is {_said(next(iter(found.values())))}."
+    if found:
+        return f"The {last.tool} gives " + ", ".join(f"{k} {_said(v)}" for k, v in found.items()) + "."
+    if len(result) == 1 and isinstance(text := next(iter(result.values())), str):
+        return text  # the echo: the result is the text itself
+    return f"The {last.tool} gives {compact(result)}."
+
+
+def _said(value: Any) -> str:
+    return value if isinstance(value, str) else compact(value)
 
 
 def _tool_steps(steps: Sequence[PlanStep]) -> list[PlanStep]:

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from aeon_kernel import Plan, Planner, PlanStep, Supervisor, SupervisorAction, ToolRegistry, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
-from aeon_kernel.kit import ModelBacked, ModelClient, RecordAction, ignore_action
+from aeon_kernel.kit import Check, CheckVerdict, ModelBacked, ModelClient, RecordAction, ignore_action
 from aeon_plugins.planning.grounding import grounding_problem, plan_problems
 from aeon_plugins.planning.parse import parse_plan
 from aeon_plugins.planning.prompts import MAX_PLAN_STEPS, SYSTEM_PROMPT, plan_prompt, plan_schema
@@ -71,12 +71,62 @@ class ModelPlanner(ModelBacked, Planner):
         tools = tool_registry.export_tools_for_llm()
         prompt = plan_prompt(task_description, tools)
         plan = self._plan(prompt, plan_schema(tools, self.max_steps), tool_registry, record)
-        if not self.check or not self.llm.supports_json_schema or len(task_description) > MAX_GOAL_CHARS:
+        if not self.check:
             return plan
-        problems = plan_problems(plan.steps, task_description)
+        emit = record or ignore_action
+        problems = self._problems(plan, task_description, tool_registry)
         if not problems:
+            emit(_plan_check("passed"))
             return plan
-        return self._again(plan, problems, prompt, task_description, tools, tool_registry, record)
+        if self.llm.supports_json_schema and len(task_description) <= MAX_GOAL_CHARS:
+            plan, problems = self._again(
+                plan, problems, prompt, task_description, tools, tool_registry, record
+            )
+            if not problems:
+                return plan
+        # (not asked again otherwise: to a model that cannot be constrained it would be the same prompt again)
+        return self._kept(plan, problems, task_description, tool_registry, emit)
+
+    def _kept(
+        self, plan: Plan, problems: list[str], request: str, tool_registry: ToolRegistry, emit: RecordAction
+    ) -> Plan:
+        """A plan whose findings remain: calls to a tool the request asks nothing of are not made (the step is
+        answered by the model instead); what is still flagged is recorded as a failed check, so the run's
+        result cannot claim more (decision 0018)."""
+        unrelated = {
+            name
+            for name, calls in _proposed(plan).items()
+            if (tool := tool_registry.get(name)) is not None
+            and (review := tool.review(request, calls)) is not None
+            and review.unrelated
+        }
+        if unrelated:
+            steps = tuple(
+                s.model_copy(update={"tool": None, "arguments": None, "agent": "llm"})
+                if s.tool in unrelated
+                else s
+                for s in plan.steps
+            )
+            plan = plan.model_copy(update={"steps": steps})
+            left = self._problems(plan, request, tool_registry)
+            if not left:
+                names = ", ".join(sorted(unrelated))
+                emit(_plan_check("resolved", f"{' '.join(problems)} The calls to {names} were left out."))
+                return plan
+            problems = left
+        emit(_plan_check("failed", " ".join(problems)))
+        return plan
+
+    def _problems(self, plan: Plan, request: str, tool_registry: ToolRegistry) -> list[str]:
+        """What shows the plan was not written for ``request``: the plan check's findings, then what each tool's
+        review (``Tool.review``) finds in the calls the plan proposes to it."""
+        problems = plan_problems(plan.steps, request)
+        for name, calls in _proposed(plan).items():
+            tool = tool_registry.get(name)
+            review = tool.review(request, calls) if tool is not None else None
+            if review is not None:
+                problems += [f for f in review.findings if f not in problems]
+        return problems
 
     def _plan(
         self, prompt: str, schema: dict[str, Any], tool_registry: ToolRegistry, record: RecordAction | None
@@ -96,9 +146,10 @@ class ModelPlanner(ModelBacked, Planner):
         tools: list[dict[str, Any]],
         tool_registry: ToolRegistry,
         record: RecordAction | None,
-    ) -> Plan:
-        """The plan asked for once more, its goal fixed to the request; the first ``plan`` when that one fails
-        the check too or is not valid. A model that is unavailable (LLMError) fails the run as always (FR-049)."""
+    ) -> tuple[Plan, list[str]]:
+        """The plan asked for once more, its goal fixed to the request, when it passes (with no problems left);
+        else the first ``plan`` and its ``problems``. A model that is unavailable (LLMError) fails the run as
+        always (FR-049)."""
         original = {**plan.model_dump(mode="json", exclude_defaults=True), "errors": problems}
         emit = record or ignore_action
         error: dict[str, Any] = {}
@@ -110,14 +161,15 @@ class ModelPlanner(ModelBacked, Planner):
             error["message"] = f"The plan asked for again is not valid: {exc}"
         else:
             written = again.model_dump(mode="json", exclude_defaults=True)
-            left = plan_problems(again.steps, request)
+            left = self._problems(again, request, tool_registry)
             if not left:
                 emit(_action(original, repaired=written))
-                return again
+                emit(_plan_check("resolved", f"asked for again: {' '.join(problems)}"))
+                return again, []
             error = {"message": f"The plan asked for again fails too: {' '.join(left)}", "reply": written}
         error["message"] += " The first plan is kept."
         emit(_action(original, error=error))
-        return plan
+        return plan, problems
 
 
 def _action(
@@ -131,3 +183,17 @@ def _action(
         attempt_number=1,
         method="llm",
     )
+
+
+def _proposed(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    """The calls the plan proposes, by tool, as ``Tool.review`` takes them (steps whose arguments the model
+    writes when they run are reviewed after they ran, by the kernel)."""
+    proposed: dict[str, list[dict[str, Any]]] = {}
+    for step in plan.steps:
+        if step.tool is not None and step.arguments is not None:
+            proposed.setdefault(step.tool, []).append({"arguments": step.arguments})
+    return proposed
+
+
+def _plan_check(verdict: CheckVerdict, detail: str | None = None) -> Check:
+    return Check(name="plan_fits_request", subject="plan", verdict=verdict, detail=detail, by="model planner")

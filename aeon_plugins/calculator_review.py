@@ -1,0 +1,332 @@
+"""The calculator's review of its calls against the request (:meth:`aeon_kernel.Tool.review`, issue 26).
+
+A small model asked for "add 11 and 4, then multiply the result by 3" writes ``(11 + 4) / 3``, drops "and halve
+the result", or squares 11 as ``11 * 22``. The calculator knows what arithmetic words mean, so it can say what a
+call gets wrong without knowing the answer:
+
+- **numbers**: every number the request states — in digits or in words ("twenty-six", "one hundred") — is used by
+  some call; a call uses no number that the request, an earlier call's result or the request's words (double: 2,
+  halve: 2, percent: 100, hours: 60 ...) do not account for.
+- **operations**: each operation the request names ("times", "take away", "halve", "squared", "percent of",
+  "average") appears in some call.
+- **order**: when the request sequences its operations ("then", "after that", "next", one sentence after
+  another), the calls apply them in that order (``10 - 4 * 3`` does not "subtract 4 from 10, then multiply by 3").
+
+The review approves only what it could check; anything else is a finding, said in words a planner can use. It
+does not read what it cannot: a request with no arithmetic word and no number is no business of this tool's.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from aeon_kernel.kit import Review
+
+# --- numbers in words ---------------------------------------------------------------------------------------------
+
+_UNITS: Final = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+}  # fmt: skip
+_TENS: Final = {
+    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
+}  # fmt: skip
+_SCALES: Final = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
+_WORD: Final = re.compile(r"[a-z]+")
+_DIGITS: Final = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\w)")
+_PERCENT_AFTER: Final = re.compile(r"\s*(?:%|per\s?cent\b)", re.IGNORECASE)
+
+
+def request_numbers(request: str) -> list[tuple[int, float, bool]]:
+    """Each number ``request`` states, in digits or in words: its position, value, and whether it is a percentage."""
+    found = []
+    for match in _DIGITS.finditer(request):
+        value = float(match.group().replace(",", ""))
+        found.append((match.start(), value, _PERCENT_AFTER.match(request, match.end()) is not None))
+    text = request.lower()
+    words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
+    i = 0
+    while i < len(words):
+        start, end, word = words[i]
+        if word not in _UNITS and word not in _TENS:
+            i += 1
+            continue
+        total, current = 0.0, 0.0
+        while i < len(words):
+            _, end_here, word = words[i]
+            gap = text[end : words[i][0]] if words[i][0] > end else ""
+            if current and gap.strip("- ") and gap.strip() not in ("and",):
+                break
+            if word in _UNITS:
+                current += _UNITS[word]
+            elif word in _TENS:
+                current += _TENS[word]
+            elif word in _SCALES and current:
+                current *= _SCALES[word]
+                if _SCALES[word] >= 1000:
+                    total, current = total + current, 0.0
+            elif word == "and" and current:
+                pass
+            else:
+                break
+            end = end_here
+            i += 1
+        value = total + current
+        if word == "one" and value == 1 and _is_pronoun_one(text, start):
+            continue
+        found.append((start, value, _PERCENT_AFTER.match(text, end) is not None))
+    return sorted(found)
+
+
+def _is_pronoun_one(text: str, start: int) -> bool:
+    """ "one" as in "which one" or "one of them" is not a number a calculation uses."""
+    return re.match(r"one\s+(?:of|more|another|by one)\b", text[start:]) is not None
+
+
+# --- what the request's words ask ---------------------------------------------------------------------------------
+
+#: what the request's words ask: a pattern, the operation's name, the operators that do it, and whether it is a
+#: step of a sequence (a share such as "15%" or "a quarter of" modifies a number, it is not a step)
+_WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
+    (r"\badd(?:s|ed|ing)?\b|\bplus\b|\bsum\b|\btotal\b|\bearn(?:s|ed)?\b|\bmore than\b", "add", frozenset("+"), True),
+    (r"\bincrease[sd]?\b|\braise[sd]? by\b", "increase", frozenset("+*"), True),
+    (r"\breduce[sd]?\b|\bdecrease[sd]?\b|\bdiscount(?:ed)?\b", "reduce", frozenset("-*"), True),
+    (r"\bsubtract(?:s|ed|ing)?\b|\bminus\b|\btake away\b|\bless\b|\bdifference\b"
+     r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bgives? away\b",
+     "subtract", frozenset("-"), True),
+    (r"\bmultipl(?:y|ied|ies)\b|\btimes\b|\bproduct\b", "multiply", frozenset("*"), True),
+    (r"\bdouble[sd]?\b|\btwice\b|\btriple[sd]?\b", "double or triple", frozenset("*+"), True),
+    (r"\bdivide[sd]?\b|\bdivided\b|\baverage\b|\bmean\b|\bsplit\b|\bratio\b", "divide", frozenset("/"), True),
+    (r"\bhalve[sd]?\b", "halve", frozenset("/*"), True),
+    (r"\bsquared?\b|\bcubed?\b|\bpower\b", "raise to a power", frozenset("^"), True),
+    (r"%|\bper\s?cent\b|\bhalf\b|\bquarter\b|\bthirds?\b|\bfifths?\b|\btenths?\b",
+     "take a share", frozenset("*/%"), False),
+)  # fmt: skip
+#: operations written as symbols between numbers: "(3 + 4) * 5"
+_SYMBOL_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
+    (r"[\d)]\s*\+\s*[\d(]", "add", frozenset("+"), True),
+    (r"[\d)]\s*-\s*[\d(]", "subtract", frozenset("-"), True),
+    (r"[\d)]\s*[*\u00d7x]\s*[\d(]", "multiply", frozenset("*^"), True),
+    (r"[\d)]\s*[/\u00f7]\s*[\d(]", "divide", frozenset("/"), True),
+    (r"[\d)]\s*(?:\^|\*\*)\s*[\d(]", "raise to a power", frozenset("^"), True),
+)  # fmt: skip
+_CUES: Final = _WORD_CUES + _SYMBOL_CUES
+#: numbers a request's words account for without stating them
+_IMPLIED: Final[tuple[tuple[str, tuple[float, ...]], ...]] = (
+    (r"\bdouble[sd]?\b|\btwice\b|\bhalve[sd]?\b|\bhalf\b|\bsquared?\b", (2, 0.5)),
+    (r"\btriple[sd]?\b|\bcubed?\b", (3,)),
+    (r"\bquarter\b", (4, 0.25)),
+    (r"\bthirds?\b", (3,)),
+    (r"\bfifths?\b", (5, 0.2)),
+    (r"\btenths?\b", (10, 0.1)),
+    (r"\bsquare root\b", (0.5, 2)),
+    (r"%|\bper\s?cent\b", (100, 0.01)),
+    (r"\bhours?\b|\bminutes?\b|\bseconds?\b", (60, 3600)),
+    (r"\bdays?\b", (24, 7)),
+    (r"\bweeks?\b", (7, 52)),
+    (r"\byears?\b", (12, 365, 52)),
+    (r"\bdozens?\b", (12,)),
+)
+#: words that sequence operations: the calls must apply them in the order the request states them
+_SEQUENCE: Final = re.compile(r"\bthen\b|\bafter that\b|\bnext\b|\bfinally\b|\bafterwards\b|[.;]\s+\w", re.I)
+
+
+def _operations(request: str) -> list[tuple[int, str, frozenset[str], bool]]:
+    """The operations ``request`` names, in the order it names them."""
+    found = []
+    for pattern, name, operators, ordered in _CUES:
+        found += [(m.start(), name, operators, ordered) for m in re.finditer(pattern, request, re.IGNORECASE)]
+    return sorted(found, key=lambda cue: cue[0])
+
+
+def _implied(request: str, numbers: Sequence[tuple[int, float, bool]]) -> set[float]:
+    implied: set[float] = {1}
+    for pattern, values in _IMPLIED:
+        if re.search(pattern, request, re.IGNORECASE):
+            implied.update(values)
+    if re.search(r"\baverage\b|\bmean\b", request, re.IGNORECASE):
+        implied.add(len(numbers))  # the average of n numbers divides by n
+    return implied
+
+
+# --- what the calls do ---------------------------------------------------------------------------------------------
+
+_OPERATORS: Final[dict[type[ast.operator], str]] = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "/",
+    ast.Mod: "%",
+    ast.Pow: "^",
+}
+
+
+def _read(expression: str) -> tuple[list[float], list[str]] | None:
+    """The numbers an expression uses and the operations it applies, in the order they are evaluated."""
+    try:
+        tree = ast.parse(
+            expression.replace("^", "**").replace("\u00d7", "*").replace("\u00f7", "/"), mode="eval"
+        )
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    numbers: list[float] = []
+    operations: list[str] = []
+
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, ast.BinOp):
+            walk(node.left)
+            walk(node.right)
+            same = ast.dump(node.left) == ast.dump(node.right)
+            if same and isinstance(node.op, ast.Pow):
+                operations.append("x^x")  # "12 ^ 12" for "the square of 12"
+            else:  # x * x squares x
+                operations.append(
+                    "^" if same and isinstance(node.op, ast.Mult) else _OPERATORS.get(type(node.op), "?")
+                )
+        elif isinstance(node, ast.UnaryOp):
+            walk(node.operand)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            numbers.append(float(node.value))
+
+    walk(tree.body)
+    return numbers, operations
+
+
+def _is_in(value: float, values: Iterable[float]) -> bool:
+    return any(math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-12) for other in values)
+
+
+def _written(value: float) -> str:
+    return str(int(value)) if value.is_integer() else str(value)
+
+
+def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
+    """Whether the calculator ``calls`` (each with ``arguments`` and, once it ran, ``result``) do what ``request``
+    asks, in order; each finding says what a call gets wrong."""
+    stated = request_numbers(request)
+    named = _operations(request)
+    available = {value for _, value, _ in stated} | _implied(request, stated)
+    for _, value, percent in stated:
+        if percent:  # 15% of x as 0.15 * x; increased or reduced by it as 1.15 * x or 0.85 * x
+            available.update((value / 100, 1 + value / 100, 1 - value / 100))
+    used: list[float] = []
+    applied: list[str] = []
+    findings: list[str] = []
+    for call in calls:
+        expression = (call.get("arguments") or {}).get("expression")
+        read = _read(expression) if isinstance(expression, str) else None
+        if read is None:
+            findings.append(f"{expression!r} is not an expression the calculator can read.")
+            continue
+        numbers, operations = read
+        strange = [n for n in numbers if not _is_in(n, available)]
+        if strange:
+            listed = ", ".join(_written(n) for n in dict.fromkeys(strange))
+            findings.append(f"{expression!r} uses {listed}, which the request does not state.")
+        if "x^x" in operations:
+            findings.append(
+                f"{expression!r} raises a number to the power of itself, which the request does not ask."
+            )
+        used += numbers
+        applied += operations
+        result = call.get("result")
+        if isinstance(result, Mapping) and isinstance(result.get("value"), (int, float)):
+            available.add(float(result["value"]))  # a later call may use an earlier call's result
+    if not calls:
+        return Review(approved=False, findings=("no calculator call to review",))
+    if not named and len(stated) < 2 and _implied(request, stated) == {1}:
+        finding = (
+            "The request asks for no calculation: it names no operation and states no numbers to combine."
+        )
+        return Review(approved=False, findings=(finding,), unrelated=True)
+    values = [_value(call) for call in calls]
+    literals = _literal_expressions(request)
+    worded = any(re.search(pattern, request, re.IGNORECASE) for pattern, *_ in _WORD_CUES)
+    for written in literals if len(literals) == 1 and not worded else ():  # the request is one written sum
+        wanted = _evaluated(written)
+        if wanted is not None and not any(v is not None and _is_in(wanted, [v]) for v in values):
+            findings.append(
+                f"The request writes {written.strip()!r}, which is {_written(wanted)}; no calculation gives that."
+            )
+    for _, value, percent in stated:
+        shares = (value / 100, 1 + value / 100, 1 - value / 100) if percent else ()
+        if not (_is_in(value, used) or any(_is_in(share, used) for share in shares)):
+            findings.append(f"The request states {_written(value)}, which no calculation uses.")
+    missing = [name for _, name, operators, _ in named if not operators & set(applied)]
+    for name in dict.fromkeys(missing):
+        findings.append(f"The request asks to {name}, which no calculation does.")
+    steps = _collapsed([(name, operators) for _, name, operators, ordered in named if ordered])
+    if not missing and _SEQUENCE.search(request) and not _in_order([ops for _, ops in steps], applied):
+        findings.append(
+            "The request says in which order to calculate, and the calculation does it in another order: it "
+            f"asks to {_listed([name for name, _ in steps])}; the calculation does "
+            f"{_listed([_NAMES.get(op, op) for op in applied])}."
+        )
+    return Review(approved=not findings, findings=tuple(dict.fromkeys(findings)))
+
+
+_NAMES: Final = {
+    "+": "add",
+    "-": "subtract",
+    "*": "multiply",
+    "/": "divide",
+    "^": "raise to a power",
+    "%": "modulo",
+}
+
+
+#: an expression written out in the request: numbers, operators and brackets, at least one operator
+_LITERAL: Final = re.compile(r"[-(]*\d[\d.,\s]*(?:\s*[-+*/^\u00d7\u00f7()]+[\s(]*\d[\d.,\s]*\)*)+")
+
+
+def _literal_expressions(request: str) -> list[str]:
+    return [
+        m.group() for m in _LITERAL.finditer(request) if re.search(r"\d\s*[-+*/^\u00d7\u00f7]", m.group())
+    ]
+
+
+def _evaluated(expression: str) -> float | None:
+    from aeon_plugins.calculator import evaluate  # the calculator's own arithmetic (it imports this module)
+
+    try:
+        return float(evaluate(expression.replace(",", "")))
+    except Exception:
+        return None
+
+
+def _value(call: Mapping[str, Any]) -> float | None:
+    """What a call computes: its result's value once it ran, else its expression evaluated (arithmetic is pure)."""
+    result = call.get("result")
+    if isinstance(result, Mapping) and isinstance(result.get("value"), (int, float)):
+        return float(result["value"])
+    expression = (call.get("arguments") or {}).get("expression")
+    return _evaluated(expression) if isinstance(expression, str) else None
+
+
+def _collapsed(steps: Sequence[tuple[str, frozenset[str]]]) -> list[tuple[str, frozenset[str]]]:
+    """Steps named twice in a row are one ("add up 12 and 18, then divide the total": "total" names the sum)."""
+    kept: list[tuple[str, frozenset[str]]] = []
+    for step in steps:
+        if not kept or kept[-1] != step:
+            kept.append(step)
+    return kept
+
+
+def _in_order(wanted: Sequence[frozenset[str]], applied: Sequence[str]) -> bool:
+    """``wanted`` (the request's steps, in its order) is a subsequence of ``applied`` (the order the calls
+    evaluate their operations)."""
+    position = 0
+    for operation in applied:
+        if position < len(wanted) and operation in wanted[position]:
+            position += 1
+    return position == len(wanted)
+
+
+def _listed(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])}, then {items[-1]}"
