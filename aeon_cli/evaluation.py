@@ -79,6 +79,8 @@ class Expect(_Strict):
     output_contains: dict[str, Any] | None = None
     #: the tools the run called, in order
     tools: list[str] | None = None
+    #: the run's verification verdict (decision 0018): ``verified``, ``unverified`` or ``contradicted``
+    verification: Literal["verified", "unverified", "contradicted"] | None = None
     max_cycles: int | None = Field(default=None, ge=1)
 
     @field_validator("answer_contains", mode="before")
@@ -448,6 +450,7 @@ def _run_request(
         "output": result.get("output"),
         "tools": [call["tool_name"] for call in state.get("tool_history", [])],
         "cycles": state.get("cycle"),
+        "verification": _verdict(result),
     }
     return got, result["run_id"], list(result.get("errors", []))
 
@@ -466,8 +469,14 @@ def _run_flow(
         "output": task.output,
         "tools": [call["tool_name"] for call in state.get("tool_history", [])],
         "cycles": state.get("cycle"),
+        "verification": _verdict(run),
     }
     return got, task.run_id, list(run.get("errors", []))
+
+
+def _verdict(result: dict[str, Any]) -> str | None:
+    verification = result.get("verification")
+    return verification.get("verdict") if isinstance(verification, dict) else None
 
 
 # --- assertions ------------------------------------------------------------------------------------------------
@@ -503,6 +512,8 @@ def judge(expect: Expect, got: dict[str, Any]) -> list[str]:
         failures += [f"output_contains: {problem}" for problem in _subset(expect.output_contains, output, "")]
     if expect.tools is not None and got.get("tools") != expect.tools:
         failures.append(f"tools: expected {expect.tools}, got {got.get('tools')}")
+    if expect.verification is not None and got.get("verification") != expect.verification:
+        failures.append(f"verification: expected {expect.verification!r}, got {got.get('verification')!r}")
     cycles = got.get("cycles")
     if expect.max_cycles is not None and (not isinstance(cycles, int) or cycles > expect.max_cycles):
         failures.append(f"max_cycles: expected at most {expect.max_cycles} cycles, got {cycles}")

@@ -38,6 +38,7 @@ _STATUS_STYLE = {
     StepStatus.INVALID: ("!", "bold magenta"),
 }
 _RUN_STYLE = {"completed": "green", "failed": "red", "ttl_expired": "yellow"}
+_VERDICT_STYLE = {"verified": "green", "unverified": "yellow", "contradicted": "red"}
 
 
 class LiveView:
@@ -138,6 +139,11 @@ class LiveView:
             if self.result.get("output") is not None:
                 text.append("\n  output: ", style="bold")
                 text.append(compact(self.result["output"], 2000))
+            verification = self.result.get("verification")
+            if verification:  # how the answer was checked (decision 0018)
+                verdict = verification["verdict"]
+                text.append(f"\n{verdict.upper()}", style=f"bold {_VERDICT_STYLE.get(verdict, '')}")
+                text.append(f"  {compact(verification['reason'], 300)}")
             if status != "completed":
                 text.append(f"\n{compact(self.result.get('message', ''), 2000)}", style="dim")
             return text

@@ -55,6 +55,12 @@ _API_RUN: Final = re.compile(r"^/api/run/(?P<key>[^/]+)/(?P<run>[^/]+)(?:/cycle/
 _STATUS_CLASS: Final = {
     "completed": "ok",
     "complete": "ok",
+    "verified": "ok",
+    "passed": "ok",
+    "resolved": "ok",
+    "contradicted": "bad",
+    "unverified": "warn",
+    "inconclusive": "warn",
     "success": "ok",
     "repaired": "ok",
     "done": "ok",

@@ -303,11 +303,15 @@ class OtelSink(TelemetrySink):
         status, answer = result.get("status"), result.get("answer")
         errors = result.get("errors") or []
         final = mapping(result.get("final_state"))
+        verification = mapping(result.get("verification"))
         values = {
             "aeon.run.status": status,
             "aeon.run.answer.kind": kind_of(answer),
             "aeon.run.errors": len(errors),
             "aeon.run.cycles": final.get("cycle"),
+            "aeon.run.verification": verification.get("verdict"),
+            "aeon.run.verification.reason": verification.get("reason"),
+            "aeon.run.checks": len(verification.get("checks") or ()),
         }
         run.span.set_attributes(attributes(values))
         if status != "completed":  # failed, or out of TTL: the run did not do what it was asked
