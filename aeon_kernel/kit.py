@@ -29,13 +29,12 @@ if TYPE_CHECKING:
         MAX_REPAIR_CHARS,
         check_depth,
         dumps_lenient,
-        ensure_no_new_tools,
         ensure_repairable,
         loads_strict,
         parse_json,
         tool_names,
-        tools_not_in,
     )
+    from aeon_kernel.llm.repair_gate import RepairScope, about, admit_repair, structure
     from aeon_kernel.llm.structured import SYSTEM_PROMPT, ModelBacked, ask_json, ignore_action
     from aeon_kernel.logs import PLAN_CHANGES, changed_steps, expand_log, read_log
     from aeon_kernel.memory_values import (
@@ -129,9 +128,10 @@ _EXPORTS: Final[dict[str, str]] = {
             "end_listening",
         ),
         "aeon_kernel.llm.output": (
-            "MAX_REPAIR_CHARS", "check_depth", "dumps_lenient", "ensure_no_new_tools", "ensure_repairable",
-            "loads_strict", "parse_json", "tool_names", "tools_not_in",
+            "MAX_REPAIR_CHARS", "check_depth", "dumps_lenient", "ensure_repairable", "loads_strict",
+            "parse_json", "tool_names",
         ),
+        "aeon_kernel.llm.repair_gate": ("RepairScope", "about", "admit_repair", "structure",),
         "aeon_kernel.llm.structured": ("ModelBacked", "SYSTEM_PROMPT", "ask_json", "ignore_action",),
         "aeon_kernel.logs": ("PLAN_CHANGES", "changed_steps", "expand_log", "read_log",),
         "aeon_kernel.memory_values": (
@@ -180,20 +180,20 @@ __all__ = [
     "SYSTEM_PROMPT", "ArtifactType", "AsyncRunStream", "Check", "CheckVerdict", "ClarityState", "Components",
     "ExecutionHistory", "ExecutionPass", "Executor", "ExecutorSettings", "FlowTasks", "IssueType", "Lazy",
     "LocalExecutor", "MemoryEntry", "ModelBacked", "ModelClient", "OnFull", "PassPhase", "Phase",
-    "RecordAction", "Registries", "RequestTasks", "Review", "RunOwner", "RunState", "RunStream",
-    "RunSummary", "Severity", "StepContext", "StepToolCheck", "StoredRun", "StreamCancelled",
+    "RecordAction", "Registries", "RepairScope", "RequestTasks", "Review", "RunOwner", "RunState",
+    "RunStream", "RunSummary", "Severity", "StepContext", "StepToolCheck", "StoredRun", "StreamCancelled",
     "SupervisorActionType", "TaskCancelledError", "TaskStatus", "Tasks", "TextListener", "Verification",
-    "ask_json", "begin_capture", "begin_listening", "canonical_json", "captured", "changed_steps",
-    "check_amount", "check_claim", "check_depth", "check_key", "check_prefix", "check_schema", "checked",
-    "clean_secret", "compiled_validator", "current_idempotency_key", "decode_value", "denial", "describe",
-    "drive", "dumps_lenient", "encode_value", "end_capture", "end_listening", "ensure_no_new_tools",
-    "ensure_repairable", "error_outcome", "error_record", "expand_log", "failure_text", "ignore_action",
-    "increment_error", "is_utf8", "json_problem", "lazy_getattr", "loads_strict", "memory_key", "parse_json",
-    "plan_progress", "plan_snapshots", "read_log", "redacted", "register_secret", "safe_text",
-    "schema_errors", "scrub_hold", "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json",
-    "storable_json", "storable_model_json", "storable_result", "storable_text", "stored_state", "tasks_for",
-    "tool_names", "tools_not_in", "use_wal", "utc_now", "validate_against", "verify", "was_checked",
-    "watching", "workspace_root",
+    "about", "admit_repair", "ask_json", "begin_capture", "begin_listening", "canonical_json", "captured",
+    "changed_steps", "check_amount", "check_claim", "check_depth", "check_key", "check_prefix",
+    "check_schema", "checked", "clean_secret", "compiled_validator", "current_idempotency_key",
+    "decode_value", "denial", "describe", "drive", "dumps_lenient", "encode_value", "end_capture",
+    "end_listening", "ensure_repairable", "error_outcome", "error_record", "expand_log", "failure_text",
+    "ignore_action", "increment_error", "is_utf8", "json_problem", "lazy_getattr", "loads_strict",
+    "memory_key", "parse_json", "plan_progress", "plan_snapshots", "read_log", "redacted", "register_secret",
+    "safe_text", "schema_errors", "scrub_hold", "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json",
+    "storable_json", "storable_model_json", "storable_result", "storable_text", "stored_state", "structure",
+    "tasks_for", "tool_names", "use_wal", "utc_now", "validate_against", "verify", "was_checked", "watching",
+    "workspace_root",
 ]
 # fmt: on
 # --- end of exports

@@ -19,7 +19,9 @@ from typing import Any, Final, Literal
 
 from aeon_kernel.models import Check, CheckVerdict, FrozenModel
 
-__all__ = ["CONTRADICTED", "UNVERIFIED", "VERIFIED", "Check", "CheckVerdict", "Review", "Verification", "reviews", "verify"]
+__all__ = [
+    "CONTRADICTED", "UNVERIFIED", "VERIFIED", "Check", "CheckVerdict", "Review", "Verification", "reviews", "verify",
+]  # fmt: skip
 
 #: a run's overall verdict
 VerdictName = Literal["verified", "unverified", "contradicted"]
@@ -94,14 +96,18 @@ def reviews(request: str, calls: Sequence[Any], tools: Any) -> list[Check]:
     by_tool: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
         if call.error is None:
-            by_tool.setdefault(call.tool_name, []).append({"arguments": call.arguments, "result": call.result})
+            by_tool.setdefault(call.tool_name, []).append(
+                {"arguments": call.arguments, "result": call.result}
+            )
     checks = []
     for name, made in by_tool.items():
         tool = tools.get(name)
         try:
             review = tool.review(request, made) if tool is not None else None
         except Exception as exc:  # a review that fails proves nothing: the calls are not verified
-            checks.append(_review_check(name, "inconclusive", f"the review failed: {type(exc).__name__}: {exc}"))
+            checks.append(
+                _review_check(name, "inconclusive", f"the review failed: {type(exc).__name__}: {exc}")
+            )
             continue
         if review is not None:
             found = " ".join(review.findings) or None

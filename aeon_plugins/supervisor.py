@@ -29,16 +29,18 @@ from aeon_kernel import (
 from aeon_kernel import Supervisor as SupervisorContract
 from aeon_kernel.kit import (
     RecordAction,
+    RepairScope,
     SupervisorActionType,
+    about,
+    admit_repair,
     canonical_json,
     dumps_lenient,
     ensure_repairable,
     loads_strict,
     schema_errors,
-    tool_names,
-    tools_not_in,
+    structure,
 )
-from aeon_plugins.planning import normalize_plan, repair_json_text
+from aeon_plugins.planning import normalize_plan, plan_repair_scope, repair_json_text, tool_call_scope
 
 REPAIR_SYSTEM_PROMPT: Final = (
     "You repair JSON. Fix only its syntax and structure so that it matches the schema. Keep the meaning, keep "
@@ -108,10 +110,13 @@ class DefaultSupervisor(SupervisorContract):
                 _raise_schema_errors(expected_schema, value)
             elif not isinstance(value, (dict, list)):
                 raise ValidationError(f"expected a JSON object or array, got {type(value).__name__}")
-            added = tools_not_in(value, text)
-            if added:
-                raise ValidationError(f"the repair names tools the original did not: {added}")
+            admit_repair(text, value, scope)  # FR-032
             return value
+
+        before = structure(text)
+        scope = RepairScope(arguments=None)  # text that is not JSON has no values to keep
+        if before is not text and expected_schema is not None:
+            scope = RepairScope(arguments=about(schema_errors(expected_schema, before), before))
 
         return self._repair(
             "json_repair",
@@ -134,12 +139,15 @@ class DefaultSupervisor(SupervisorContract):
     ) -> dict[str, Any]:
         call = malformed_call if isinstance(malformed_call, dict) else {"arguments": malformed_call}
         name = call.get("tool_name") or call.get("tool")
+        given = structure(call.get("arguments"))
+        scope = tool_call_scope(tool_schema, given)
 
         def check(value: Any) -> dict[str, Any]:
             arguments = value.get("arguments") if isinstance(value, dict) and "arguments" in value else value
             repaired = {"tool_name": name, "arguments": arguments}
             self.validator.validate_tool_call(repaired, tool_schema)
             _ensure_json(arguments)
+            admit_repair({"tool_name": name, "arguments": given}, repaired, scope)  # FR-032
             return repaired
 
         def deterministic() -> Any:
@@ -167,14 +175,11 @@ class DefaultSupervisor(SupervisorContract):
         record: RecordAction | None = None,
     ) -> dict[str, Any]:
         candidate = normalize_plan(malformed_plan, self.tools)
-        # a tool given under another name (``tool_name``, ``function``) is one the plan names
-        original_tools = tool_names(malformed_plan) | tool_names(candidate)
+        scope = plan_repair_scope(malformed_plan, self.tools)
 
         def check(value: Any) -> dict[str, Any]:
             self.validator.validate_plan(value)
-            added = tool_names(value) - original_tools
-            if added:
-                raise ValidationError(f"the repair added tools the plan did not name: {sorted(added)}")
+            admit_repair(malformed_plan, value, scope)  # FR-032
             return dict(value)
 
         result: dict[str, Any] = self._repair(
@@ -207,6 +212,9 @@ class DefaultSupervisor(SupervisorContract):
             arguments = value.get("arguments")
             if arguments is not None:
                 _raise_schema_errors(by_name[value["tool"]]["input_schema"], arguments)
+            # FR-066: the repair is about the tool, so it may pick a registered one; the arguments were the
+            # missing tool's, so none of them need be kept
+            admit_repair(step, value, RepairScope(tools=frozenset(by_name), arguments=None))
             return {**step, "tool": value["tool"], "arguments": arguments, "errors": []}
 
         def deterministic() -> Any:

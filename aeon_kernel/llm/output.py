@@ -16,6 +16,7 @@ from typing import Any, Final
 from aeon_kernel.contracts import RecordAction, Supervisor, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
 from aeon_kernel.memory_values import is_utf8
+from aeon_kernel.schemas import schema_errors
 
 #: Deeper model output is refused: nothing Aeon expects nests this far, and unbounded depth breaks serialisers.
 MAX_JSON_DEPTH: Final = 32
@@ -80,23 +81,23 @@ def parse_json(
 
     Whatever supervisor repairs it, the repair may not name a tool the model's text did not (FR-032).
     """
+    from aeon_kernel.llm.repair_gate import RepairScope, about, admit_repair
+
     try:
         value = loads_strict(text)
     except ValueError:
         ensure_repairable(text)
         repaired = supervisor.repair_json(text, expected_schema, record=record)
-    else:
-        if validator is None or expected_schema is None:
-            return value
-        try:
-            validator.validate_llm_output(value, expected_schema)
-            return value
-        except ValidationError:
-            text = dumps_lenient(value)
-            repaired = supervisor.repair_json(text, expected_schema, record=record)
-    added = tools_not_in(repaired, text)
-    if added:
-        raise SupervisorError(f"the repair names tools the model's output did not: {added}")
+        admit_repair(text, repaired, RepairScope(arguments=None))  # no value was readable: none to keep
+        return repaired
+    if validator is None or expected_schema is None:
+        return value
+    try:
+        validator.validate_llm_output(value, expected_schema)
+        return value
+    except ValidationError:
+        repaired = supervisor.repair_json(dumps_lenient(value), expected_schema, record=record)
+    admit_repair(value, repaired, RepairScope(arguments=about(schema_errors(expected_schema, value), value)))
     return repaired
 
 
@@ -139,21 +140,3 @@ def tool_names(value: Any) -> set[str]:
             with contextlib.suppress(ValueError):
                 stack.append((loads_strict(item), depth + 1))
     return found
-
-
-def tools_not_in(value: Any, text: str) -> list[str]:
-    """FR-032 against raw model text: the tools ``value`` names that ``text`` never mentions, sorted."""
-    return sorted(name for name in tool_names(value) if name not in text)
-
-
-def ensure_no_new_tools(original: Any, repaired: Any, registered: Iterable[str] | None = None) -> None:
-    """FR-032: a repair may keep or drop tools, never add one. With ``registered``, every tool must exist (FR-066)."""
-    added = tool_names(repaired) - tool_names(original)
-    if added:
-        raise SupervisorError(
-            f"the repair introduced tools the original output did not name: {sorted(added)}"
-        )
-    if registered is not None:
-        unknown = tool_names(repaired) - set(registered)
-        if unknown:
-            raise SupervisorError(f"the repair names tools that are not registered: {sorted(unknown)}")

@@ -196,7 +196,7 @@ def stored_state(
     scheduler_state: str | None,
 ) -> OrchestrationState:
     """A run's state rebuilt from what a store read back: its fields, its final ``plan``, its cycle records
-    (``entries``, whose tool calls, supervisor actions and errors make the histories), the model outputs of
+    (``entries``, whose tool calls, supervisor actions, checks and errors make the histories), the model outputs of
     every cycle in order, and its scheduler state as the JSON text stored (None or empty: none).
 
     Raises (a ``ValueError``, as pydantic's validation errors and bad JSON are) when what was read does not make
@@ -209,6 +209,7 @@ def stored_state(
         tool_history=tuple(c for e in entries for c in e.tool_calls),
         llm_outputs=tuple(llm_outputs),
         supervisor_actions=tuple(a for e in entries for a in e.supervisor_actions),
+        checks=tuple(c for e in entries for c in e.checks),
         errors=tuple(err for e in entries for err in e.errors),
         ttl_remaining=ttl_remaining,
         cycle=cycle,

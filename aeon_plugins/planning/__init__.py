@@ -19,7 +19,14 @@ if TYPE_CHECKING:
     from aeon_plugins.planning.executor import KernelStepExecutor
     from aeon_plugins.planning.grounding import facts_in, numbers_in, unused_numbers
     from aeon_plugins.planning.linear import LinearPlanScheduler
-    from aeon_plugins.planning.parse import PlanParse, normalize_plan, parse_plan, repair_json_text
+    from aeon_plugins.planning.parse import (
+        PlanParse,
+        normalize_plan,
+        parse_plan,
+        plan_repair_scope,
+        repair_json_text,
+        tool_call_scope,
+    )
     from aeon_plugins.planning.planner import ModelPlanner
     from aeon_plugins.planning.prompts import compact
 
@@ -35,7 +42,10 @@ _EXPORTS: Final[dict[str, str]] = {
         "aeon_plugins.planning.executor": ("KernelStepExecutor",),
         "aeon_plugins.planning.grounding": ("facts_in", "numbers_in", "unused_numbers",),
         "aeon_plugins.planning.linear": ("LinearPlanScheduler",),
-        "aeon_plugins.planning.parse": ("PlanParse", "normalize_plan", "parse_plan", "repair_json_text",),
+        "aeon_plugins.planning.parse": (
+            "PlanParse", "normalize_plan", "parse_plan", "plan_repair_scope", "repair_json_text",
+            "tool_call_scope",
+        ),
         "aeon_plugins.planning.planner": ("ModelPlanner",),
         "aeon_plugins.planning.prompts": ("compact",),
     }.items()
@@ -43,7 +53,8 @@ _EXPORTS: Final[dict[str, str]] = {
 }
 __all__ = [
     "KernelStepExecutor", "LinearPlanScheduler", "ModelPlanner", "PlanParse", "compact", "facts_in",
-    "normalize_plan", "numbers_in", "parse_plan", "repair_json_text", "unused_numbers",
+    "normalize_plan", "numbers_in", "parse_plan", "plan_repair_scope", "repair_json_text", "tool_call_scope",
+    "unused_numbers",
 ]
 # fmt: on
 # --- end of exports

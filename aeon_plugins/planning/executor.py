@@ -21,14 +21,16 @@ from aeon_kernel.errors import MemoryStoreError, SupervisorError, ValidationErro
 from aeon_kernel.kit import (
     Check,
     CheckVerdict,
+    RepairScope,
     StepContext,
+    admit_repair,
     describe,
-    ensure_no_new_tools,
     json_problem,
     parse_json,
 )
 from aeon_plugins.planning.grounding import judged_problem, tool_answer
 from aeon_plugins.planning.output import answer_step_id, is_output_step, write_output
+from aeon_plugins.planning.parse import tool_call_scope
 from aeon_plugins.planning.prompts import (
     ANSWER_SCHEMA,
     SYSTEM_PROMPT,
@@ -102,7 +104,7 @@ class KernelStepExecutor:
             raise SupervisorError(
                 f"the repair changed the tool from {tool.name!r} to {repaired.get('tool_name')!r}"
             )
-        ensure_no_new_tools(call, repaired)
+        admit_repair(call, repaired, tool_call_scope(tool.input_schema, arguments))  # FR-032
         try:
             ctx.validator.validate_tool_call(repaired, tool.input_schema)
         except ValidationError as exc:
@@ -171,7 +173,14 @@ class KernelStepExecutor:
             repaired = ctx.supervisor.repair_missing_tool_step(
                 step.model_dump(mode="json"), ctx.tools.export_tools_for_llm(), goal, record=ctx.record
             )
-            ensure_no_new_tools({"tool": repaired.get("tool")}, repaired, ctx.tools.list_all())
+            registered = frozenset(ctx.tools.list_all())
+            if repaired.get("tool") is not None and repaired.get("tool") not in registered:
+                raise SupervisorError(
+                    f"the repair names a tool that is not registered: {repaired.get('tool')!r}"
+                )
+            admit_repair(
+                step.model_dump(mode="json"), repaired, RepairScope(tools=registered, arguments=None)
+            )
             fixed = step.model_copy(
                 update={"tool": repaired.get("tool"), "arguments": repaired.get("arguments"), "errors": ()}
             )

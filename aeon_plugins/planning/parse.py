@@ -28,13 +28,16 @@ from aeon_kernel.kit import (
     MAX_REPAIR_CHARS,
     Check,
     RecordAction,
+    RepairScope,
     SupervisorActionType,
+    about,
+    admit_repair,
     dumps_lenient,
     ignore_action,
     loads_strict,
     parse_json,
+    schema_errors,
     tool_names,
-    tools_not_in,
 )
 
 #: Other names models give a plan's fields, tried in order when the field itself is missing.
@@ -136,12 +139,35 @@ def parse_plan(
                 raise SupervisorError(
                     f"the repaired plan is still invalid: {exc}", last_error=str(exc)
                 ) from None
-        # FR-032: tools named where the plan names them, also under another name (``tool_name``)
-        named = tool_names(original) | tool_names(normalize_plan(original, tools))
-        added = sorted({*tools_not_in(value, text), *(tool_names(value) - named)})
-        if added:
-            raise SupervisorError(f"the repair names tools the model's text did not: {added}")
+        admit_repair(original, value, plan_repair_scope(original, tools))  # FR-032
     return PlanParse(Plan.model_validate(value), tuple(actions))
+
+
+def tool_call_scope(schema: dict[str, Any], arguments: Any) -> RepairScope:
+    """What a tool call's repair is about: the arguments the tool's schema rejects (all of them when the model's
+    arguments are not an object); the others stay as the model wrote them."""
+    if not isinstance(arguments, dict):
+        return RepairScope(arguments=None)
+    return RepairScope(arguments=about(schema_errors(schema, arguments)))
+
+
+def plan_repair_scope(original: Any, tools: ToolRegistry) -> RepairScope:
+    """What a plan repair is about: it may name the tools the plan names under another key (``tool_name``,
+    ``function``: what :func:`normalize_plan` reads), and change the arguments of the steps whose arguments were
+    not valid for their tool (or whose tool is unknown); every other step's arguments stay as the model wrote them."""
+    named = frozenset(tool_names(normalize_plan(original, tools)))
+    steps = original.get("steps") if isinstance(original, dict) else None
+    if not isinstance(steps, list):
+        return RepairScope(tools=named, arguments=None)
+    broken = set()
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        tool = tools.get(step["tool"]) if isinstance(step.get("tool"), str) else None
+        arguments = step.get("arguments")
+        if tool is None or not isinstance(arguments, dict) or schema_errors(tool.input_schema, arguments):
+            broken.add(str(step.get("step_id")))
+    return RepairScope(tools=named, arguments=frozenset(broken))
 
 
 def _load(text: str, keep: RecordAction) -> Any:

@@ -24,7 +24,15 @@ from typing import Any, Final
 
 from aeon_kernel import Plan, Planner, PlanStep, Supervisor, SupervisorAction, ToolRegistry, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
-from aeon_kernel.kit import Check, CheckVerdict, ModelBacked, ModelClient, RecordAction, ignore_action
+from aeon_kernel.kit import (
+    Check,
+    CheckVerdict,
+    ModelBacked,
+    ModelClient,
+    RecordAction,
+    Review,
+    ignore_action,
+)
 from aeon_plugins.planning.grounding import grounding_problem, plan_problems
 from aeon_plugins.planning.parse import parse_plan
 from aeon_plugins.planning.prompts import MAX_PLAN_STEPS, SYSTEM_PROMPT, plan_prompt, plan_schema
@@ -96,9 +104,7 @@ class ModelPlanner(ModelBacked, Planner):
         unrelated = {
             name
             for name, calls in _proposed(plan).items()
-            if (tool := tool_registry.get(name)) is not None
-            and (review := tool.review(request, calls)) is not None
-            and review.unrelated
+            if (review := _review(tool_registry, name, request, calls)) is not None and review.unrelated
         }
         if unrelated:
             steps = tuple(
@@ -122,8 +128,7 @@ class ModelPlanner(ModelBacked, Planner):
         review (``Tool.review``) finds in the calls the plan proposes to it."""
         problems = plan_problems(plan.steps, request)
         for name, calls in _proposed(plan).items():
-            tool = tool_registry.get(name)
-            review = tool.review(request, calls) if tool is not None else None
+            review = _review(tool_registry, name, request, calls)
             if review is not None:
                 problems += [f for f in review.findings if f not in problems]
         return problems
@@ -193,6 +198,16 @@ def _proposed(plan: Plan) -> dict[str, list[dict[str, Any]]]:
         if step.tool is not None and step.arguments is not None:
             proposed.setdefault(step.tool, []).append({"arguments": step.arguments})
     return proposed
+
+
+def _review(tools: ToolRegistry, name: str, request: str, calls: list[dict[str, Any]]) -> Review | None:
+    """The tool's review of the calls the plan proposes to it; None when it has none, or when its review fails
+    (the kernel's review of the calls made records that as inconclusive)."""
+    tool = tools.get(name)
+    try:
+        return tool.review(request, calls) if tool is not None else None
+    except Exception:
+        return None
 
 
 def _plan_check(verdict: CheckVerdict, detail: str | None = None) -> Check:
