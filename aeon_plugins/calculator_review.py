@@ -77,7 +77,7 @@ def request_numbers(request: str) -> list[tuple[int, float, bool]]:
             end = end_here
             i += 1
         value = total + current
-        if word == "one" and value == 1 and _is_pronoun_one(text, start):
+        if value == 1 and _is_pronoun_one(text, start):
             continue
         found.append((start, value, _PERCENT_AFTER.match(text, end) is not None))
     return sorted(found)

@@ -1,0 +1,107 @@
+"""The calculator's review of its calls against the request (issue 26): what it must find, and what it must let
+through. The wrong calls below are the kinds Gemma 3 270M writes (issue 26, bench/README.md); the requests are
+worded here, not taken from the frozen evaluation set (bench/verified/cases.jsonl)."""
+
+from __future__ import annotations
+
+import pytest
+
+from aeon_plugins.calculator import CalculatorTool
+from aeon_plugins.calculator_review import request_numbers, review_calls
+
+
+def review(request: str, *expressions: str, results: tuple[float, ...] = ()) -> tuple[bool, str]:
+    calls = [
+        {"arguments": {"expression": e}, **({"result": {"value": results[i]}} if i < len(results) else {})}
+        for i, e in enumerate(expressions)
+    ]
+    found = review_calls(request, calls)
+    return found.approved, " ".join(found.findings)
+
+
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("what is seventeen plus twenty-six?", [17, 26]),
+        ("one hundred and five apples", [105]),
+        ("two thousand three hundred", [2300]),
+        ("add 1,250 and 3.5", [1250, 3.5]),
+        ("ninety nine bottles", [99]),
+        ("which one of them is bigger, 4 or 9?", [4, 9]),  # "one of them" is no number
+    ],
+)
+def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float]) -> None:
+    assert [value for _, value, _ in request_numbers(text)] == values
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expressions", "finding"),
+    [
+        ("add 11 and 4, then multiply the result by 3", ["(11 + 4) / 3"], "asks to multiply"),
+        ("add 10 and 20 and then halve it", ["10 + 20"], "asks to halve"),
+        ("subtract 4 from 10, then multiply by 3", ["10 - 4 * 3"], "in another order"),
+        ("add 4 and 5, then multiply the result by 3", ["(4 * 3) + 5"], "in another order"),
+        ("what is nine squared?", ["9 * 2"], "asks to raise to a power"),
+        ("what is the square of 12?", ["12 ^ 12"], "power of itself"),
+        ("double 21", ["21 * 21"], "asks to double or triple"),
+        ("square eleven, then subtract twenty", ["11 ^ 2 - 22"], "uses 22"),
+        ("multiply forty by three", ["4 * 3"], "states 40"),
+        ("compute (6 + 2) * 5", ["6 + 2 * 5"], "which is 40"),
+        ("what is 15% of 200?", ["200 * 15 / 20"], "uses 20"),
+        ("add 2 and 3. Multiply that by 4. Subtract 1.", ["(2 + 3) * 4"], "asks to subtract"),
+    ],
+)
+def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
+    request_text: str, expressions: list[str], finding: str
+) -> None:
+    approved, findings = review(request_text, *expressions)
+    assert not approved
+    assert finding in findings
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expressions"),
+    [
+        ("add 11 and 4, then multiply the result by 3", ["(11 + 4) * 3"]),
+        ("what is seventeen plus twenty-six?", ["17 + 26"]),
+        ("what is nine squared?", ["9 ^ 2"]),
+        ("what is nine squared?", ["9 * 9"]),  # a square as a product
+        ("what is 5 cubed?", ["5 ** 3"]),
+        ("double 21", ["21 * 2"]),
+        ("double 21", ["21 + 21"]),
+        ("what is 15% of 200?", ["200 * 15 / 100"]),
+        ("what is 15% of 200?", ["0.15 * 200"]),
+        ("raise 40 by 10 percent", ["40 * 1.1"]),
+        ("a coat costs 120 and is discounted by 25%", ["120 * 0.75"]),
+        ("how many minutes are in 3 hours and 15 minutes?", ["3 * 60 + 15"]),
+        ("what is the average of 3, 9 and 12?", ["(3 + 9 + 12) / 3"]),
+        ("I have 30 pears and eat a third of them. How many are left?", ["30 - 30 / 3"]),
+        ("compute (6 + 2) * 5", ["(6 + 2) * 5"]),
+        ("what is the square root of 81?", ["81 ** 0.5"]),
+        ("what is 10 divided by (5 - 5)?", ["10 / (5 - 5)"]),
+        # step by step: a later call uses an earlier call's result
+        ("add 2 and 3. Multiply that by 4. Subtract 1.", ["2 + 3", "5 * 4", "20 - 1"]),
+    ],
+)
+def test_a_call_that_does_what_the_request_says_is_approved(
+    request_text: str, expressions: list[str]
+) -> None:
+    results = tuple(
+        float(CalculatorTool().invoke(expression=e)["value"]) for e in expressions if "(5 - 5)" not in e
+    )
+    approved, findings = review(request_text, *expressions, results=results)
+    assert approved, findings
+
+
+def test_a_request_that_asks_for_no_calculation_is_unrelated() -> None:
+    for request_text in ("translate 'cat' into French", "who won the cup in 2014?", "book a table for two"):
+        found = review_calls(request_text, [{"arguments": {"expression": "2014 - 1"}}])
+        assert found.unrelated and not found.approved, request_text
+    assert not review_calls(
+        "how many seconds are in 4 hours?", [{"arguments": {"expression": "4 * 3600"}}]
+    ).unrelated
+
+
+def test_an_expression_the_calculator_cannot_read_is_a_finding() -> None:
+    approved, findings = review("add 2 and 2", "two plus two")
+    assert not approved and "not an expression the calculator can read" in findings
