@@ -200,7 +200,9 @@ def pass_line(event: str, record: dict[str, Any]) -> Text | None:
         reasons = f" ({', '.join(record['reason_codes'])})" if record.get("reason_codes") else ""
         return Text(
             f"{verdict}: completeness {record['completeness_score']:.2f}, "
-            f"coherence {record['coherence_score']:.2f}{reasons}",
+            "coherence "
+            + ("not judged" if record.get("coherence_score") is None else f"{record['coherence_score']:.2f}")
+            + reasons,
             style="green" if record["converged"] else "yellow",
         )
     if event == "refinement":

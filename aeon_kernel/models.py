@@ -442,7 +442,8 @@ class ConvergenceAssessment(FrozenModel):
     converged: bool
     reason_codes: tuple[str, ...] = ()
     completeness_score: float = Field(default=0.0, ge=0.0, le=1.0)
-    coherence_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    #: None when nobody measured it (no judge asked, or the judge was unavailable): never a made-up score
+    coherence_score: float | None = Field(default=None, ge=0.0, le=1.0)
     consistency_status: dict[str, Any] = Field(default_factory=dict, exclude_if=_is_empty)
     detected_issues: tuple[str, ...] = Field(default=(), exclude_if=_is_empty)
     metadata: dict[str, Any] = Field(default_factory=dict)

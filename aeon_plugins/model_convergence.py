@@ -21,7 +21,7 @@ say exactly which failed.
 
 **When the judge fails** (model unavailable, an answer the supervisor could not repair, or a judgement copied word
 for word from the worked example, which judged the example and not this answer): the deterministic verdict stands
-alone — the coherence and consistency thresholds are not applied, ``coherence_score`` is 0.0 (not judged),
+alone — the coherence and consistency thresholds are not applied, ``coherence_score`` is None (not judged),
 ``metadata["judge"]`` is ``"unavailable"`` with the error in ``metadata["judge_error"]``, ``detected_issues``
 says so, and ``judge_unavailable`` is added to the reason codes only when the verdict is not converged anyway: it
 never turns a deterministic convergence into a failure (a run whose steps all completed is not held back because
@@ -162,7 +162,9 @@ class ModelConvergence(ModelBacked, ConvergenceEngine):
         metadata: dict[str, Any] = {"thresholds": limits}
         coherence = consistency = None
         results = _results(steps, execution_results)
-        if finished and results:
+        if finished and results and (custom_criteria or {}).get("shallow"):
+            metadata["judge"] = "skipped: a shallow task (structural checks only)"
+        elif finished and results:
             request = plan_state.get("request") or plan_state.get("goal") or ""
             try:
                 value = self.ask(judge_prompt(str(request), results), JUDGE_SCHEMA, record=record)
@@ -198,7 +200,7 @@ class ModelConvergence(ModelBacked, ConvergenceEngine):
             converged=converged,
             reason_codes=tuple(reasons),
             completeness_score=completeness,
-            coherence_score=coherence if coherence is not None else 0.0,
+            coherence_score=coherence,
             consistency_status={
                 "plan_steps": "finished" if finished else "unfinished",
                 "failed_steps": [s.get("step_id") for s in steps if s.get("status") == "failed"],

@@ -21,7 +21,7 @@ class PlanFinished(ConvergenceEngine):
             converged=finished,
             reason_codes=tuple(reasons),
             completeness_score=complete,
-            coherence_score=1.0 if finished else 0.0,
+            metadata={"judge": "none: this engine checks only that the plan finished"},
         )
 
 

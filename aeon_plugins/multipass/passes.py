@@ -75,6 +75,7 @@ from aeon_kernel import (
 from aeon_kernel.errors import AeonError, NestingDepthError, OrchestrationError
 from aeon_kernel.kit import (
     SEVERITY_ORDER,
+    Check,
     ClarityState,
     ExecutionHistory,
     ExecutionPass,
@@ -378,7 +379,12 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         if verdict.status == "ttl_expired" and best is not None and best.assessment is not None:
             message += (
                 f" The latest completed pass ({best.pass_number}) scored completeness "
-                f"{best.assessment.completeness_score:.2f} and coherence {best.assessment.coherence_score:.2f}."
+                f"{best.assessment.completeness_score:.2f} and coherence "
+                + (
+                    f"{best.assessment.coherence_score:.2f}."
+                    if best.assessment.coherence_score is not None
+                    else "not judged."
+                )
             )
         elif (
             verdict.status == "failed"
@@ -502,14 +508,32 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
                 report = found if found.issues else None
         except AeonError as exc:  # advisory: the assessment goes on without it
             run.fail_cycle(error_record(exc, phase="evaluate"))
-        if not deep:
-            return _finished_plan(plan, report, "structural checks only (shallow task)"), report
         engine = run.components.convergence
         if engine is None:
             return _finished_plan(plan, report, "no convergence engine"), report
-        # The plan's state, with the request it answers (for an engine that judges the answer against it).
+        # The plan's state, with the request it answers (for an engine that judges the answer against it). The
+        # configured engine is asked on every pass; a shallow task's criteria say so (``shallow``), and the
+        # ``model`` engine then judges structurally, without a model call.
         plan_state = {**plan.model_dump(mode="json"), "request": run.state.request}
-        return engine.assess(plan_state, results, report, dict(self.criteria)), report
+        criteria = {**self.criteria, **({} if deep else {"shallow": True})}
+        assessment = engine.assess(plan_state, results, report, criteria)
+        if (
+            not deep and assessment.converged
+        ):  # a shallow task's structural verdict holds whatever the engine says
+            structural = _finished_plan(plan, report, "structural checks")
+            if not structural.converged:
+                assessment = structural
+        if assessment.converged and assessment.metadata.get("judge") == "unavailable":
+            run.record_check(
+                Check(
+                    name="convergence",
+                    subject="run",
+                    verdict="inconclusive",
+                    detail=f"the judge was unavailable: {assessment.metadata.get('judge_error', 'no reason given')}",
+                    by=type(engine).__name__,
+                )
+            )
+        return assessment, report
 
     def _record_evaluation(
         self, run: RunContext, assessment: ConvergenceAssessment, report: SemanticValidationReport | None
@@ -773,7 +797,6 @@ def _finished_plan(plan: Plan, report: SemanticValidationReport | None, judge: s
         converged=not unfinished and not blocking,
         reason_codes=(*unfinished, *(("semantic_issues",) if blocking else ())),
         completeness_score=score,
-        coherence_score=1.0 if not unfinished else score,
         detected_issues=tuple(
             f"{i.severity} {i.type} at {i.location or '-'}: {i.description}" for i in blocking
         ),
