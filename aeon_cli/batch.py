@@ -542,6 +542,9 @@ class _Runner:
             "message": result.get("message"),
             "seconds": round(seconds, 3),
         }
+        verification = result.get("verification")
+        if isinstance(verification, dict):  # how the answer was checked (decision 0018)
+            line["verification"] = verification.get("verdict")
         if self.flow and status in ("completed", "failed", "ttl_expired"):
             line["task_status"] = result.get("status")  # success, failure or partial
         text = json.dumps(line, ensure_ascii=False, default=str)

@@ -184,6 +184,7 @@ def stored_outcome(run_id: str, stored: Any, flow: bool) -> tuple[str, dict[str,
         "run_id": run_id,
         "answer": result.get("answer"),
         "message": result.get("message") or "ended in an earlier run of the batch",
+        "verification": result.get("verification"),
     }
     if flow:
         task = result.get("task") or {}

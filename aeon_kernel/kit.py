@@ -27,14 +27,17 @@ if TYPE_CHECKING:
     )
     from aeon_kernel.llm.output import (
         MAX_REPAIR_CHARS,
+        RepairScope,
+        about,
+        admit_repair,
         check_depth,
         dumps_lenient,
         ensure_repairable,
         loads_strict,
         parse_json,
+        structure,
         tool_names,
     )
-    from aeon_kernel.llm.repair_gate import RepairScope, about, admit_repair, structure
     from aeon_kernel.llm.structured import SYSTEM_PROMPT, ModelBacked, ask_json, ignore_action
     from aeon_kernel.logs import PLAN_CHANGES, changed_steps, expand_log, read_log
     from aeon_kernel.memory_values import (
@@ -128,10 +131,9 @@ _EXPORTS: Final[dict[str, str]] = {
             "end_listening",
         ),
         "aeon_kernel.llm.output": (
-            "MAX_REPAIR_CHARS", "check_depth", "dumps_lenient", "ensure_repairable", "loads_strict",
-            "parse_json", "tool_names",
+            "MAX_REPAIR_CHARS", "RepairScope", "about", "admit_repair", "check_depth", "dumps_lenient",
+            "ensure_repairable", "loads_strict", "parse_json", "structure", "tool_names",
         ),
-        "aeon_kernel.llm.repair_gate": ("RepairScope", "about", "admit_repair", "structure",),
         "aeon_kernel.llm.structured": ("ModelBacked", "SYSTEM_PROMPT", "ask_json", "ignore_action",),
         "aeon_kernel.logs": ("PLAN_CHANGES", "changed_steps", "expand_log", "read_log",),
         "aeon_kernel.memory_values": (

@@ -379,12 +379,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         if verdict.status == "ttl_expired" and best is not None and best.assessment is not None:
             message += (
                 f" The latest completed pass ({best.pass_number}) scored completeness "
-                f"{best.assessment.completeness_score:.2f} and coherence "
-                + (
-                    f"{best.assessment.coherence_score:.2f}."
-                    if best.assessment.coherence_score is not None
-                    else "not judged."
-                )
+                f"{best.assessment.completeness_score:.2f} and coherence {_score(best.assessment.coherence_score)}."
             )
         elif (
             verdict.status == "failed"
@@ -523,16 +518,11 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
             structural = _finished_plan(plan, report, "structural checks")
             if not structural.converged:
                 assessment = structural
-        if assessment.converged and assessment.metadata.get("judge") == "unavailable":
-            run.record_check(
-                Check(
-                    name="convergence",
-                    subject="run",
-                    verdict="inconclusive",
-                    detail=f"the judge was unavailable: {assessment.metadata.get('judge_error', 'no reason given')}",
-                    by=type(engine).__name__,
-                )
-            )
+        if (
+            assessment.converged and assessment.metadata.get("judge") == "unavailable"
+        ):  # unmeasured: not verified
+            why = f"the judge was unavailable: {assessment.metadata.get('judge_error', 'no reason given')}"
+            run.record_check(Check(name="convergence", subject="run", verdict="inconclusive", detail=why))
         return assessment, report
 
     def _record_evaluation(
@@ -802,3 +792,7 @@ def _finished_plan(plan: Plan, report: SemanticValidationReport | None, judge: s
         ),
         metadata={"judge": judge},
     )
+
+
+def _score(value: float | None) -> str:
+    return "not judged" if value is None else f"{value:.2f}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from aeon_plugins.calculator import CalculatorTool
-from aeon_plugins.calculator_review import request_numbers, review_calls
+from aeon_plugins.calculator.review import request_numbers, review_calls
 
 
 def review(request: str, *expressions: str, results: tuple[float, ...] = ()) -> tuple[bool, str]:

@@ -1,4 +1,4 @@
-"""The ``calculator`` tool: arithmetic on numbers, evaluated by walking the AST (never ``eval``).
+"""The calculator's arithmetic: an expression evaluated by walking its AST (never ``eval``).
 
 Only number literals, ``+ - * / // % **`` and unary ``+ -`` are accepted; anything else (names, calls,
 attributes) is refused before evaluation. Exponents and results are bounded so that an expression such as
@@ -10,12 +10,10 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any, Final, cast
 
-from aeon_kernel import Register, Tool, ToolError, hookimpl
-from aeon_kernel.kit import Review
-from aeon_plugins.calculator_review import review_calls
+from aeon_kernel import ToolError
 
 MAX_EXPRESSION_LENGTH: Final = 200
 MAX_EXPONENT: Final = 512
@@ -76,42 +74,3 @@ def _eval(node: ast.expr) -> int | float:
             raise ToolError("the result is too large or not a real number")
         return result  # type: ignore[no-any-return]
     raise ToolError(f"only numbers and + - * / // % ** are allowed, found {type(node).__name__}")
-
-
-class CalculatorTool(Tool):
-    name: str = "calculator"
-    description: str = "Evaluate an arithmetic expression such as '5 + 10' or '(2 + 3) * 4'."
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "expression": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_EXPRESSION_LENGTH,
-                # Numbers and operators only: a model constrained by this schema cannot write words here.
-                "pattern": r"^[-+*/%^().0-9eE ]+$",
-            }
-        },
-        "required": ["expression"],
-        "additionalProperties": False,
-    }
-    output_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {"expression": {"type": "string"}, "value": {"type": "number"}},
-        "required": ["expression", "value"],
-        "additionalProperties": False,
-    }
-    example: dict[str, Any] | None = {"expression": "5 + 10"}
-
-    def review(self, request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
-        """The calculator knows what arithmetic words mean: :func:`~aeon_plugins.calculator_review.review_calls`."""
-        return review_calls(request, calls)
-
-    def invoke(self, **kwargs: Any) -> dict[str, Any]:
-        expression = kwargs["expression"]
-        return {"expression": expression, "value": evaluate(expression)}
-
-
-@hookimpl
-def aeon_register_tools(register: Register) -> None:
-    register("calculator", CalculatorTool)

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from aeon_kernel.kit import Review
+from aeon_plugins.calculator.arithmetic import evaluate
 
 # --- numbers in words ---------------------------------------------------------------------------------------------
 
@@ -292,8 +293,6 @@ def _literal_expressions(request: str) -> list[str]:
 
 
 def _evaluated(expression: str) -> float | None:
-    from aeon_plugins.calculator import evaluate  # the calculator's own arithmetic (it imports this module)
-
     try:
         return float(evaluate(expression.replace(",", "")))
     except Exception:
