@@ -348,6 +348,7 @@ class SqliteStateStore(StateStore):
             entries = plan_snapshots(
                 tuple(LogEntry.model_validate({**json.loads(e), "plan_state": None}) for e, _ in cycles), plan
             )
+            ended = json.loads(result) if result is not None else None
             state = stored_state(
                 run_id,
                 request,
@@ -359,8 +360,8 @@ class SqliteStateStore(StateStore):
                 cycle=cycle,
                 status=status,
                 scheduler_state=scheduler_state,
+                result=ended,
             )
-            ended = json.loads(result) if result is not None else None
             return StoredRun(state=state, manifest=json.loads(manifest), entries=entries, result=ended)
         except Exception as exc:  # whatever the rows hold, they do not make a run: corrupt
             reason = failure_text(exc)

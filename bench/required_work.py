@@ -70,6 +70,7 @@ def run(plan: Plan, tool: aeon_w.FunctionTool) -> int:
             step_status=done,
             usage={},
             stages=(),
+            checks=(),
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
         total += result["value"]

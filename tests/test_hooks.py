@@ -269,7 +269,7 @@ def spy_tool(invocations: list[dict[str, Any]]) -> Tool:
 
 def test_hook_aeon_register_llm_adapters() -> None:
     engine = every_kind_engine()
-    result = engine.run("add")
+    result = engine.run("add 5 and 10")
     assert result["status"] == "completed" and result["answer"] == "15"
     adapter = engine.llm.adapter
     assert isinstance(adapter, Canned)  # chosen by name, built from the [llm] table's options
@@ -326,7 +326,7 @@ def test_hook_aeon_register_tools() -> None:
 
 def test_hook_aeon_register_validators() -> None:
     engine = every_kind_engine()
-    assert engine.run("add")["status"] == "completed"
+    assert engine.run("add 5 and 10")["status"] == "completed"
     validator = engine.validator
     # the model planner checks the model's plan (to repair it), and the kernel any plan it accepts, whoever wrote it
     assert isinstance(validator, CountingValidator) and validator.plans == 2
@@ -337,7 +337,7 @@ def test_hook_aeon_register_validators() -> None:
 def test_hook_aeon_register_supervisors() -> None:
     fenced = "```json\n" + json.dumps(SUM) + "\n```"  # not JSON as it stands: the supervisor repairs it
     engine = every_kind_engine(every_kind_config([fenced, answer("15")]))
-    assert engine.run("add")["status"] == "completed"
+    assert engine.run("add 5 and 10")["status"] == "completed"
     supervisor = engine.supervisor
     assert isinstance(supervisor, PickySupervisor)
     assert supervisor.json_repairs == [fenced]  # the chosen supervisor did the repair
@@ -347,10 +347,10 @@ def test_hook_aeon_register_supervisors() -> None:
 
 
 def test_hook_aeon_register_convergence_engines() -> None:
-    finished = every_kind_engine().run("add")
+    finished = every_kind_engine().run("add 5 and 10")
     assert finished["status"] == "completed" and finished["convergence"]["converged"] is True
 
-    never = every_kind_engine(every_kind_config().with_choice("convergence", "never")).run("add")
+    never = every_kind_engine(every_kind_config().with_choice("convergence", "never")).run("add 5 and 10")
     assert never["status"] == "failed"
     assert never["convergence"]["reason_codes"] == ["answer_not_checked"]
     assert [s["status"] for s in never["plan"]["steps"]] == ["complete", "complete"]
@@ -601,7 +601,7 @@ def test_hook_aeon_invoke_tool(make_harness: MakeHarness) -> None:
     invocations: list[dict[str, Any]] = []
     spy = Spy()
     h = make_harness([SPY_THEN_ECHO], tools=[spy_tool(invocations), EchoTool()], plugins=(NoSpying(), spy))
-    result = h.run()
+    result = h.run("spy on secret, then say hi")
     assert invocations == []  # the tool was never invoked
     step1, step2 = result["plan"]["steps"]
     assert (step1["status"], step1["failure"]) == ("failed", "spy is not allowed here")
@@ -641,7 +641,7 @@ def test_a_tool_wrapper_can_replace_the_record(make_harness: MakeHarness) -> Non
             return call.model_copy(update={"result": {"message": "[redacted]"}})
 
     h = make_harness([plan(tool_step("1", "echo", {"message": "password"}))], plugins=(Redact(),))
-    result = h.run()
+    result = h.run("echo password")
     assert result["answer"] == {"message": "[redacted]"}
     assert h.memory.read(f"run/{result['run_id']}/1") == {"message": "[redacted]"}
 
@@ -656,7 +656,7 @@ def test_a_tool_plugin_that_raises_fails_only_that_step(make_harness: MakeHarnes
                 raise RuntimeError("sandbox crashed")
             return None
 
-    result = make_harness([THREE_ECHOES], plugins=(Buggy(),)).run()
+    result = make_harness([THREE_ECHOES], plugins=(Buggy(),)).run("echo a, b and c")
     assert [s["status"] for s in result["plan"]["steps"]] == ["failed", "complete", "complete"]
     assert result["plan"]["steps"][0]["failure"] == "RuntimeError: sandbox crashed"
 

@@ -60,7 +60,7 @@ def test_steps_run_strictly_in_order(make_harness: MakeHarness) -> None:
     """FR-052: step N is complete or failed before step N+1 starts."""
     steps = [tool_step(str(i), "echo", {"message": f"m{i}"}) for i in range(1, 6)]
     h = make_harness([plan(*steps)])
-    assert h.run()["status"] == "completed"
+    assert h.run("echo m1 m2 m3 m4 m5")["status"] == "completed"
     changes = h.sink.of("aeon_step_status_changed")
     expected = []
     for i in range(1, 6):
@@ -73,7 +73,7 @@ def test_steps_run_strictly_in_order(make_harness: MakeHarness) -> None:
 
 def test_tool_arguments_come_from_the_model_when_the_plan_has_none(make_harness: MakeHarness) -> None:
     h = make_harness([plan(tool_step("1", "calculator")), json.dumps({"expression": "2 * 21"})])
-    result = h.run()
+    result = h.run("multiply 2 by 21")
     assert result["status"] == "completed"
     assert result["answer"] == {"expression": "2 * 21", "value": 42}
     assert h.llm.prompts[1]["json_schema"] is None  # the scripted model cannot constrain decoding
@@ -125,7 +125,7 @@ def test_a_tool_that_raises_any_exception_fails_only_its_step(make_harness: Make
         [plan(tool_step("1", "bad", {}), tool_step("2", "echo", {"message": "still here"}))],
         tools=[bad, EchoTool()],
     )
-    result = h.run()
+    result = h.run("run bad, then say still here")
     assert [s["status"] for s in result["plan"]["steps"]] == ["failed", "complete"]
     assert "KeyError" in result["plan"]["steps"][0]["failure"]
     assert result["answer"] == {"message": "still here"}
@@ -134,9 +134,9 @@ def test_a_tool_that_raises_any_exception_fails_only_its_step(make_harness: Make
 def test_invalid_arguments_are_repaired_by_the_supervisor(make_harness: MakeHarness) -> None:
     """FR-025/030, US4-4: invalid arguments are rejected and routed to the supervisor, with the exact error."""
     h = make_harness(
-        [plan(tool_step("1", "calculator", {"expression": 15})), json.dumps({"expression": "15"})]
+        [plan(tool_step("1", "calculator", {"expression": 15})), json.dumps({"expression": "5 + 10"})]
     )
-    result = h.run()
+    result = h.run("add 5 and 10")
     assert result["status"] == "completed"
     assert result["answer"]["value"] == 15
     actions = h.entries[1].supervisor_actions
@@ -165,7 +165,7 @@ def test_structurally_invalid_plan_is_repaired(make_harness: MakeHarness) -> Non
         ],
     }
     h = make_harness([broken])
-    result = h.run()
+    result = h.run("echo a, then echo b")
     assert result["status"] == "completed"
     assert [s["step_id"] for s in result["plan"]["steps"]] == ["1", "2"]
     assert h.entries[0].supervisor_actions[0].action_type == "plan_repair"
@@ -190,7 +190,7 @@ def test_a_repair_may_not_introduce_a_tool(make_harness: MakeHarness) -> None:
         "steps": [{"step_id": "1", "description": "say hi", "tool": "echo", "arguments": {"message": "hi"}}],
     }
     h = make_harness([broken, sneaky, honest])
-    result = h.run()
+    result = h.run("say hi")
     assert result["status"] == "completed"
     assert result["plan"]["steps"][0]["tool"] == "echo"
     first, second = h.entries[0].supervisor_actions
@@ -243,7 +243,7 @@ def test_ttl_expiry_returns_a_structured_result_and_keeps_the_state(make_harness
     """FR-034…036, SC-006."""
     steps = [tool_step(str(i), "echo", {"message": str(i)}) for i in range(1, 5)]
     h = make_harness([plan(*steps)], ttl=3)
-    result = h.run()
+    result = h.run("echo 1, 2, 3 and 4")
     assert result["status"] == "ttl_expired"
     assert len(h.entries) == 3
     assert [s["status"] for s in result["plan"]["steps"]] == ["complete", "complete", "pending", "pending"]
@@ -282,7 +282,7 @@ def test_model_unavailable_after_retries_fails_the_step_and_ends_the_run(make_ha
 
 def test_initial_plan_skips_plan_generation(make_harness: MakeHarness) -> None:
     h = make_harness([])
-    result = h.run(initial_plan=Plan.model_validate(plan(tool_step("1", "echo", {"message": "x"}))))
+    result = h.run("echo x", initial_plan=Plan.model_validate(plan(tool_step("1", "echo", {"message": "x"}))))
     assert result["status"] == "completed"
     assert [e.phase for e in h.entries] == ["step"]
     assert h.llm.prompts == []
@@ -297,7 +297,7 @@ def test_invalid_initial_plan_is_rejected_before_the_run(make_harness: MakeHarne
 def test_statuses_written_by_the_model_are_reset_to_pending(make_harness: MakeHarness) -> None:
     cheeky = plan(tool_step("1", "echo", {"message": "a"}, status="complete"))
     h = make_harness([cheeky])
-    result = h.run()
+    result = h.run("echo a")
     assert result["status"] == "completed"
     assert len(h.orchestrator.get_state().tool_history) == 1  # the step really ran
 

@@ -89,7 +89,7 @@ def test_a_refused_call_fails_its_step_and_the_run_goes_on(tmp_path: Any) -> Non
     ]
     responses.write_text(json.dumps(script))
     with engine({"vault": {"grant": ["read"]}}, llm={"use": "scripted", "responses": str(responses)}) as e:
-        result = e.run("write the vault")
+        result = e.run("write the vault, then say hi")
     steps = {step["step_id"]: step for step in result["plan"]["steps"]}
     assert steps["1"]["status"] == "failed" and steps["2"]["status"] == "complete"
     assert "the call needs 'write', which was not granted" in steps["1"]["failure"]

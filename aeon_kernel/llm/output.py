@@ -155,8 +155,12 @@ def tool_names(value: Any) -> set[str]:
 #   only where the problem it repairs is (an argument the schema rejects, a step that was invalid), and may drop
 #   any.
 
-#: a tool named in text that is not JSON: a ``"tool"`` or ``"tool_name"`` key with a string value
-_NAMED_TOOL: Final = re.compile(r"""["']?\btool(?:_name)?\b["']?\s*[:=]\s*["']([A-Za-z0-9_.-]+)["']""")
+#: a tool named in text that is not JSON: a ``tool`` or ``tool_name`` key with a value, as JSON, YAML, Python,
+#: escaped JSON or JSON with typographic quotes writes it ("use the calculator" names none)
+_NAMED_TOOL: Final = re.compile(
+    r"""(?<![\w.-])tool(?:_name)?["'\\\u201c\u201d\u2018\u2019]*\s*[:=]\s*["'\\\u201c\u201d\u2018\u2019]*"""
+    r"""([A-Za-z0-9_.-]+)"""
+)
 
 
 @dataclass(frozen=True)

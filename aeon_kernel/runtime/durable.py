@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from aeon_kernel.errors import RunStoreError
 from aeon_kernel.memory_values import is_utf8
-from aeon_kernel.models import LogEntry, OrchestrationState, Plan, RunStatus, StepStatus
+from aeon_kernel.models import Check, LogEntry, OrchestrationState, Plan, RunStatus, StepStatus
 from aeon_kernel.secrets import scrub_secrets, scrub_secrets_json
 
 # --- the text a store writes ---------------------------------------------------------------------------------
@@ -194,10 +194,13 @@ def stored_state(
     cycle: int,
     status: RunStatus,
     scheduler_state: str | None,
+    result: dict[str, Any] | None = None,
 ) -> OrchestrationState:
     """A run's state rebuilt from what a store read back: its fields, its final ``plan``, its cycle records
     (``entries``, whose tool calls, supervisor actions, checks and errors make the histories), the model outputs of
-    every cycle in order, and its scheduler state as the JSON text stored (None or empty: none).
+    every cycle in order, and its scheduler state as the JSON text stored (None or empty: none). A finished run's
+    stored ``result`` gives its checks whole (its verification holds those recorded as the run ended, after its
+    last cycle record).
 
     Raises (a ``ValueError``, as pydantic's validation errors and bad JSON are) when what was read does not make
     a run — among them a number of records that is not ``cycle``: the store then says the run is corrupt."""
@@ -209,7 +212,7 @@ def stored_state(
         tool_history=tuple(c for e in entries for c in e.tool_calls),
         llm_outputs=tuple(llm_outputs),
         supervisor_actions=tuple(a for e in entries for a in e.supervisor_actions),
-        checks=tuple(c for e in entries for c in e.checks),
+        checks=_checks(entries, result),
         errors=tuple(err for e in entries for err in e.errors),
         ttl_remaining=ttl_remaining,
         cycle=cycle,
@@ -219,3 +222,10 @@ def stored_state(
     if len(entries) != cycle:
         raise ValueError(f"{len(entries)} cycle records for {cycle} cycles")
     return state
+
+
+def _checks(entries: tuple[LogEntry, ...], result: dict[str, Any] | None) -> tuple[Check, ...]:
+    verification = result.get("verification") if isinstance(result, dict) else None
+    if isinstance(verification, dict) and isinstance(verification.get("checks"), list):
+        return tuple(Check.model_validate(check) for check in verification["checks"])
+    return tuple(c for e in entries for c in e.checks)

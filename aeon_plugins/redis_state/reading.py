@@ -83,6 +83,8 @@ class _Reading(_Connection):
             entries = plan_snapshots(
                 tuple(LogEntry.model_validate({**entry, "plan_state": None}) for entry, _ in records), plan
             )
+            result = _field(fields, "result", optional=True)
+            ended = json.loads(result) if result is not None else None
             state = stored_state(
                 run_id,
                 request,
@@ -94,12 +96,11 @@ class _Reading(_Connection):
                 cycle=cycle,
                 status=status,
                 scheduler_state=scheduler_state,
+                result=ended if isinstance(ended, dict) else None,
             )
             read_manifest = json.loads(manifest)
             if not isinstance(read_manifest, dict):
                 raise ValueError(f"its manifest is a {type(read_manifest).__name__}, not an object")
-            result = _field(fields, "result", optional=True)
-            ended = json.loads(result) if result is not None else None
             return StoredRun(state=state, manifest=read_manifest, entries=entries, result=ended)
         except Exception as exc:  # whatever the keys hold, they do not make a run: corrupt
             raise RunStoreError(

@@ -146,7 +146,9 @@ def test_the_scripted_model_answers_each_task_once_whatever_the_concurrency(proj
     ]
     (project / "responses.json").write_text(json.dumps(plans))
     (project / "aeon.toml").write_text('[llm]\nuse = "scripted"\nresponses = "responses.json"\n')
-    write_requests(project / "requests.jsonl", [f"echo something {i}" for i in range(12)])
+    # which plan a task gets is not known in advance: each request asks to echo any of the twelve messages
+    choices = " ".join(f"m{i}" for i in range(12))
+    write_requests(project / "requests.jsonl", [f"task {i}: echo one of {choices}" for i in range(12)])
     result = CliRunner().invoke(cli, ["batch", "requests.jsonl", "--out", "out.jsonl", "--concurrency", "6"])
     assert result.exit_code == 0, result.stderr
     lines = results(project / "out.jsonl")

@@ -14,6 +14,7 @@ saying why, where either is missing; required where ``AEON_REQUIRE_BROWSER`` is 
 from __future__ import annotations
 
 import hashlib
+import html
 import http.client
 import json
 import os
@@ -41,8 +42,10 @@ from tests.support.builders import answer, llm_step, plan, tool_step
 from tests.support.inspector_runs import build_big_run
 from tests.support.servers import started
 
-REQUEST = "add 5 and 10"
-SCRIPT = "<script>alert(1)</script>"
+#: no digit in the echoed text: the calculator's review would ask that a number the request states be used
+SCRIPT = "<script>alert(document.domain)</script>"
+#: asks for what THREE_STEPS does: the sum, then the echo (each tool's review finds its calls asked for)
+REQUEST = f"add 5 and 10, then echo {SCRIPT}"
 THREE_STEPS = plan(
     tool_step("1", "calculator", {"expression": "5 + 10"}),
     tool_step("2", "echo", {"message": SCRIPT}),
@@ -175,7 +178,7 @@ def test_the_run_page_lists_its_artifacts_escaped_and_scrubbed(server: Inspector
     assert kinds.count("telemetry") == 5 and kinds.count("model_call") == 2  # the plan's and the answer's
     assert {"tool_result", "step_output"} <= set(kinds) and len(kinds) == 14
     assert "tool:calculator" in section and "tool:echo" in section
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section and "<script" not in section
+    assert "&lt;script&gt;alert(document.domain)&lt;/script&gt;" in section and "<script" not in section
     assert CANARY not in page and CANARY[:8] not in page and "***" in section
     assert "14 of 14" in section and str(runs.artifacts) in section
     _, _, other = fetch(server, f"/run/store/{runs.replayed}")
@@ -346,7 +349,7 @@ def test_every_prompt_is_shown_from_the_artifact_store_without_a_cassette(tmp_pa
         inspector.catalog.close()
     planning, tool_only, answering = pages
     assert f"(from the artifact store {data / 'runs-artifacts.db'})" in planning
-    assert f"Request: {REQUEST}\nPlan:</pre>" in planning and "Prompt not kept" not in planning
+    assert f"Request: {html.escape(REQUEST)}\nPlan:</pre>" in planning and "Prompt not kept" not in planning
     assert 'class="prompt"' not in tool_only  # a tool step makes no model call
     assert 'class="prompt"' in answering and "Step 1 [complete]" in answering  # the results so far
     (call,) = api["llm_calls"]

@@ -174,7 +174,13 @@ def test_secrets_never_reach_the_log(project: Path) -> None:
         '[llm]\nuse = "scripted"\nresponses = "responses.json"\n'
         '[telemetry]\nuse = ["jsonl"]\n[telemetry.jsonl]\npath = "log.jsonl"\n'
     )
-    proc = aeon("run", "x", "--json", cwd=project, env={"AEON_TEST_SECRET": "sk-very-secret"})
+    proc = aeon(
+        "run",
+        "calculate the sum of 5 and 10",
+        "--json",
+        cwd=project,
+        env={"AEON_TEST_SECRET": "sk-very-secret"},
+    )
     assert proc.returncode == 0
     assert "sk-very-secret" not in (project / "log.jsonl").read_text() + proc.stdout + proc.stderr
 
@@ -205,7 +211,7 @@ def test_plugins_check_exit_status(project: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1 and "1 plugin problem" in proc.stderr
     assert json.loads(proc.stdout)["errors"][0]["error"] == "ImportError: needs libfoo"
     assert aeon("plugins", cwd=project, env=env).returncode == 0  # without --check it only reports
-    run = aeon("run", "x", "--json", cwd=project, env=env)
+    run = aeon("run", "calculate the sum of 5 and 10", "--json", cwd=project, env=env)
     assert run.returncode == 0  # one broken plugin never takes the host down
 
 

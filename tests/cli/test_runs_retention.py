@@ -51,7 +51,7 @@ def finished_runs(count: int, config: AeonConfig | None = None) -> list[str]:
         (config or AeonConfig()).with_choice("llm", "scripted", responses=[PLAN] * count)
     )
     with Engine(chosen) as engine:
-        return [engine.run(f"request {i}")["run_id"] for i in range(count)]
+        return [engine.run(f"request {i}: say hi")["run_id"] for i in range(count)]  # PLAN's echo
 
 
 def held_run(db: Path, run_id: str, how: str) -> subprocess.Popen[str]:

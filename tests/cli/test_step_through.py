@@ -35,8 +35,10 @@ from tests.support.builders import answer, llm_step, plan, tool_step
 from tests.support.servers import started
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUEST = "add 5 and 10"
-SCRIPT = "<script>alert(1)</script>"
+#: no digit in the echoed text: the calculator's review would ask that a number the request states be used
+SCRIPT = "<script>alert(document.domain)</script>"
+#: asks for what THREE_STEPS does: the sum, then the echo (each tool's review finds its calls asked for)
+REQUEST = f"add 5 and 10, then echo {SCRIPT}"
 THREE_STEPS = plan(
     tool_step("1", "calculator", {"expression": "5 + 10"}),
     tool_step("2", "echo", {"message": SCRIPT}),

@@ -68,7 +68,9 @@ def ignore(action: Any) -> None:
 )
 def test_a_repair_naming_a_tool_the_model_never_named_is_refused(text: str) -> None:
     smuggler = Smuggler("shell")
-    with pytest.raises(SupervisorError, match=r"names tools the model's output did not: \['shell'\]"):
+    with pytest.raises(
+        SupervisorError, match=r"the repair names tools the original output did not: \['shell'\]"
+    ):
         parse_json(text, smuggler, ignore, PLAN_SCHEMA, SchemaValidator())
     assert smuggler.calls == 1
 

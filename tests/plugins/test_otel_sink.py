@@ -316,7 +316,8 @@ def test_a_supervisor_repair_is_an_event_of_its_cycle_and_its_model_call_a_span(
     """The arguments are invalid (a number, not text): the supervisor asks the model, then the tool runs."""
     replies = [
         json.dumps(plan(tool_step("1", "calculator", {"expression": 15}))),
-        json.dumps({"expression": "15"}),
+        # the model's repair writes the request's sum (the calculator reviews the call made against the request)
+        json.dumps({"expression": "5 + 10"}),
     ]
     with engine_for(tmp_path, replies, plugins=(CountedPlugin(),), llm="slow") as engine:
         assert engine.run("add 5 and 10")["status"] == "completed"
@@ -542,7 +543,7 @@ def test_a_registered_secret_reaches_no_span(tmp_path: Path, capture_content: bo
         json.dumps(plan(tool_step("1", "echo", {"message": f"the key is {canary}"}), goal=f"echo {canary}"))
     ]
     with engine_for(tmp_path, replies, capture_content=capture_content) as engine:
-        result = engine.run(f"echo the key {canary}")
+        result = engine.run(f"echo the key is {canary}")  # the echo's message is the request's text
         spans = finished(engine)
     assert result["status"] == "completed"
     check_tree(spans)

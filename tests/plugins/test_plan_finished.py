@@ -26,7 +26,8 @@ def test_all_complete() -> None:
     assert result.converged is True
     assert result.reason_codes == ()
     assert result.completeness_score == 1.0
-    assert result.coherence_score == 1.0
+    assert result.coherence_score is None  # this engine does not judge coherence: not measured
+    assert result.metadata["judge"] == "none: this engine checks only that the plan finished"
 
 
 def test_finished_with_failures_is_converged_and_names_each_failed_step() -> None:
@@ -50,7 +51,7 @@ def test_unfinished_plans_have_not_converged(statuses: tuple[str, ...]) -> None:
     result = ENGINE.assess(plan_state(*statuses), [])
     assert result.converged is False
     assert result.reason_codes[0] == "steps_unfinished"
-    assert result.coherence_score == 0.0
+    assert result.coherence_score is None  # not measured, finished or not
 
 
 def test_unfinished_and_failed_reasons_together() -> None:

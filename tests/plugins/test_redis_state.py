@@ -237,7 +237,7 @@ def test_aeon_runs_and_aeon_resume_from_another_process(
     # process, and scrub it from the messages later tests read.
     here = AeonConfig(state=Choice("redis", {"url": redis_url, "namespace": namespace}))
     with Engine(here.with_choice("llm", "scripted", responses=[echo])) as engine:
-        cycles = engine.orchestrator().iter("echo three things")
+        cycles = engine.orchestrator().iter("echo m1 m2 m3")  # the request asks for the messages echoed
         run_id = [next(cycles).run_id for _ in range(2)][-1]
         cycles.close()  # type: ignore[attr-defined]  # a generator
 
@@ -716,7 +716,7 @@ def test_no_registered_secret_reaches_redis(
     register_secret(CANARY)
     echo = plan(tool_step("1", "echo", {"message": f"the key is {CANARY}"}), goal=f"echo {CANARY}")
     with make(responses=[echo]) as engine:
-        result = engine.run(f"echo {CANARY}")
+        result = engine.run(f"echo the key is {CANARY}")  # the message is the request's text
         stored = store_of(engine).load(result["run_id"])
     assert result["status"] == "completed"
     everything = everything_in(raw, namespace)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from aeon_kernel import Supervisor, SupervisorAction, SupervisorError, ValidationError
-from aeon_kernel.kit import ModelClient
+from aeon_kernel.kit import Check, ModelClient
 from aeon_plugins.planning import ModelPlanner, PlanParse, parse_plan, repair_json_text
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
@@ -106,10 +106,14 @@ def test_the_model_planner_reads_its_plan_through_parse_plan() -> None:
     model = ScriptedLLM([json.dumps(written)])
     client = ModelClient(model)
     planner = ModelPlanner(client, VALIDATOR, DefaultSupervisor(client, VALIDATOR, TOOLS))
-    recorded: list[SupervisorAction] = []
+    recorded: list[SupervisorAction | Check] = []
     plan = planner.generate_plan("add 5 and 10", None, TOOLS, record=recorded.append)
     assert plan.steps[0].tool == "calculator"  # not a step that lost its tool to an unknown key
-    assert [(a.action_type, a.method) for a in recorded] == [("plan_repair", "deterministic")]
+    actions = [a for a in recorded if isinstance(a, SupervisorAction)]
+    assert [(a.action_type, a.method) for a in actions] == [("plan_repair", "deterministic")]
+    # the repaired plan fits the request: the planner's check passes it
+    checks = [(c.name, c.verdict) for c in recorded if isinstance(c, Check)]
+    assert checks == [("plan_fits_request", "passed")] and len(actions) + len(checks) == len(recorded)
     assert len(model.prompts) == 1  # the plan itself; no repair needed the model
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from aeon_kernel import Engine
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
-from tests.runtime.test_run import ByRequestPlugin
+from tests.runtime.test_run import ByRequestPlugin, echo_request
 
 canaries = st.lists(
     st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=6, max_size=10).map(
@@ -42,7 +42,7 @@ def test_concurrent_runs_keep_their_model_outputs_to_themselves(
     builtins = [importlib.import_module(name) for name in (*BUILTIN_PLUGINS, "aeon_plugins.sqlite_state")]
     with Engine(config, plugins=[*builtins, ByRequestPlugin()], autoload=False) as engine:
         engine.add_sink("jsonl", path=str(root / "runs.jsonl"))
-        runs = {word: engine.start(f"echo {word}") for word in words}
+        runs = {word: engine.start(echo_request(word)) for word in words}
         barrier = threading.Barrier(len(words))
 
         def go(word: str) -> None:

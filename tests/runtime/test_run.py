@@ -68,9 +68,9 @@ def test_a_run_steps_one_cycle_per_next_and_ends_with_a_typed_result(make_harnes
 
 def test_a_run_is_an_iterator_and_execute_drains_it(make_harness: MakeHarness) -> None:
     h = make_harness([SUM_PLAN, answer("15"), SUM_PLAN, answer("15")])
-    iterated = list(h.orchestrator.start("sum"))
+    iterated = list(h.orchestrator.start("add 5 and 10"))
     assert [e.step_number for e in iterated] == [1, 2, 3]
-    result = h.orchestrator.start("sum").execute()
+    result = h.orchestrator.start("add 5 and 10").execute()
     assert result.status == "completed" and result.state.cycle == 3
 
 
@@ -299,9 +299,15 @@ class ByRequest(LLMAdapter):
         json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
         time.sleep(0.02)  # long enough for runs in other threads to be inside a cycle too
-        word = prompt.rsplit("Request: ", 1)[-1].split()[1]  # "echo <word>"
+        word = prompt.rsplit("Request: ", 1)[-1].split()[1]  # "echo <word> ..." (echo_request)
         steps = [tool_step(str(i), "echo", {"message": f"{word}-{i}"}) for i in range(1, 4)]
         return {"text": json.dumps(plan(*steps, goal=f"echo {word}")), "usage": {"prompt_tokens": len(word)}}
+
+
+def echo_request(word: str) -> str:
+    """The request ByRequest plans for: it echoes ``word``-1, -2 and -3, which the request states, so the echo's
+    review approves the calls (decision 0018)."""
+    return f"echo {word} three times: {word}-1, {word}-2, {word}-3"
 
 
 class ByRequestPlugin:
@@ -320,7 +326,7 @@ def _engine(tmp_path: Any) -> Engine:
 
 def test_two_runs_of_one_engine_interleaved_keep_their_own_cycles(tmp_path: Any) -> None:
     with _engine(tmp_path) as engine:
-        alpha, beta = engine.start("echo alpha"), engine.start("echo beta")
+        alpha, beta = engine.start(echo_request("alpha")), engine.start(echo_request("beta"))
         for _ in range(5):  # alternate: alpha, beta, alpha, beta, ...
             alpha.next()
             beta.next()
@@ -347,7 +353,7 @@ def test_runs_of_one_engine_in_parallel_threads(tmp_path: Any) -> None:
         barrier = threading.Barrier(len(words))
 
         def go(word: str) -> None:
-            run = engine.start(f"echo {word}")
+            run = engine.start(echo_request(word))
             barrier.wait()
             results[word] = run.execute()
 

@@ -16,8 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 TICKET_TRIAGE = ROOT / "examples" / "flows" / "ticket-triage"
 TRIAGE_CASSETTE = ROOT / "tests" / "cassettes" / "flows" / "ticket-triage.jsonl"
 BILLING = "I was charged twice for my subscription this month, please refund one payment."
-#: what the echo step returns: it must render as text, never run
-SCRIPT = "<script>alert(1)</script>"
+#: what the echo step returns: it must render as text, never run (no digit in it: the calculator's review would
+#: ask that a number the request states be used)
+SCRIPT = "<script>alert(document.domain)</script>"
+#: what record_plain asks: the sum, then the echo of SCRIPT (each tool's review finds its calls asked for)
+REQUEST = f"add 5 and 10, then echo {SCRIPT}"
 #: the nodes of examples/flows/ticket-triage
 TRIAGE_NODES = (
     "intake",
@@ -62,7 +65,7 @@ def record_plain(
     )
     with Engine(config, record=str(record) if record else None) as engine:
         engine.add_sink("jsonl", path=str(log))
-        result = engine.run("add 5 and 10")
+        result = engine.run(REQUEST)
     assert result["status"] == "completed", result
     return str(result["run_id"])
 

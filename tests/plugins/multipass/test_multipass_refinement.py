@@ -189,7 +189,11 @@ def test_a_failed_step_is_superseded_by_the_parts_that_redo_the_request() -> Non
     assert result["status"] == "completed", result["message"]
     assert result["message"].startswith("every step of the request's parts completed (steps ['1'] of the")
     history = result["execution_history"]
-    assert history["passes"][1]["assessment"]["reason_codes"] == ["step_failed:1"]
+    # the configured (model) engine judged the shallow pass structurally: half the plan completed
+    assessment = history["passes"][1]["assessment"]
+    assert assessment["reason_codes"] == ["step_failed:1", "completeness_below_threshold"]
+    assert assessment["metadata"]["judge"] == "skipped: a shallow task (structural checks only)"
+    assert assessment["coherence_score"] is None  # not measured
     first = result["plan"]["steps"][0]
     assert (first["step_id"], first["status"], first["clarity_state"]) == ("1", "failed", "BLOCKED")
     assert len(events.named("decomposition")) == 1
@@ -347,12 +351,21 @@ def test_a_number_no_tool_used_is_an_issue_whose_text_drives_the_refinement() ->
 
 
 def test_a_percentage_may_be_used_as_a_share_and_words_are_not_read() -> None:
+    """The semantic check reads numbers in digits only: 20% used as 0.2 is used, "two" is not read, and the run
+    converges on its first pass. The calculator's review reads numbers in words too (issue 26): it finds the
+    "two" unused, so the run ends failed, its answer kept."""
     script = [profile(), calc_plan("Take 20 percent of 150", "150 * 0.2"), answer("It is 30.")]
     built, _, _ = engine(script)
     with built:
         result = built.run("what is 20% of 150, in two words?")
-    assert result["status"] == "completed", result["message"]
-    assert result["execution_history"]["passes"][1]["report"] is None
+    history = result["execution_history"]
+    assert history["converged"] and history["passes"][1]["report"] is None
+    finding = "The request states 2, which no calculation uses."
+    assert result["status"] == "failed" and result["answer"] == "It is 30."
+    assert result["message"].startswith(f"not verified: review: {finding}")
+    assert result["verification"]["verdict"] == "contradicted"
+    (review,) = [c for c in result["verification"]["checks"] if c["name"] == "review"]
+    assert (review["verdict"], review["detail"], review["by"]) == ("failed", finding, "calculator")
 
 
 # --- limits -------------------------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ class Script:
         self.reports, self.assessments = list(reports or []), list(assessments or [])
         self.refinements, self.updates = list(refinements or []), list(updates or [])
         self.calls: list[str] = []
+        self.criteria: list[dict[str, Any]] = []  # what the convergence engine was asked with, per pass
 
 
 class Components:
@@ -134,6 +135,7 @@ class Components:
                 self, plan_state: Any, execution_results: Any, report: Any = None, criteria: Any = None
             ) -> Any:
                 script.calls.append("assess")
+                script.criteria.append(dict(criteria or {}))
                 return script.assessments.pop(0)
 
         register("scripted", Judge)
@@ -163,19 +165,33 @@ def phases(sink: RecordingSink) -> list[str]:
 
 CONVERGED = ConvergenceAssessment(converged=True, completeness_score=1.0, coherence_score=0.95)
 NOT_YET = ConvergenceAssessment(
-    converged=False, reason_codes=("coherence_below_threshold",), completeness_score=1.0
+    converged=False, reason_codes=("coherence_below_threshold",), completeness_score=1.0, coherence_score=0.5
+)
+#: What an engine answers for a shallow task: the plan finished, and no score was measured (nobody judged it).
+STRUCTURAL = ConvergenceAssessment(
+    converged=True, completeness_score=1.0, metadata={"judge": "skipped: a shallow task"}
 )
 TWO_STEPS = Plan(goal="say a then b", steps=(echo_step("1", "a"), echo_step("2", "b")))
 
 
-def test_a_shallow_task_is_profiled_planned_run_and_checked_without_a_judge() -> None:
-    script = Script(depth=1, plan=TWO_STEPS)
+def test_a_shallow_task_is_profiled_planned_run_and_checked_as_shallow() -> None:
+    """No semantic validation (adaptive depth); the convergence engine is still asked, told the task is shallow."""
+    script = Script(depth=1, plan=TWO_STEPS, assessments=[STRUCTURAL])
     engine, sink = engine_for(script)
     with engine:
         result = engine.run("say a then b")
     assert result["status"] == "completed", result["message"]
     assert phases(sink) == ["profile", "plan", "step:1", "step:2", "evaluate"]
-    assert script.calls == ["profile", "plan:depth=1"]  # no semantic validation, no judge: adaptive depth
+    assert script.calls == ["profile", "plan:depth=1", "assess"]  # no semantic validation: adaptive depth
+    assert script.criteria == [
+        {
+            "completeness_threshold": 0.95,
+            "coherence_threshold": 0.90,
+            "consistency_threshold": 0.90,
+            "shallow": True,
+        }
+    ]
+    assert result["convergence"]["coherence_score"] is None  # nobody measured it
     history = result["execution_history"]
     assert [(p["pass_number"], p["phase"], p["completed"]) for p in history["passes"]] == [
         (0, "B", True),
@@ -225,6 +241,7 @@ def test_a_deep_task_validates_refines_reassesses_and_updates_its_profile() -> N
     assert history["passes"][1]["refinements"][0]["new_step"]["step_id"] == "3"
     assert history["passes"][1]["assessment"]["reason_codes"] == ["coherence_below_threshold"]
     assert history["profile"]["reasoning_depth"] == 5 and history["total_refinements"] == 1
+    assert len(script.criteria) == 2 and not any("shallow" in c for c in script.criteria)  # a deep task
     events = [payload for name, payload in sink.events if name == "aeon_run_end"]
     assert events and events[0]["execution_history"] == history
 
@@ -338,7 +355,7 @@ def test_hook_aeon_pass_event(depth: int) -> None:
 def test_hook_aeon_register_depth_heuristics() -> None:
     """The heuristic ``[depth]`` names profiles the task; a factory naming ``llm`` gets the run's model."""
     built: dict[str, Any] = {}
-    script = Script(depth=1, plan=TWO_STEPS)
+    script = Script(depth=1, plan=TWO_STEPS, assessments=[STRUCTURAL])
 
     class WithModel(Components):
         @hookimpl
@@ -365,6 +382,7 @@ def test_hook_aeon_register_depth_heuristics() -> None:
     with Engine(config, plugins=[*builtins, WithModel(script)], autoload=False) as engine:
         result = engine.run("say a then b")
         assert built == {"llm": engine.llm, "shallow": 1}
+    assert result["status"] == "completed", result["message"]
     assert script.calls[0] == "profile"
     assert result["execution_history"]["profile"]["raw_inference"] == "scripted"
 
@@ -464,7 +482,7 @@ def test_the_live_view_shows_each_pass() -> None:
         "pass 0 profile: depth 3",
         "TTL",
         "pass 0 plan: MEDIUM specificity: step 2 is vague",
-        "pass 1 not converged: completeness 1.00, coherence 0.00 (coherence_below_threshold)",
+        "pass 1 not converged: completeness 1.00, coherence 0.50 (coherence_below_threshold)",
         "pass 1 refinement: ADD 2",
         "pass 2 converged: completeness 1.00, coherence 0.95",
     ):
@@ -487,11 +505,13 @@ def test_a_streamed_multipass_run_yields_each_pass_event_and_each_new_plan() -> 
 
 
 def test_a_one_step_plan_is_shallow_whatever_the_profile_says() -> None:
-    """A deep profile with a one-step plan: no semantic validation and no judge (shallow_plan_steps = 1)."""
-    script = Script(depth=4, plan=Plan(goal="say a", steps=(echo_step("1", "a"),)))
+    """A deep profile with a one-step plan: no semantic validation, and the convergence engine is told the task is
+    shallow (shallow_plan_steps = 1)."""
+    script = Script(depth=4, plan=Plan(goal="say a", steps=(echo_step("1", "a"),)), assessments=[STRUCTURAL])
     engine, sink = engine_for(script)
     with engine:
         result = engine.run("say a")
     assert result["status"] == "completed", result["message"]
     assert phases(sink) == ["profile", "plan", "step:1", "evaluate"]
-    assert script.calls == ["profile", "plan:depth=4"]
+    assert script.calls == ["profile", "plan:depth=4", "assess"]
+    assert [c.get("shallow") for c in script.criteria] == [True]

@@ -1,5 +1,7 @@
 """The plan check (issue 14 item 6): a plan that leaves out a number the request states, uses one more often than
 the request does, or gives a tool a worked example's text is asked for once more, its goal fixed to the request.
+The planner adds each tool's review of the calls the plan proposes to the findings, and records the outcome as a
+``plan_fits_request`` check (decision 0018).
 
 ``plan_problems`` is checked on its own (including what it must not flag), then the model planner around a
 scripted model that says it constrains decoding, then a whole run."""
@@ -12,7 +14,7 @@ import pytest
 
 from aeon_kernel import Engine, Orchestrator, Plan, SupervisorAction, ToolRegistry
 from aeon_kernel.config import AeonConfig
-from aeon_kernel.kit import ModelClient
+from aeon_kernel.kit import Check, ModelClient
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.in_memory import InMemoryKVStore
@@ -154,9 +156,25 @@ def write(value: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"step_id": s["step_id"], "tool": s.get("tool"), "arguments": s.get("arguments")} for s in value]
 
 
-def generate(model: ModelPlanner, request: str = REQUEST) -> tuple[Plan, list[SupervisorAction]]:
-    actions: list[SupervisorAction] = []
-    return model.generate_plan(request, None, TOOLS, record=actions.append), actions
+#: what the calculator's review finds in DROPPED's call "10 - 4" for REQUEST, after the plan check's finding
+DROPPED_FINDINGS = [
+    "The plan does not use 3 from the request.",
+    "The request writes '(10 - 4) * 3', which is 18; no calculation gives that.",
+    "The request states 3, which no calculation uses.",
+    "The request asks to multiply, which no calculation does.",
+]
+
+
+def generate(
+    model: ModelPlanner, request: str = REQUEST
+) -> tuple[Plan, list[SupervisorAction], list[tuple[str, str, str | None]]]:
+    """The plan, the supervisor actions recorded, and the checks recorded as (name, verdict, detail)."""
+    recorded: list[SupervisorAction | Check] = []
+    result = model.generate_plan(request, None, TOOLS, record=recorded.append)
+    actions = [a for a in recorded if isinstance(a, SupervisorAction)]
+    checks = [(c.name, c.verdict, c.detail) for c in recorded if isinstance(c, Check)]
+    assert len(actions) + len(checks) == len(recorded)
+    return result, actions, checks
 
 
 CUT_OFF = (
@@ -171,16 +189,17 @@ def test_a_plan_cut_off_by_max_tokens_is_repaired_under_the_plan_schema_when_dec
 ) -> None:
     """Unconstrained, Gemma 3 270M echoed the repair prompt back (twice) and the run failed with no plan."""
     model, script = planner([CUT_OFF, WHOLE], constrained=constrained)
-    result, actions = generate(model)
+    result, actions, checks = generate(model)
     assert result.steps[0].arguments == {"expression": "(10 - 4) * 3"}
     first, repair = script.prompts
     assert repair["json_schema"] == (first["json_schema"] if constrained else None)
     assert [(a.action_type, a.method) for a in actions] == [("json_repair", "llm")]
+    assert checks == [("plan_fits_request", "passed", None)]
 
 
 def test_a_plan_that_drops_a_number_is_asked_for_again_with_the_goal_fixed_to_the_request() -> None:
     model, script = planner([DROPPED, WHOLE])
-    result, actions = generate(model)
+    result, actions, checks = generate(model)
     assert result.steps[0].arguments == {"expression": "(10 - 4) * 3"}
     first, second = script.prompts
     assert second["prompt"] == first["prompt"]  # the same prompt: no note (measured to make plans worse)
@@ -190,21 +209,26 @@ def test_a_plan_that_drops_a_number_is_asked_for_again_with_the_goal_fixed_to_th
     assert second["json_schema"]["properties"]["goal"] == {"const": REQUEST}
     (action,) = actions
     assert (action.action_type, action.method, action.attempt_number) == ("plan_repair", "llm", 1)
-    assert action.original_output["errors"] == ["The plan does not use 3 from the request."]
+    assert action.original_output["errors"] == DROPPED_FINDINGS
     assert write(action.original_output["steps"]) == write(DROPPED["steps"])
     assert action.repaired_output is not None and action.error is None
     assert write(action.repaired_output["steps"]) == write(WHOLE["steps"])
+    assert checks == [("plan_fits_request", "resolved", "asked for again: " + " ".join(DROPPED_FINDINGS))]
 
 
 def test_when_the_second_plan_fails_too_the_first_is_kept_and_the_attempt_recorded() -> None:
     model, _ = planner([DROPPED, plan(calc("10 - 4 - 4"), llm_step("2"), goal=REQUEST)])
-    result, (action,) = generate(model)
+    result, (action,), checks = generate(model)
     assert result.steps[0].arguments == {"expression": "10 - 4"}
     assert action.repaired_output is None and action.error is not None
     assert action.error["message"] == (
         "The plan asked for again fails too: The plan does not use 3 from the request. The plan uses 4 more "
-        "often than the request states it. The first plan is kept."
+        "often than the request states it. The request writes '(10 - 4) * 3', which is 18; no calculation gives "
+        "that. The request states 3, which no calculation uses. The request asks to multiply, which no "
+        "calculation does. The first plan is kept."
     )
+    # the first plan's findings stay: an inconclusive check (the plan check can raise a false alarm)
+    assert checks == [("plan_fits_request", "inconclusive", " ".join(DROPPED_FINDINGS))]
     assert write(action.error["reply"]["steps"]) == [
         {"step_id": "1", "tool": "calculator", "arguments": {"expression": "10 - 4 - 4"}},
         {"step_id": "2", "tool": None, "arguments": None},
@@ -214,9 +238,10 @@ def test_when_the_second_plan_fails_too_the_first_is_kept_and_the_attempt_record
 def test_a_second_reply_that_is_no_plan_keeps_the_first() -> None:
     # not JSON; the supervisor's two repair attempts get no plan either
     model, script = planner([DROPPED, "no plan here", "still none", "none"])
-    result, actions = generate(model)
+    result, actions, checks = generate(model)
     assert result.steps[0].arguments == {"expression": "10 - 4"}
     assert len(script.prompts) == 4
+    assert checks == [("plan_fits_request", "inconclusive", " ".join(DROPPED_FINDINGS))]
     check = actions[-1]
     assert check.action_type == "plan_repair" and check.original_output["errors"]
     assert check.error is not None and check.error["message"].startswith(
@@ -227,8 +252,9 @@ def test_a_second_reply_that_is_no_plan_keeps_the_first() -> None:
 
 def test_a_plan_that_fits_the_request_is_asked_for_once() -> None:
     model, script = planner([WHOLE])
-    result, actions = generate(model)
+    result, actions, checks = generate(model)
     assert result.goal == REQUEST and actions == [] and len(script.prompts) == 1
+    assert checks == [("plan_fits_request", "passed", None)]
 
 
 @pytest.mark.parametrize(
@@ -243,9 +269,15 @@ def test_when_the_plan_is_not_asked_for_again(
     options: dict[str, Any], constrained: bool, request_text: str
 ) -> None:
     model, script = planner([DROPPED], constrained=constrained, **options)
-    result, actions = generate(model, request_text)
+    result, actions, checks = generate(model, request_text)
     assert result.steps[0].arguments == {"expression": "10 - 4"}
     assert actions == [] and len(script.prompts) == 1
+    if options.get("check") is False:
+        assert checks == []  # no check at all
+    else:  # checked, not asked again: what the check finds stays, as an inconclusive check
+        ((name, verdict, detail),) = checks
+        assert (name, verdict) == ("plan_fits_request", "inconclusive")
+        assert detail is not None and detail.startswith("The plan does not use 3 from the request.")
 
 
 def test_the_check_in_a_run_is_logged_as_the_repair_of_the_plan_cycle() -> None:
@@ -260,10 +292,12 @@ def test_the_check_in_a_run_is_logged_as_the_repair_of_the_plan_cycle() -> None:
     result = orchestrator.result
     assert result is not None
     assert (result["status"], result["answer"]) == ("completed", "(10 - 4) * 3 is 18.")
+    assert result["verification"]["verdict"] == "verified"
     assert [c["result"]["value"] for c in result["final_state"]["tool_history"]] == [18]
     (action,) = entries[0].supervisor_actions
     assert entries[0].phase == "plan"
-    assert action.original_output["errors"] == ["The plan does not use 3 from the request."]
+    assert action.original_output["errors"] == DROPPED_FINDINGS
+    assert [(c.name, c.verdict) for c in entries[0].checks] == [("plan_fits_request", "resolved")]
     (logged,) = result["final_state"]["supervisor_actions"]
     assert logged["original_output"]["errors"] == action.original_output["errors"]
 
