@@ -14,13 +14,15 @@ with the run (the state, each cycle's log line) and, when the run ends, sums the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
 from aeon_kernel.models import Check, CheckVerdict, FrozenModel
 
 __all__ = [
-    "CONTRADICTED", "UNVERIFIED", "VERIFIED", "Check", "CheckVerdict", "Review", "Verification", "reviews", "verify",
+    "CONTRADICTED", "UNVERIFIED", "VERIFIED", "Check", "CheckVerdict", "Review", "Verification", "request_for",
+    "reviews", "verify",
 ]  # fmt: skip
 
 #: a run's overall verdict
@@ -102,8 +104,9 @@ def reviews(request: str, calls: Sequence[Any], tools: Any) -> list[Check]:
     checks = []
     for name, made in by_tool.items():
         tool = tools.get(name)
+        others = [call for other, calls in by_tool.items() if other != name for call in calls]
         try:
-            review = tool.review(request, made) if tool is not None else None
+            review = tool.review(request_for(request, others), made) if tool is not None else None
         except Exception as exc:  # a review that fails proves nothing: the calls are not verified
             checks.append(
                 _review_check(name, "inconclusive", f"the review failed: {type(exc).__name__}: {exc}")
@@ -113,6 +116,17 @@ def reviews(request: str, calls: Sequence[Any], tools: Any) -> list[Check]:
             found = " ".join(review.findings) or None
             checks.append(_review_check(name, "passed" if review.approved else "failed", found))
     return checks
+
+
+def request_for(request: str, others: Iterable[Any]) -> str:
+    """The request as one tool reviews it: the text other tools' calls took from it word for word (an echoed
+    "alert(1)") left out, since it is theirs to review, not this tool's."""
+    for call in others:
+        arguments = call.get("arguments") if isinstance(call, dict) else None
+        for value in (arguments or {}).values() if isinstance(arguments, dict) else ():
+            if isinstance(value, str) and len(value) > 2:
+                request = re.sub(re.escape(value), " ", request, flags=re.IGNORECASE)
+    return request
 
 
 def _review_check(tool: str, verdict: CheckVerdict, detail: str | None) -> Check:

@@ -165,3 +165,18 @@ def test_a_contradiction_names_the_first_unresolved_finding() -> None:
 def test_tools_review_nothing_by_default() -> None:
     assert Tool.review(EchoTool(), "x", []) is None  # the contract's default; the echo overrides it
     assert EchoTool().review("say hi", [{"arguments": {"message": "hi"}}]) == Review(approved=True)
+
+
+def test_text_another_tool_takes_from_the_request_is_not_the_calculators_business(
+    make_harness: MakeHarness,
+) -> None:
+    """Reviewed against the whole request, the calculator read the 1 of an echoed "alert(1)" as a number no
+    calculation used."""
+    steps = [
+        tool_step("1", "calculator", {"expression": "5 + 10"}),
+        tool_step("2", "echo", {"message": "<b>alert(1)</b>"}),
+    ]
+    h = make_harness([plan(*steps)])
+    result = h.run("add 5 and 10, then echo <b>alert(1)</b>")
+    assert result["status"] == "completed"
+    assert result["verification"]["verdict"] == "verified", result["verification"]

@@ -32,6 +32,7 @@ from aeon_kernel.kit import (
     RecordAction,
     Review,
     ignore_action,
+    request_for,
 )
 from aeon_plugins.planning.grounding import grounding_problem, plan_problems
 from aeon_plugins.planning.parse import parse_plan
@@ -130,8 +131,10 @@ class ModelPlanner(ModelBacked, Planner):
         """What shows the plan was not written for ``request``: the plan check's findings, then what each tool's
         review (``Tool.review``) finds in the calls the plan proposes to it."""
         problems = plan_problems(plan.steps, request)
-        for name, calls in _proposed(plan).items():
-            review = _review(tool_registry, name, request, calls)
+        proposed = _proposed(plan)
+        for name, calls in proposed.items():
+            others = [call for other, made in proposed.items() if other != name for call in made]
+            review = _review(tool_registry, name, request_for(request, others), calls)
             if review is not None:
                 problems += [f for f in review.findings if f not in problems]
         return problems

@@ -41,7 +41,8 @@ from tests.support.servers import as_someone_else, curl, descendants, gone, read
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTES_SERVER = ROOT / "tests" / "support" / "mcp_server.py"
-REQUEST = "add 5 and 10"
+#: asks for what THREE_STEPS does: the sum, then the echo (each tool's review finds its calls asked for)
+REQUEST = "add 5 and 10, then say hello"
 THREE_STEPS = plan(
     tool_step("1", "calculator", {"expression": "5 + 10"}),
     tool_step("2", "echo", {"message": "hello"}),

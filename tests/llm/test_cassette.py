@@ -88,10 +88,10 @@ def test_cli_record_and_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     (tmp_path / "r.json").write_text(json.dumps([SUM, answer("15")]))
     (tmp_path / "aeon.toml").write_text('[llm]\nuse = "scripted"\nresponses = "r.json"\n')
     runner = CliRunner()
-    first = runner.invoke(cli, ["run", "add", "--json", "--record", "c.jsonl"])
+    first = runner.invoke(cli, ["run", "add 5 and 10", "--json", "--record", "c.jsonl"])
     assert first.exit_code == 0, first.output
     (tmp_path / "r.json").write_text("[]")  # the scripted model has nothing left to say
-    second = runner.invoke(cli, ["run", "add", "--json", "--replay", "c.jsonl"])
+    second = runner.invoke(cli, ["run", "add 5 and 10", "--json", "--replay", "c.jsonl"])
     assert second.exit_code == 0 and json.loads(second.stdout)["answer"] == "15"
     miss = runner.invoke(cli, ["run", "something else", "--json", "--replay", "c.jsonl"])
     assert miss.exit_code == 1 and "no recording of this request" in json.loads(miss.stdout)["message"]
