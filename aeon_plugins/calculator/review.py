@@ -186,10 +186,11 @@ def _read(expression: str) -> tuple[list[float], list[str]] | None:
             same = ast.dump(node.left) == ast.dump(node.right)
             if same and isinstance(node.op, ast.Pow):
                 operations.append("x^x")  # "12 ^ 12" for "the square of 12"
-            else:  # x * x squares x
-                operations.append(
-                    "^" if same and isinstance(node.op, ast.Mult) else _OPERATORS.get(type(node.op), "?")
-                )
+            elif same and isinstance(node.op, ast.Mult):  # x * x squares x (and multiplies, read in context)
+                operand = node.left.value if isinstance(node.left, ast.Constant) else None
+                operations.append(f"x*x:{operand}" if isinstance(operand, (int, float)) else "^")
+            else:
+                operations.append(_OPERATORS.get(type(node.op), "?"))
         elif isinstance(node, ast.UnaryOp):
             walk(node.operand)
         elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
@@ -235,10 +236,11 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
                 f"{expression!r} raises a number to the power of itself, which the request does not ask."
             )
         used += numbers
-        applied += operations
-        result = call.get("result")
-        if isinstance(result, Mapping) and isinstance(result.get("value"), (int, float)):
-            available.add(float(result["value"]))  # a later call may use an earlier call's result
+        # "9 * 9" multiplies when the request states 9 twice ("9 times 9"), else it squares ("21 * 21" is no double)
+        applied += [_squared(op, stated) for op in operations]
+        found = _value(call)
+        if found is not None:  # a later call may use an earlier call's result (worked out if it has not run)
+            available.add(found)
     if not calls:
         return Review(approved=False, findings=("no calculator call to review",))
     if not named and len(stated) < 2 and _implied(request, stated) == {1}:
@@ -259,7 +261,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
         shares = (value / 100, 1 + value / 100, 1 - value / 100) if percent else ()
         if not (_is_in(value, used) or any(_is_in(share, used) for share in shares)):
             findings.append(f"The request states {_written(value)}, which no calculation uses.")
-    missing = [name for _, name, operators, _ in named if not operators & set(applied)]
+    missing = [name for _, name, operators, _ in named if not any(operators & _counts(a) for a in applied)]
     for name in dict.fromkeys(missing):
         findings.append(f"The request asks to {name}, which no calculation does.")
     steps = _collapsed([(name, operators) for _, name, operators, ordered in named if ordered])
@@ -279,6 +281,7 @@ _NAMES: Final = {
     "/": "divide",
     "^": "raise to a power",
     "%": "modulo",
+    "x*x": "multiply",
 }
 
 
@@ -322,9 +325,21 @@ def _in_order(wanted: Sequence[frozenset[str]], applied: Sequence[str]) -> bool:
     evaluate their operations)."""
     position = 0
     for operation in applied:
-        if position < len(wanted) and operation in wanted[position]:
+        if position < len(wanted) and wanted[position] & _counts(operation):
             position += 1
     return position == len(wanted)
+
+
+def _squared(operation: str, stated: Sequence[tuple[int, float, bool]]) -> str:
+    if not operation.startswith("x*x:"):
+        return operation
+    value = float(operation.removeprefix("x*x:"))
+    return "x*x" if sum(math.isclose(v, value) for _, v, _ in stated) >= 2 else "^"
+
+
+def _counts(operation: str) -> frozenset[str]:
+    """What an applied operation counts as: ``x * x`` both multiplies and squares."""
+    return frozenset("*^") if operation == "x*x" else frozenset((operation,))
 
 
 def _listed(items: Sequence[str]) -> str:

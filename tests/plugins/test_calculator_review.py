@@ -66,6 +66,9 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("what is seventeen plus twenty-six?", ["17 + 26"]),
         ("what is nine squared?", ["9 ^ 2"]),
         ("what is nine squared?", ["9 * 9"]),  # a square as a product
+        ("what is 9 times 9?", ["9 * 9"]),  # and a product of a number with itself
+        # a call written before an earlier one ran: its value is worked out (arithmetic is pure)
+        ("add 2 and 3, then multiply the result by 4", ["2 + 3", "5 * 4"]),
         ("what is 5 cubed?", ["5 ** 3"]),
         ("double 21", ["21 * 2"]),
         ("double 21", ["21 + 21"]),

@@ -132,6 +132,20 @@ def test_a_finished_plan_with_no_complete_step_is_not_judged() -> None:
     assert scripted.prompts == []
 
 
+def test_a_shallow_task_is_judged_structurally_without_the_model() -> None:
+    """Multi-pass asks the engine on every pass; a shallow task's criteria say ``shallow``: the model is not asked."""
+    engine, scripted = make([judged()])
+    result = assess(engine, state("complete", "complete"), None, {"shallow": True})
+    assert result.converged is True and result.reason_codes == ()
+    assert (result.completeness_score, result.coherence_score) == (1.0, None)  # coherence: not measured
+    assert result.metadata["judge"] == "skipped: a shallow task (structural checks only)"
+    assert result.consistency_status["answer"] == "not judged" and result.detected_issues == ()
+    assert scripted.prompts == []
+    failed = assess(engine, state("complete", "failed"), None, {"shallow": True})
+    assert failed.converged is False
+    assert failed.reason_codes == ("step_failed:s2", "completeness_below_threshold")
+
+
 # --- the judgement and the thresholds -----------------------------------------------------------------------------
 
 
