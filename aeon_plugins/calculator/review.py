@@ -184,8 +184,11 @@ def _read(expression: str) -> tuple[list[float], list[str]] | None:
             walk(node.left)
             walk(node.right)
             same = ast.dump(node.left) == ast.dump(node.right)
-            if same and isinstance(node.op, ast.Pow):
-                operations.append("x^x")  # "12 ^ 12" for "the square of 12"
+            if same and isinstance(
+                node.op, ast.Pow
+            ):  # "12 ^ 12" for "the square of 12" (but "3 ^ 3": 3 cubed)
+                operand = node.left.value if isinstance(node.left, ast.Constant) else None
+                operations.append(f"x^x:{operand}" if isinstance(operand, (int, float)) else "^")
             elif same and isinstance(node.op, ast.Mult):  # x * x squares x (and multiplies, read in context)
                 operand = node.left.value if isinstance(node.left, ast.Constant) else None
                 operations.append(f"x*x:{operand}" if isinstance(operand, (int, float)) else "^")
@@ -231,10 +234,12 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
         if strange:
             listed = ", ".join(_written(n) for n in dict.fromkeys(strange))
             findings.append(f"{expression!r} uses {listed}, which the request does not state.")
-        if "x^x" in operations:
+        implied = _implied(request, stated)
+        if any(op.startswith("x^x:") and float(op[4:]) not in implied for op in operations):
             findings.append(
                 f"{expression!r} raises a number to the power of itself, which the request does not ask."
             )
+        operations = ["^" if op.startswith("x^x:") else op for op in operations]
         used += numbers
         # "9 * 9" multiplies when the request states 9 twice ("9 times 9"), else it squares ("21 * 21" is no double)
         applied += [_squared(op, stated) for op in operations]

@@ -58,7 +58,16 @@ def test_constrained_plans_are_schema_valid_at_the_first_attempt(name: str) -> N
         written = json.loads(outputs[1]["text"])
         assert schema_errors(plan_schema(tools, goal=BY_NAME[name].request), written) == []
     ran = [(s["step_id"], s.get("tool"), s.get("arguments")) for s in result["final_state"]["plan"]["steps"]]
-    assert ran == [(s["step_id"], s.get("tool"), s.get("arguments")) for s in written["steps"]]
+    wrote = [(s["step_id"], s.get("tool"), s.get("arguments")) for s in written["steps"]]
+    # ... except the calls the planner left out: to a tool the request asks nothing of (the model answers instead)
+    left_out = [c for c in result["verification"]["checks"] if "were left out" in (c["detail"] or "")]
+    if left_out:
+        wrote = [
+            w if (w[1], w[2]) == (r[1], r[2]) or r[1] is not None else r
+            for w, r in zip(wrote, ran, strict=True)
+        ]
+        assert left_out[0]["name"] == "plan_fits_request" and left_out[0]["verdict"] == "resolved"
+    assert ran == wrote
 
 
 @pytest.mark.parametrize(
