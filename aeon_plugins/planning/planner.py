@@ -13,7 +13,10 @@ check; the attempt is recorded as a ``plan_repair`` whose original carries the c
 Only a model whose decoding the schema constrains is asked again (to any other the second request would be the
 first one over again), and only for a request short enough to be a goal. (Sending the plan to the supervisor's
 repair prompt, or adding the findings to the plan prompt, was measured first: the 270M model wrote the same plan
-back, or a worse one; bench/README.md.) The planner also judges the model's answers to its steps
+back, or a worse one; bench/README.md.) Each tool the plan calls also reviews the calls proposed to it
+(``Tool.review``), and its findings count as the check's; a plan still flagged after the second request has its
+calls to a tool the request asks nothing of left out, and is recorded as an ``inconclusive``
+``plan_fits_request`` check (decision 0018). The planner also judges the model's answers to its steps
 (:meth:`ModelPlanner.answer_problem`, the grounding check). ``[planner] check = false`` turns both checks off.
 """
 
@@ -100,8 +103,8 @@ class ModelPlanner(ModelBacked, Planner):
         self, plan: Plan, problems: list[str], request: str, tool_registry: ToolRegistry, emit: RecordAction
     ) -> Plan:
         """A plan whose findings remain: calls to a tool the request asks nothing of are not made (the step is
-        answered by the model instead); what is still flagged is recorded as a failed check, so the run's
-        result cannot claim more (decision 0018)."""
+        answered by the model instead); what is still flagged is recorded as an inconclusive check, so the run's
+        result cannot claim to be verified (decision 0018)."""
         unrelated = {
             name
             for name, calls in _proposed(plan).items()
