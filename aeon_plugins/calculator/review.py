@@ -22,6 +22,7 @@ import ast
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Final
 
 from aeon_kernel.kit import Review
@@ -137,7 +138,11 @@ _IMPLIED: Final[tuple[tuple[str, tuple[float, ...]], ...]] = (
 _SEQUENCE: Final = re.compile(r"\bthen\b|\bafter that\b|\bnext\b|\bfinally\b|\bafterwards\b|[.;]\s+\w", re.I)
 
 
-def _operations(request: str) -> list[tuple[int, str, frozenset[str], bool]]:
+#: an operation a request names: where, its name, the operators that do it, whether it is a step of a sequence
+_Cue = tuple[int, str, frozenset[str], bool]
+
+
+def _operations(request: str) -> list[_Cue]:
     """The operations ``request`` names, in the order it names them."""
     found = []
     for pattern, name, operators, ordered in _CUES:
@@ -168,7 +173,8 @@ _OPERATORS: Final[dict[type[ast.operator], str]] = {
 }
 
 
-def _read(expression: str) -> tuple[list[float], list[str]] | None:
+@lru_cache(maxsize=512)
+def _read(expression: str) -> tuple[tuple[float, ...], tuple[str, ...]] | None:
     """The numbers an expression uses and the operations it applies, in the order they are evaluated."""
     try:
         tree = ast.parse(
@@ -183,7 +189,7 @@ def _read(expression: str) -> tuple[list[float], list[str]] | None:
         if isinstance(node, ast.BinOp):
             walk(node.left)
             walk(node.right)
-            same = ast.dump(node.left) == ast.dump(node.right)
+            same = _same(node.left, node.right)
             if same and isinstance(
                 node.op, ast.Pow
             ):  # "12 ^ 12" for "the square of 12" (but "3 ^ 3": 3 cubed)
@@ -200,7 +206,16 @@ def _read(expression: str) -> tuple[list[float], list[str]] | None:
             numbers.append(float(node.value))
 
     walk(tree.body)
-    return numbers, operations
+    return tuple(numbers), tuple(operations)
+
+
+def _same(left: ast.expr, right: ast.expr) -> bool:
+    """Both sides are the same number (``9 * 9``), or the same expression (``(2 + 3) * (2 + 3)``)."""
+    if isinstance(left, ast.Constant) and isinstance(right, ast.Constant):
+        return bool(left.value == right.value)
+    return (
+        type(left) is type(right) and not isinstance(left, ast.Constant) and ast.dump(left) == ast.dump(right)
+    )
 
 
 def _is_in(value: float, values: Iterable[float]) -> bool:
@@ -211,12 +226,22 @@ def _written(value: float) -> str:
     return str(int(value)) if value.is_integer() else str(value)
 
 
+@lru_cache(maxsize=256)
+def _read_request(
+    request: str,
+) -> tuple[tuple[tuple[int, float, bool], ...], tuple[_Cue, ...], frozenset[float], bool]:
+    """What the request states and asks, read once per request (the planner and the kernel both review against
+    it): its numbers, the operations it names, the numbers its words imply, and whether it names any in words."""
+    stated = request_numbers(request)
+    worded = any(re.search(pattern, request, re.IGNORECASE) for pattern, *_ in _WORD_CUES)
+    return tuple(stated), tuple(_operations(request)), frozenset(_implied(request, stated)), worded
+
+
 def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
     """Whether the calculator ``calls`` (each with ``arguments`` and, once it ran, ``result``) do what ``request``
     asks, in order; each finding says what a call gets wrong."""
-    stated = request_numbers(request)
-    named = _operations(request)
-    available = {value for _, value, _ in stated} | _implied(request, stated)
+    stated, named, implied, worded = _read_request(request)
+    available = {value for _, value, _ in stated} | implied
     for _, value, percent in stated:
         if percent:  # 15% of x as 0.15 * x; increased or reduced by it as 1.15 * x or 0.85 * x
             available.update((value / 100, 1 + value / 100, 1 - value / 100))
@@ -234,28 +259,25 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
         if strange:
             listed = ", ".join(_written(n) for n in dict.fromkeys(strange))
             findings.append(f"{expression!r} uses {listed}, which the request does not state.")
-        implied = _implied(request, stated)
         if any(op.startswith("x^x:") and float(op[4:]) not in implied for op in operations):
             findings.append(
                 f"{expression!r} raises a number to the power of itself, which the request does not ask."
             )
-        operations = ["^" if op.startswith("x^x:") else op for op in operations]
         used += numbers
         # "9 * 9" multiplies when the request states 9 twice ("9 times 9"), else it squares ("21 * 21" is no double)
-        applied += [_squared(op, stated) for op in operations]
+        applied += ["^" if op.startswith("x^x:") else _squared(op, stated) for op in operations]
         found = _value(call)
         if found is not None:  # a later call may use an earlier call's result (worked out if it has not run)
             available.add(found)
     if not calls:
         return Review(approved=False, findings=("no calculator call to review",))
-    if not named and len(stated) < 2 and _implied(request, stated) == {1}:
+    if not named and len(stated) < 2 and implied == {1}:
         finding = (
             "The request asks for no calculation: it names no operation and states no numbers to combine."
         )
         return Review(approved=False, findings=(finding,), unrelated=True)
     values = [_value(call) for call in calls]
     literals = _literal_expressions(request)
-    worded = any(re.search(pattern, request, re.IGNORECASE) for pattern, *_ in _WORD_CUES)
     for written in literals if len(literals) == 1 and not worded else ():  # the request is one written sum
         wanted = _evaluated(written)
         if wanted is not None and not any(v is not None and _is_in(wanted, [v]) for v in values):
@@ -294,12 +316,13 @@ _NAMES: Final = {
 _LITERAL: Final = re.compile(r"[-(]*\d[\d.,\s]*(?:\s*[-+*/^\u00d7\u00f7()]+[\s(]*\d[\d.,\s]*\)*)+")
 
 
-def _literal_expressions(request: str) -> list[str]:
-    return [
-        m.group() for m in _LITERAL.finditer(request) if re.search(r"\d\s*[-+*/^\u00d7\u00f7]", m.group())
-    ]
+@lru_cache(maxsize=512)
+def _literal_expressions(request: str) -> tuple[str, ...]:
+    found = (m.group() for m in _LITERAL.finditer(request))
+    return tuple(text for text in found if re.search(r"\d\s*[-+*/^\u00d7\u00f7]", text))
 
 
+@lru_cache(maxsize=512)
 def _evaluated(expression: str) -> float | None:
     try:
         return float(evaluate(expression.replace(",", "")))
