@@ -15,14 +15,14 @@ with the run (the state, each cycle's log line) and, when the run ends, sums the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from aeon_kernel.models import Check, CheckVerdict, FrozenModel
 
 __all__ = [
     "CONTRADICTED", "UNVERIFIED", "VERIFIED", "Check", "CheckVerdict", "Review", "Verification", "request_for",
-    "reviews", "verify",
+    "reviews", "tool_reviews", "verify",
 ]  # fmt: skip
 
 #: a run's overall verdict
@@ -92,27 +92,41 @@ def _finding(check: Check) -> str:
     return f"{check.name}{where}: {check.detail or check.verdict}"
 
 
-def reviews(request: str, calls: Sequence[Any], tools: Any) -> list[Check]:
-    """Each tool's review (:meth:`~aeon_kernel.tools.Tool.review`) of the calls a run made to it, as checks: one
-    per tool that can review, in the order the tools were first called. ``tools`` is the run's registry."""
-    by_tool: dict[str, list[dict[str, Any]]] = {}
-    for call in calls:
-        if call.error is None:
-            by_tool.setdefault(call.tool_name, []).append(
-                {"arguments": call.arguments, "result": call.result}
-            )
-    checks = []
-    for name, made in by_tool.items():
+def tool_reviews(
+    request: str, calls: Mapping[str, Sequence[Any]], tools: Any, *, whole_request: bool = False
+) -> dict[str, Review | Exception]:
+    """Each tool's review (:meth:`~aeon_kernel.tools.Tool.review`) of the calls made or proposed to it (``calls``,
+    by tool name, each ``{"arguments", "result"}``), against the request without the text the other tools' calls
+    took from it (:func:`request_for`; ``whole_request``: the request as it is). ``tools`` is the run's registry. A
+    tool that cannot review is left out; a review that raised gives its exception, since it proves nothing."""
+    found: dict[str, Review | Exception] = {}
+    for name, made in calls.items():
         tool = tools.get(name)
-        others = [call for other, calls in by_tool.items() if other != name for call in calls]
+        if tool is None:
+            continue
+        others = [c for other, theirs in calls.items() if other != name and not whole_request for c in theirs]
         try:
-            review = tool.review(request_for(request, others), made) if tool is not None else None
-        except Exception as exc:  # a review that fails proves nothing: the calls are not verified
-            checks.append(
-                _review_check(name, "inconclusive", f"the review failed: {type(exc).__name__}: {exc}")
-            )
+            review = tool.review(request_for(request, others), made)
+        except Exception as exc:
+            found[name] = exc
             continue
         if review is not None:
+            found[name] = review
+    return found
+
+
+def reviews(request: str, calls: Sequence[Any], tools: Any) -> list[Check]:
+    """The reviews of the calls a run made (:func:`tool_reviews`), as checks: one per tool that can review, in the
+    order the tools were first called."""
+    by_tool: dict[str, list[dict[str, Any]]] = {}
+    for call in (c for c in calls if c.error is None):
+        by_tool.setdefault(call.tool_name, []).append({"arguments": call.arguments, "result": call.result})
+    checks = []
+    for name, review in tool_reviews(request, by_tool, tools).items():
+        if isinstance(review, Exception):  # the calls are not verified
+            detail = f"the review failed: {type(review).__name__}: {review}"
+            checks.append(_review_check(name, "inconclusive", detail))
+        else:
             found = " ".join(review.findings) or None
             checks.append(_review_check(name, "passed" if review.approved else "failed", found))
     return checks

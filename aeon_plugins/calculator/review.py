@@ -23,7 +23,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from aeon_kernel.kit import Review
 from aeon_plugins.calculator.arithmetic import evaluate
@@ -173,8 +173,16 @@ _OPERATORS: Final[dict[type[ast.operator], str]] = {
 }
 
 
+class _Op(NamedTuple):
+    """An operation a call applies: its symbol (``+ - * / ^ %``; ``x*x`` or ``x^x`` for a number combined with
+    itself) and, then, that number."""
+
+    symbol: str
+    number: float | None = None
+
+
 @lru_cache(maxsize=512)
-def _read(expression: str) -> tuple[tuple[float, ...], tuple[str, ...]] | None:
+def _read(expression: str) -> tuple[tuple[float, ...], tuple[_Op, ...]] | None:
     """The numbers an expression uses and the operations it applies, in the order they are evaluated."""
     try:
         tree = ast.parse(
@@ -183,23 +191,19 @@ def _read(expression: str) -> tuple[tuple[float, ...], tuple[str, ...]] | None:
     except (SyntaxError, ValueError, RecursionError):
         return None
     numbers: list[float] = []
-    operations: list[str] = []
+    operations: list[_Op] = []
 
     def walk(node: ast.AST) -> None:
         if isinstance(node, ast.BinOp):
             walk(node.left)
             walk(node.right)
-            same = _same(node.left, node.right)
-            if same and isinstance(
-                node.op, ast.Pow
-            ):  # "12 ^ 12" for "the square of 12" (but "3 ^ 3": 3 cubed)
-                operand = node.left.value if isinstance(node.left, ast.Constant) else None
-                operations.append(f"x^x:{operand}" if isinstance(operand, (int, float)) else "^")
-            elif same and isinstance(node.op, ast.Mult):  # x * x squares x (and multiplies, read in context)
-                operand = node.left.value if isinstance(node.left, ast.Constant) else None
-                operations.append(f"x*x:{operand}" if isinstance(operand, (int, float)) else "^")
+            symbol = _OPERATORS.get(type(node.op), "?")
+            operand = node.left.value if isinstance(node.left, ast.Constant) else None
+            # "12 ^ 12" for "the square of 12" (but "3 ^ 3": 3 cubed); "x * x" squares x, or multiplies it
+            if symbol in "*^" and isinstance(operand, (int, float)) and _same(node.left, node.right):
+                operations.append(_Op(f"x{symbol}x", float(operand)))
             else:
-                operations.append(_OPERATORS.get(type(node.op), "?"))
+                operations.append(_Op("^" if symbol == "*" and _same(node.left, node.right) else symbol))
         elif isinstance(node, ast.UnaryOp):
             walk(node.operand)
         elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
@@ -243,10 +247,11 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
     stated, named, implied, worded = _read_request(request)
     available = {value for _, value, _ in stated} | implied
     for _, value, percent in stated:
-        if percent:  # 15% of x as 0.15 * x; increased or reduced by it as 1.15 * x or 0.85 * x
-            available.update((value / 100, 1 + value / 100, 1 - value / 100))
+        if percent:
+            available.update(_shares(value))
     used: list[float] = []
     applied: list[str] = []
+    values: list[float | None] = []
     findings: list[str] = []
     for call in calls:
         expression = (call.get("arguments") or {}).get("expression")
@@ -259,14 +264,14 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
         if strange:
             listed = ", ".join(_written(n) for n in dict.fromkeys(strange))
             findings.append(f"{expression!r} uses {listed}, which the request does not state.")
-        if any(op.startswith("x^x:") and float(op[4:]) not in implied for op in operations):
+        if any(op.symbol == "x^x" and op.number not in implied for op in operations):
             findings.append(
                 f"{expression!r} raises a number to the power of itself, which the request does not ask."
             )
         used += numbers
-        # "9 * 9" multiplies when the request states 9 twice ("9 times 9"), else it squares ("21 * 21" is no double)
-        applied += ["^" if op.startswith("x^x:") else _squared(op, stated) for op in operations]
+        applied += [_applied(op, stated) for op in operations]
         found = _value(call)
+        values.append(found)
         if found is not None:  # a later call may use an earlier call's result (worked out if it has not run)
             available.add(found)
     if not calls:
@@ -276,7 +281,6 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
             "The request asks for no calculation: it names no operation and states no numbers to combine."
         )
         return Review(approved=False, findings=(finding,), unrelated=True)
-    values = [_value(call) for call in calls]
     literals = _literal_expressions(request)
     for written in literals if len(literals) == 1 and not worded else ():  # the request is one written sum
         wanted = _evaluated(written)
@@ -285,7 +289,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
                 f"The request writes {written.strip()!r}, which is {_written(wanted)}; no calculation gives that."
             )
     for _, value, percent in stated:
-        shares = (value / 100, 1 + value / 100, 1 - value / 100) if percent else ()
+        shares = _shares(value) if percent else ()
         if not (_is_in(value, used) or any(_is_in(share, used) for share in shares)):
             findings.append(f"The request states {_written(value)}, which no calculation uses.")
     missing = [name for _, name, operators, _ in named if not any(operators & _counts(a) for a in applied)]
@@ -358,11 +362,20 @@ def _in_order(wanted: Sequence[frozenset[str]], applied: Sequence[str]) -> bool:
     return position == len(wanted)
 
 
-def _squared(operation: str, stated: Sequence[tuple[int, float, bool]]) -> str:
-    if not operation.startswith("x*x:"):
-        return operation
-    value = float(operation.removeprefix("x*x:"))
-    return "x*x" if sum(math.isclose(v, value) for _, v, _ in stated) >= 2 else "^"
+def _shares(percent: float) -> tuple[float, float, float]:
+    """What a calculation may use a percentage as: 15% of x as 0.15 * x, increased or reduced by it as 1.15 * x or
+    0.85 * x."""
+    return percent / 100, 1 + percent / 100, 1 - percent / 100
+
+
+def _applied(op: _Op, stated: Sequence[tuple[int, float, bool]]) -> str:
+    """What an operation counts as: ``x ^ x`` raises to a power; ``9 * 9`` multiplies when the request states 9
+    twice ("9 times 9"), else it squares ("21 * 21" is no double)."""
+    if op.symbol == "x^x":
+        return "^"
+    if op.symbol == "x*x":
+        return "x*x" if sum(math.isclose(v, op.number or 0.0) for _, v, _ in stated) >= 2 else "^"
+    return op.symbol
 
 
 def _counts(operation: str) -> frozenset[str]:

@@ -512,15 +512,13 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         plan_state = {**plan.model_dump(mode="json"), "request": run.state.request}
         criteria = {**self.criteria, **({} if deep else {"shallow": True})}
         assessment = engine.assess(plan_state, results, report, criteria)
-        if (
-            not deep and assessment.converged
-        ):  # a shallow task's structural verdict holds whatever the engine says
+        # a shallow task's structural verdict holds whatever the engine says
+        if not deep and assessment.converged:
             structural = _finished_plan(plan, report, "structural checks")
             if not structural.converged:
                 assessment = structural
-        if (
-            assessment.converged and assessment.metadata.get("judge") == "unavailable"
-        ):  # unmeasured: not verified
+        # converged, but unmeasured: not verified
+        if assessment.converged and assessment.metadata.get("judge") == "unavailable":
             why = f"the judge was unavailable: {assessment.metadata.get('judge_error', 'no reason given')}"
             run.record_check(Check(name="convergence", subject="run", verdict="inconclusive", detail=why))
         return assessment, report

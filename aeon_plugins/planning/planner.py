@@ -35,7 +35,7 @@ from aeon_kernel.kit import (
     RecordAction,
     Review,
     ignore_action,
-    request_for,
+    tool_reviews,
 )
 from aeon_plugins.planning.grounding import grounding_problem, plan_problems
 from aeon_plugins.planning.parse import parse_plan
@@ -105,10 +105,9 @@ class ModelPlanner(ModelBacked, Planner):
         """A plan whose findings remain: calls to a tool the request asks nothing of are not made (the step is
         answered by the model instead); what is still flagged is recorded as an inconclusive check, so the run's
         result cannot claim to be verified (decision 0018)."""
+        found = tool_reviews(request, _proposed(plan), tool_registry, whole_request=True)
         unrelated = {
-            name
-            for name, calls in _proposed(plan).items()
-            if (review := _review(tool_registry, name, request, calls)) is not None and review.unrelated
+            name for name, review in found.items() if isinstance(review, Review) and review.unrelated
         }
         if unrelated:
             steps = tuple(
@@ -134,11 +133,9 @@ class ModelPlanner(ModelBacked, Planner):
         """What shows the plan was not written for ``request``: the plan check's findings, then what each tool's
         review (``Tool.review``) finds in the calls the plan proposes to it."""
         problems = plan_problems(plan.steps, request)
-        proposed = _proposed(plan)
-        for name, calls in proposed.items():
-            others = [call for other, made in proposed.items() if other != name for call in made]
-            review = _review(tool_registry, name, request_for(request, others), calls)
-            if review is not None:
+        # a review that raised proves nothing here: the kernel's review of the calls made records it as inconclusive
+        for review in tool_reviews(request, _proposed(plan), tool_registry).values():
+            if isinstance(review, Review):
                 problems += [f for f in review.findings if f not in problems]
         return problems
 
@@ -207,16 +204,6 @@ def _proposed(plan: Plan) -> dict[str, list[dict[str, Any]]]:
         if step.tool is not None and step.arguments is not None:
             proposed.setdefault(step.tool, []).append({"arguments": step.arguments})
     return proposed
-
-
-def _review(tools: ToolRegistry, name: str, request: str, calls: list[dict[str, Any]]) -> Review | None:
-    """The tool's review of the calls the plan proposes to it; None when it has none, or when its review fails
-    (the kernel's review of the calls made records that as inconclusive)."""
-    tool = tools.get(name)
-    try:
-        return tool.review(request, calls) if tool is not None else None
-    except Exception:
-        return None
 
 
 def _plan_check(verdict: CheckVerdict, detail: str | None = None) -> Check:

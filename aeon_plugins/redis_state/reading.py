@@ -96,7 +96,7 @@ class _Reading(_Connection):
                 cycle=cycle,
                 status=status,
                 scheduler_state=scheduler_state,
-                result=ended if isinstance(ended, dict) else None,
+                result=ended,
             )
             read_manifest = json.loads(manifest)
             if not isinstance(read_manifest, dict):
