@@ -54,6 +54,27 @@ class Flow:
             cache[node_id] = frozenset(found)
         return cache[node_id]
 
+    def joins(self, fork: str, merge: str) -> bool:
+        """Whether ``merge`` is where the tasks of ``fork`` meet: two or more of the fork's edges lead to it (else it
+        joins the paths of a decision taken inside one clone or subtask). Cached: every task reaching the merge asks,
+        and the answer is constant per pair, so a K-way fan-out costs K lookups once, not K per subtask."""
+        cache: dict[tuple[str, str], bool] = self.__dict__.setdefault("_joins", {})
+        key = (fork, merge)
+        if key not in cache:
+            cache[key] = sum(merge in self.reachable(target) for target in self.successors[fork]) >= 2
+        return cache[key]
+
+    def inbound_order(self, node_id: str) -> dict[str, int]:
+        """Each source of ``node_id``'s inbound edges and its place among them (the first edge's place for a source
+        declared twice): how a merge orders its inputs, cached per node."""
+        cache: dict[str, dict[str, int]] = self.__dict__.setdefault("_inbound", {})
+        if node_id not in cache:
+            order: dict[str, int] = {}
+            for place, source in enumerate(self.predecessors[node_id]):
+                order.setdefault(source, place)
+            cache[node_id] = order
+        return cache[node_id]
+
     @property
     def reads_task_layer(self) -> bool:
         """Whether a node's context includes the task layer (``global``, or a profile listing ``task``)."""

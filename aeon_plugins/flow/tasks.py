@@ -120,7 +120,8 @@ class TaskBook:
 
     def claim(self, limit: int) -> list[str]:
         """The first ``limit`` ready tasks, taken off the queue."""
-        claimed, self.queue[:] = self.queue[:limit], self.queue[limit:]
+        claimed = self.queue[:limit]
+        del self.queue[:limit]
         return claimed
 
     def advance(
@@ -176,11 +177,6 @@ class TaskBook:
 
     # --- internals -------------------------------------------------------------------------------------------
 
-    def _joins_fork(self, fork: str, merge: str) -> bool:
-        """Whether ``merge`` is where the tasks of ``fork`` meet: two or more of the fork's edges lead to it (else
-        it joins the paths of a decision taken inside one clone or subtask)."""
-        return sum(merge in self.flow.reachable(target) for target in self.flow.successors[fork]) >= 2
-
     def _arrive(self, task: FlowTask, target: str, source: str, events: list[dict[str, Any]]) -> None:
         """``task`` reaches ``target`` by the edge from ``source``: ready to run it, or parked at a merge."""
         task["node"] = target
@@ -192,7 +188,7 @@ class TaskBook:
         task["arrived_from"] = source
         events.append({"event": "arrived_at_merge", "task": task["id"], "node": target, "from": source})
         parent = self.tasks[task["parent"]] if task["parent"] is not None else None
-        if parent is not None and self._joins_fork(parent["node"], target):
+        if parent is not None and self.flow.joins(parent["node"], target):
             self._settle(parent, events)
         else:  # the merge joins the paths of a decision: nothing to wait for
             self._merge(task, target, [task], [], events)
@@ -266,8 +262,8 @@ class TaskBook:
     ) -> None:
         """``owner`` resumes at ``merge`` with its inputs in declaration order (inbound edge, then fork order)."""
         node = self.flow.nodes[merge]
-        inbound = self.flow.predecessors[merge]
-        ordered = sorted(parked, key=lambda c: inbound.index(c["arrived_from"]))  # stable: fork order within
+        inbound = self.flow.inbound_order(merge)
+        ordered = sorted(parked, key=lambda c: inbound[c["arrived_from"]])  # stable: fork order within
         strategy = node.strategy or "collect"
         entries = [_entry(c) for c in ordered]
         if strategy == "collect":
