@@ -105,6 +105,10 @@ class Memory(ABC):
             f"(for example 'sqlite' or 'redis')"
         )
 
+    def release(self, prefix: str) -> None:  # noqa: B027 - optional hook: durable backends keep their keys
+        """The kernel no longer needs the keys under ``prefix`` (a run's, once it ended): a backend holding data only
+        for its process drops them, so an engine does not grow with every run; a durable one keeps them."""
+
     def close(self) -> None:  # noqa: B027 - optional hook with nothing to do by default
         """Release resources. Called when the engine is closed."""
 

@@ -2,6 +2,8 @@
 
 Values are stored as JSON text, so only JSON-compatible values are accepted (spec 002), a write is all or
 nothing, and a caller that mutates an object after writing it (or after reading it) cannot change what is stored.
+A run's keys are dropped when the run ends (:meth:`Memory.release`), so that an engine serving many runs stays
+the same size; ``keep_runs=True`` keeps them until the process exits.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from aeon_kernel.kit import encode_value
 
 
 class InMemoryKVStore(Memory):
-    def __init__(self) -> None:
+    def __init__(self, keep_runs: bool = False) -> None:
+        if not isinstance(keep_runs, bool):
+            raise MemoryStoreError(f"in_memory: keep_runs must be true or false, got {keep_runs!r}")
+        self.keep_runs = keep_runs
         self._data: dict[str, str] = {}
         self._keys: list[str] = []  # sorted, for prefix search without scanning every key
         self._lock = threading.Lock()
@@ -42,6 +47,18 @@ class InMemoryKVStore(Memory):
                     break
                 matches.append((keys[index], self._data[keys[index]]))
         return [(key, json.loads(text)) for key, text in matches]
+
+    def release(self, prefix: str) -> None:
+        """Drop every key under ``prefix`` (a run that ended), unless ``keep_runs``."""
+        if self.keep_runs or not prefix:
+            return
+        with self._lock:
+            keys = self._keys
+            start = end = bisect.bisect_left(keys, prefix)
+            while end < len(keys) and keys[end].startswith(prefix):
+                del self._data[keys[end]]
+                end += 1
+            del keys[start:end]
 
 
 @hookimpl

@@ -5,13 +5,14 @@
     python bench/run.py --smoke    # one repetition of tiny sizes, W4 with 20 runs (CI: does the code still work)
     python bench/run.py --only aeon,langgraph     # some frameworks only
     python bench/run.py --profile  # cProfile of Aeon on W1 N=100: the top functions by cumulative time
-    python bench/run.py --profile W6   # ... on the 100-node flow chain (W5: the fan-out/merge flow)
+    python bench/run.py --profile W6   # ... on the 100-node flow chain (W5: the fan-out/merge flow; W7: K=1,000)
 
 Peers come with ``pip install -e '.[bench]'``; one that is not installed is reported as such and skipped.
 In every workload the model is an instant deterministic function returning prepared JSON, and every framework
 does the same node work (``json.loads``, a pydantic model, a trivial tool), so only orchestration is timed.
 
-W1 linear: a plan of N tool steps (the peers: a chain of N nodes); µs per step, and build time.
+W1 linear: a plan of N tool steps (the peers: a chain of N nodes); µs per step, and build time. The same rows
+    hold ``floor``: ``bench/required_work.py``'s loop (what spec 000 requires of a tool step, no orchestration).
 W2 plan loop: the model plans 10 steps, each step is a thought (an instant call) then the tool; µs per cycle,
     with the persistence variants and the bytes they write per step.
 W3 cold start: fresh-process wall time of importing each framework (and ``aeon --help``).
@@ -19,6 +20,8 @@ W4 many runs: 1,000 W2 runs at once in a process pool, one worker per core; runs
 W5 flow fan-out/merge: start → split → 10 workers → merge → exit (Aeon: a spec 004 flow; the peers: the same 14
     nodes, their own fan-out and join); µs per node, build time, history (or checkpoint) bytes per node.
 W6 flow chain: start → 98 linear nodes → exit, 100 nodes; the same columns.
+W7 wide fan-out: W5's shape with K = 100 and K = 1,000 workers (smoke: 20 and 50); µs per branch (a run's time
+    over K), build time, history bytes per node. One variant per framework (LangGraph: plain edges).
 
 Frameworks alternate within each repetition (the order rotates), after a warm-up. The table is printed and
 written as JSON (``bench/results.json`` by default). Timings are never asserted anywhere.
@@ -52,7 +55,7 @@ FRAMEWORKS = {  # name -> (workload module, the package that must be installed)
     "haystack": ("workloads.haystack_w", "haystack"),
     "bare": ("workloads.bare", "pydantic"),
 }
-#: W5 and W6 (flows): name -> workload module (the same packages as FRAMEWORKS)
+#: W5, W6 and W7 (flows): name -> workload module (the same packages as FRAMEWORKS)
 FLOW_MODULES = {
     "aeon": "workloads.flows_aeon",
     "langgraph": "workloads.flows_langgraph",
@@ -60,7 +63,8 @@ FLOW_MODULES = {
     "haystack": "workloads.flows_haystack",
     "bare": "workloads.flows_bare",
 }
-FLOW_WORKLOADS = {"W5": "fanout", "W6": "chain"}
+#: flow workload -> the function of every flow module that builds its case (W7: W5's, at each of the mode's widths)
+FLOW_WORKLOADS = {"W5": "fanout", "W6": "chain", "W7": "fanout"}
 PEERS = ("langgraph", "pydantic_graph", "haystack")
 MISSING = "not installed: pip install -e '.[bench]'"
 ENV = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False"}
@@ -74,12 +78,13 @@ class Mode:
     reps: int  # timed samples per case
     warmup: int  # untimed runs per case first
     w1_steps_per_sample: int  # small N repeats the run within a sample, so a sample is long enough to time
-    #                           (W5 and W6 too: runs per sample = this // nodes per run)
+    #                           (W5, W6, W7 too: runs per sample = this // nodes per run)
     w2_runs: int  # executions of the 10-step plan per W2 sample
     w3_reps: int
     w4_runs: int
     w4_reps: int  # pools per framework (each a fresh pool of fresh workers)
     budget_s: float  # a case that has taken this long stops sampling (it keeps at least 3 samples)
+    w7_widths: tuple[int, ...]  # W7: the fan-out widths K (issue 31: 100 and 1,000)
 
 
 MODES = {
@@ -94,6 +99,7 @@ MODES = {
         w4_runs=1000,
         w4_reps=3,
         budget_s=60.0,
+        w7_widths=(100, 1000),
     ),
     "quick": Mode(
         "quick",
@@ -106,6 +112,7 @@ MODES = {
         w4_runs=1000,
         w4_reps=2,
         budget_s=20.0,
+        w7_widths=(100, 1000),
     ),
     "smoke": Mode(
         "smoke",
@@ -118,6 +125,7 @@ MODES = {
         w4_runs=20,
         w4_reps=1,
         budget_s=5.0,
+        w7_widths=(20, 50),
     ),
 }
 
@@ -159,11 +167,13 @@ def summary(samples: list[float]) -> dict[str, Any]:
 
 @dataclass
 class Slot:
-    """One case being sampled: its framework and variant, the built Case, how often ``run()`` goes per sample."""
+    """One case being sampled: its framework and variant, the built Case, how often ``run()`` goes per sample,
+    and what a run's time is divided by (``per_run``: the case's ``units`` unless given; W7: its K branches)."""
 
     row: dict[str, Any]
     case: Any
     runs_per_sample: int
+    per_run: int | None = None
     runs_done: int = 0
     spent: float = 0.0
     samples: list[float] | None = None
@@ -198,7 +208,8 @@ def sample_all(slots: list[Slot], mode: Mode) -> None:
                 result = slot.run(slot.runs_per_sample)
                 elapsed = time.perf_counter() - started
                 slot.spent += elapsed
-                slot.samples.append(elapsed * 1e6 / (slot.runs_per_sample * slot.case.units))
+                per_run = slot.per_run or slot.case.units
+                slot.samples.append(elapsed * 1e6 / (slot.runs_per_sample * per_run))
                 if rep == mode.reps - 1:
                     slot.case.check(result)  # the timed runs were right too
             except Exception as exc:
@@ -221,22 +232,48 @@ def _failed(slot: Slot, exc: Exception) -> None:
     slot.row["error"] = f"{type(exc).__name__}: {exc}"
 
 
+#: W1's row of ``bench/required_work.py`` (it needs Aeon's models: only when Aeon runs too)
+FLOOR = "floor"
+
+
+def floor_case(n: int) -> Any:
+    """``bench/required_work.py``'s ``run`` on W1's plan of ``n`` steps, as a case: the yardstick of issue 31's
+    "at most twice the floor". Its plan is parsed once, here, as the script does (Aeon's W1 parses the JSON text
+    in every run)."""
+    import required_work
+    from workloads import aeon_w, common
+    from workloads.common import Case
+
+    from aeon_kernel.models import Plan
+
+    plan, tool = Plan.model_validate(json.loads(common.w1_plan(n))), aeon_w.add_one_tool()
+    expected = common.w1_expected_total(n)
+
+    def check(total: int) -> None:
+        assert total == expected, total
+
+    return Case(run=lambda: required_work.run(plan, tool), units=n, check=check)
+
+
 def run_w1(modules: dict[str, Any], versions: dict[str, Any], mode: Mode) -> list[dict[str, Any]]:
     rows, slots = [], []
+    names = [*versions, *([FLOOR] if "aeon" in modules else [])]
     for n in mode.w1_sizes:
-        for name in versions:
-            row: dict[str, Any] = {"workload": "W1", "n": n, "framework": name, "variant": "plain"}
+        for name in names:
+            variant = "required work" if name == FLOOR else "plain"
+            row: dict[str, Any] = {"workload": "W1", "n": n, "framework": name, "variant": variant}
             rows.append(row)
-            if name not in modules:
+            if name != FLOOR and name not in modules:
                 row["error"] = MISSING
                 continue
+            build_case = floor_case if name == FLOOR else modules[name].w1
             try:  # build time: the median of a few builds (the last one is kept and run)
                 build, case = [], None
                 for _ in range(1 if mode.name == "smoke" else 3):
                     if case is not None:
                         case.close()
                     started = time.perf_counter()
-                    case = modules[name].w1(n)
+                    case = build_case(n)
                     build.append((time.perf_counter() - started) * 1000)
                 row["build_ms"] = statistics.median(build)
             except Exception as exc:
@@ -269,7 +306,7 @@ def run_w2(modules: dict[str, Any], versions: dict[str, Any], mode: Mode, tmp: P
     return rows
 
 
-# --- W5, W6: flows ---------------------------------------------------------------------------------------------
+# --- W5, W6, W7: flows -----------------------------------------------------------------------------------------
 
 
 def load_flow_modules(versions: dict[str, Any]) -> dict[str, Any]:
@@ -284,36 +321,45 @@ def load_flow_modules(versions: dict[str, Any]) -> dict[str, Any]:
 def run_flow(
     workload: str, modules: dict[str, Any], versions: dict[str, Any], mode: Mode, tmp: Path
 ) -> list[dict[str, Any]]:
-    """W5 or W6: every framework's variants, each built once (build time: the median of a few builds)."""
+    """W5, W6 or W7: every framework's variants, each built once (build time: the median of a few builds).
+
+    W7 runs W5's fan-out at each of ``mode.w7_widths`` (rows keyed by ``width``, K) and times µs per branch (a
+    run's time over K, ``"per": "branch"``); W5 and W6 time µs per node."""
     rows, slots = [], []
-    for name in versions:
-        if name not in FLOW_MODULES:
-            continue
-        variants = modules[name].VARIANTS[workload] if name in modules else ("plain",)
-        for variant in variants:
-            row: dict[str, Any] = {"workload": workload, "framework": name, "variant": variant}
-            rows.append(row)
-            if name not in modules:
-                row["error"] = MISSING
+    widths: tuple[int | None, ...] = mode.w7_widths if workload == "W7" else (None,)
+    for width in widths:
+        for name in versions:
+            if name not in FLOW_MODULES:
                 continue
-            where = tmp / f"{workload}-{name}-{variant}"
-            where.mkdir()
-            build_case = getattr(modules[name], FLOW_WORKLOADS[workload])
-            try:
-                build, case = [], None
-                for _ in range(1 if mode.name == "smoke" else 3):
-                    if case is not None:
-                        case.close()
-                    started = time.perf_counter()
-                    case = build_case(variant, where)
-                    build.append((time.perf_counter() - started) * 1000)
-                row["build_ms"] = statistics.median(build)
-                row["nodes"] = case.units
-            except Exception as exc:
-                traceback.print_exception(exc)
-                row["error"] = f"{type(exc).__name__}: {exc}"
-                continue
-            slots.append(Slot(row, case, max(1, mode.w1_steps_per_sample // case.units)))
+            variants = modules[name].VARIANTS[workload] if name in modules else ("plain",)
+            for variant in variants:
+                row: dict[str, Any] = {"workload": workload, "framework": name, "variant": variant}
+                if width is not None:
+                    row.update(width=width, per="branch")
+                rows.append(row)
+                if name not in modules:
+                    row["error"] = MISSING
+                    continue
+                where = tmp / f"{workload}-{name}-{variant}{'' if width is None else f'-{width}'}"
+                where.mkdir()
+                build_case = getattr(modules[name], FLOW_WORKLOADS[workload])
+                options = {} if width is None else {"width": width}
+                try:
+                    build, case = [], None
+                    for _ in range(1 if mode.name == "smoke" else 3):
+                        if case is not None:
+                            case.close()
+                        started = time.perf_counter()
+                        case = build_case(variant, where, **options)
+                        build.append((time.perf_counter() - started) * 1000)
+                    row["build_ms"] = statistics.median(build)
+                    row["nodes"] = case.units
+                except Exception as exc:
+                    traceback.print_exception(exc)
+                    row["error"] = f"{type(exc).__name__}: {exc}"
+                    continue
+                runs = max(1, mode.w1_steps_per_sample // case.units)
+                slots.append(Slot(row, case, runs, per_run=width))
     sample_all(slots, mode)
     return rows
 
@@ -438,8 +484,8 @@ def add_ratios(results: dict[str, list[dict[str, Any]]]) -> None:
             if row["variant"] == "stream":  # what reading the run's events costs over engine.run
                 row["stream_overhead"] = row["median"] / aeon["median"] - 1
     for workload in FLOW_WORKLOADS:
-        aeon = _find(results[workload], framework="aeon")
-        for row in results[workload]:
+        for row in results.get(workload) or []:
+            aeon = _find(results[workload], framework="aeon", width=row.get("width"))  # W7: the same K
             if aeon and "median" in row:
                 row["aeon_ratio"] = aeon["median"] / row["median"]
     aeon_import = _find(results["W3"], framework="aeon", variant="user import")
@@ -499,7 +545,11 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             label = f"{workload}{f' N={n}' if n else ''}: Aeon / fastest peer"
             bare = _find(results[workload], framework="bare", **match)
             against = best["framework"] if best else "-"
-            target(label, ratio(aeon, best), "<=", 0.1, against, ratio(bare, best))
+            target(label, ratio(aeon, best), "<=", 0.4, against, ratio(bare, best))
+    for n in sorted({r["n"] for r in results["W1"]}):  # issue 31: at most twice required_work.py's floor
+        aeon, least = _find(results["W1"], framework="aeon", n=n), _find(results["W1"], framework=FLOOR, n=n)
+        label = f"W1 N={n}: Aeon / required-work floor"
+        target(label, ratio(aeon, least), "<=", 2.0, "bench/required_work.py (per step)")
     aeon_sql = _find(results["W2"], framework="aeon", variant="sqlite")
     lg_sql = _find(results["W2"], framework="langgraph", variant="sqlite")
     value = aeon_sql["median"] / lg_sql["median"] if aeon_sql and lg_sql else None
@@ -540,15 +590,32 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
                 "floor": bare_w4["growth_mb"] if bare_w4 else None,
             }
         )
+    # W7, issue 31: Aeon's µs per branch at the widest K over the narrowest (≤ 1.2: a branch costs no more in a
+    # wider fan-out), and Aeon against the fastest peer at each K (< 1: ahead of every peer)
+    wide = results.get("W7") or []
+    widths = sorted({r["width"] for r in wide})
+    aeon_at = {k: _find(wide, framework="aeon", width=k) for k in widths}
+    bare_at = {k: _find(wide, framework="bare", width=k) for k in widths}
+    if len(widths) > 1:
+        low, high = widths[0], widths[-1]
+        label = f"W7: Aeon µs/branch K={high} / K={low}"
+        bare_growth = ratio(bare_at[high], bare_at[low])
+        target(label, ratio(aeon_at[high], aeon_at[low]), "<=", 1.2, f"Aeon at K={low}", bare_growth)
+    for k in widths:
+        peers = [r for r in wide if r["framework"] in PEERS and r["width"] == k and "median" in r]
+        best = min(peers, key=lambda r: r["median"], default=None)
+        against = f"{best['framework']} {best['variant']}" if best else "-"
+        label = f"W7: Aeon / fastest peer at K={k}"
+        target(label, ratio(aeon_at[k], best), "<", 1.0, against, ratio(bare_at[k], best))
     return found
 
 
 def flow_ratios(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """W5 and W6, from this one run: Aeon (which always records its history) against the fastest peer of any
     variant, and against LangGraph with ``InMemorySaver`` (history on both sides); the bytes each keeps per node.
-    The issue sets no target for them, so there is no verdict."""
+    The issue sets no target for them, so there is no verdict (W7's are among the targets)."""
     found = []
-    for workload in FLOW_WORKLOADS:
+    for workload in ("W5", "W6"):
         rows = results.get(workload) or []
         aeon = _find(rows, framework="aeon")
         if aeon is None:
@@ -604,8 +671,10 @@ def format_table(report: dict[str, Any]) -> str:
     out("versions: " + ", ".join(f"{k} {v or '(not installed)'}" for k, v in report["versions"].items()))
     out("")
     if results["W1"]:  # sections of workloads that did not run are left out
+        floor_note = "; floor: bench/required_work.py" if _find(results["W1"], framework=FLOOR) else ""
         out(
             "W1 linear: a plan of N tool steps (peers: a chain of N nodes); µs per step; build once per graph"
+            + floor_note
         )
         out(
             f"{'N':>5}  {'framework':15} {'median':>9} {'min':>9} {'max':>9} {'build ms':>9} {'Aeon/this':>10}"
@@ -678,19 +747,25 @@ def format_table(report: dict[str, Any]) -> str:
     titles = {
         "W5": "W5 flow fan-out/merge: start → split → 10 workers → merge → exit",
         "W6": "W6 flow chain: start → 98 linear → exit",
+        "W7": "W7 wide fan-out: start → split → K workers → merge → exit (K + 4 nodes)",
     }
     for workload in FLOW_WORKLOADS:
         rows = results.get(workload) or []
         if not rows:
             continue
-        nodes = next((r["nodes"] for r in rows if "nodes" in r), "?")
-        out(f"{titles[workload]} ({nodes} nodes); µs per node; build once per flow/graph")
+        wide = any("width" in r for r in rows)  # W7: a row per K, µs per branch
+        if wide:
+            out(f"{titles[workload]}; µs per branch (a run's time / K); build once per flow/graph")
+        else:
+            nodes = next((r["nodes"] for r in rows if "nodes" in r), "?")
+            out(f"{titles[workload]} ({nodes} nodes); µs per node; build once per flow/graph")
         out(
-            f"{'framework':15} {'variant':8} {'median':>9} {'min':>9} {'max':>9} {'build ms':>9} "
+            (f"{'K':>5}  " if wide else "")
+            + f"{'framework':15} {'variant':8} {'median':>9} {'min':>9} {'max':>9} {'build ms':>9} "
             f"{'hist B/node':>12} {'Aeon/this':>10}"
         )
         for r in rows:
-            head = f"{r['framework']:15} {r['variant']:8}"
+            head = (f"{r['width']:>5}  " if wide else "") + f"{r['framework']:15} {r['variant']:8}"
             if "median" not in r:
                 out(f"{head} {r.get('error', 'no samples')}")
                 continue
@@ -732,8 +807,8 @@ def format_table(report: dict[str, Any]) -> str:
 
 
 def profile(top: int, workload: str = "W1", n: int = 100) -> None:
-    """cProfile Aeon on W1 (N steps), W5 (the fan-out flow) or W6 (the flow chain): the top functions by cumulative
-    and by own time (built-ins included), with shares.
+    """cProfile Aeon on W1 (N steps), W5 (the fan-out flow), W6 (the flow chain) or W7 (the fan-out at K=1,000):
+    the top functions by cumulative and by own time (built-ins included), with shares.
 
     Shares are of the profiled runs' total; cProfile's own overhead inflates the absolute times (compare shares).
     """
@@ -746,8 +821,9 @@ def profile(top: int, workload: str = "W1", n: int = 100) -> None:
             case, runs, title = modules["aeon"].w1(n), 50, f"Aeon W1 N={n}"
         else:
             flows_aeon = load_flow_modules({"aeon": "installed"})["aeon"]
-            case = getattr(flows_aeon, FLOW_WORKLOADS[workload])("history", Path(tmp))
-            runs = max(20, 5000 // case.units)
+            options = {"width": max(MODES["full"].w7_widths)} if workload == "W7" else {}
+            case = getattr(flows_aeon, FLOW_WORKLOADS[workload])("history", Path(tmp), **options)
+            runs = max(5 if options else 20, 5000 // case.units)
             title = f"Aeon {workload} ({FLOW_WORKLOADS[workload]}, {case.units} nodes)"
         case.check(case.run())
         for _ in range(3):
@@ -797,19 +873,20 @@ def main() -> int:
     parser.add_argument(
         "--only", help=f"comma-separated frameworks (default: all of {', '.join(FRAMEWORKS)})"
     )
-    parser.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6", help="comma-separated (default: all)")
+    parser.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7", help="comma-separated (default: all)")
     parser.add_argument(
         "--reps",
         type=int,
-        help="timed samples per case in W1, W2, W5, W6 (default: the mode's; raise it when busy)",
+        help="timed samples per case in W1, W2, W5, W6, W7 (default: the mode's; raise it when busy)",
     )
     parser.add_argument("--out", type=Path, default=BENCH / "results.json", help="where to write the JSON")
     parser.add_argument(
         "--profile",
         nargs="?",
         const="W1",
-        choices=("W1", "W5", "W6"),
-        help="profile Aeon instead: on W1 N=100 (the default), W5 (the fan-out flow) or W6 (the flow chain)",
+        choices=("W1", "W5", "W6", "W7"),
+        help="profile Aeon instead: on W1 N=100 (the default), W5 (the fan-out flow), W6 (the flow chain) or W7 "
+        "(the fan-out at K=1000)",
     )
     parser.add_argument("--top", type=int, default=10, help="functions shown by --profile")
     parser.add_argument("--w4-child", nargs=3, metavar=("FRAMEWORK", "WHAT", "RUNS"), help=argparse.SUPPRESS)

@@ -76,7 +76,7 @@ def make_harness() -> MakeHarness:
         supervisor = DefaultSupervisor(llm, validator, registry)
         sink = RecordingSink()
         pm = build_plugin_manager((*plugins, sink), autoload=False)
-        memory = InMemoryKVStore()
+        memory = InMemoryKVStore(keep_runs=True)  # the tests read what the steps stored after the run
         orchestrator = Orchestrator(
             llm,
             memory,

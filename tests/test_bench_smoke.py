@@ -28,7 +28,7 @@ def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
     assert set(report["versions"]) == {"aeon"}
     results = report["results"]
     aeon = {workload: [r for r in rows if r["framework"] == "aeon"] for workload, rows in results.items()}
-    assert set(aeon) == {"W1", "W2", "W3", "W4", "W5", "W6"}
+    assert set(aeon) == {"W1", "W2", "W3", "W4", "W5", "W6", "W7"}
     for workload, rows in aeon.items():
         assert rows, f"no Aeon row for {workload}"
         assert all("error" not in row for row in rows), rows
@@ -52,7 +52,20 @@ def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
         (flow,) = aeon[workload]
         assert flow["variant"] == "history" and flow["nodes"] == nodes
         assert {"median", "build_ms"} <= set(flow) and flow["history_bytes_per_node"] > 0
-    assert "Targets" in done.stdout and "Flow ratios" in done.stdout
+    # W7, the wide fan-out (issue 31): one Aeon row per smoke width, timed per branch
+    assert sorted(row["width"] for row in aeon["W7"]) == [20, 50]
+    for row in aeon["W7"]:
+        assert row["variant"] == "history" and row["per"] == "branch" and row["nodes"] == row["width"] + 4
+        assert {"median", "build_ms"} <= set(row) and row["history_bytes_per_node"] > 0
+    # the required-work floor (bench/required_work.py) is measured beside Aeon's W1, and compared with it
+    (floor,) = [row for row in results["W1"] if row["framework"] == "floor"]
+    assert floor["n"] == 10 and "error" not in floor and floor["median"] > 0
+    goals = {t["target"]: t for t in report["targets"]}
+    assert isinstance(goals["W1 N=10: Aeon / required-work floor"]["value"], float)
+    assert goals["W1 N=10: Aeon / required-work floor"]["limit"] == "<= 2"
+    assert isinstance(goals["W7: Aeon µs/branch K=50 / K=20"]["value"], float)
+    assert {"W7: Aeon / fastest peer at K=20", "W7: Aeon / fastest peer at K=50"} <= set(goals)
+    assert "Targets" in done.stdout and "Flow ratios" in done.stdout and "W7 wide fan-out" in done.stdout
 
 
 def test_the_required_work_floor_runs() -> None:

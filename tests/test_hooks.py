@@ -85,7 +85,7 @@ class Canned(LLMAdapter):
 
 class TracingMemory(InMemoryKVStore):
     def __init__(self, prefix_note: str = "") -> None:
-        super().__init__()
+        super().__init__(keep_runs=True)  # read back after the run
         self.writes: list[str] = []
         self.prefix_note = prefix_note
 

@@ -235,8 +235,7 @@ class Run:
 
     @property
     def _claimed(self) -> bool:
-        """Whether this run holds a claim in its store: a new run from its first cycle (when it is created there),
-        a resumed one from the start (it was claimed before it was given to this run)."""
+        """Whether this run holds a claim in its store: a new one from its first cycle, a resumed one from the start."""
         return self._started or self._resumed is not None
 
     def __enter__(self) -> Run:
@@ -268,11 +267,8 @@ class Run:
             self._scheduler_failed("start", exc)
 
     def _interrupt(self, exc: BaseException) -> None:
-        """A ``BaseException`` that is not an ``Exception`` (Ctrl-C's ``KeyboardInterrupt``, ``SystemExit``) stopped
-        the run: it ends here as if the process had been killed. The cycle it cut short is neither committed nor
-        logged (no ``aeon_cycle_end``) and spends no TTL; the store keeps the last committed cycle, and the run's
-        claim is released so that ``resume`` can take it. This object cannot go on (its working state holds the
-        half cycle): resume the run from the store."""
+        """Ctrl-C (or ``SystemExit``) stopped the run as a kill would: the cycle it cut short is neither committed,
+        logged nor charged; the claim is released for ``resume``, and this object (holding the half cycle) is done."""
         self._context.cycle = None
         if self.result is not None:  # it had ended (an event hook after the end was interrupted)
             return
@@ -437,6 +433,10 @@ class Run:
                 result = replace(result, errors=(*result.errors, error_record(exc, phase="state_store")))
         self.result = result
         context.emit("aeon_run_end", run_id=state.run_id, result=result.to_dict())
+        try:
+            self._scheduler.end(context)
+        except Exception as exc:  # the result stands; what was not released only costs memory
+            log.warning("%s.end failed for run %s: %s", type(self._scheduler).__name__, state.run_id, exc)
 
 
 #: The ``type`` of the record that says a run was given more cycles (:func:`extend_ttl`).

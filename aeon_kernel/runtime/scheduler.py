@@ -165,6 +165,10 @@ class Scheduler(ABC, Generic[MemoT, OutcomeT]):
         """The answer and message of the finished run (``state`` is final)."""
         return Conclusion(answer=None, message=verdict.status)
 
+    def end(self, run: RunContext) -> None:
+        """The run ended and every listener heard its result: release what nothing needs any more (its results in
+        memory, :meth:`Memory.release`; a resumed run restores them in :meth:`start`)."""
+
     def preview(self, run: RunContext) -> Preview | None:
         """What the next cycle will do, or None when the run ends at the next :meth:`status` instead.
 

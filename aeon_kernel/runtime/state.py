@@ -150,8 +150,7 @@ class RunState:
         return self._snapshot
 
     def _durable(self) -> dict[str, Any]:
-        """``scheduler_state`` for a snapshot: a scheduler changes its state in place, so the snapshot gets its own
-        copy, taken only when asked; a typed memo is dumped as JSON."""
+        """``scheduler_state`` for a snapshot: its own copy (schedulers change theirs in place), memos as JSON."""
         if not self._memos:
             return copy.deepcopy(self.scheduler_state) if self.scheduler_state else {}
         durable = {k: copy.deepcopy(v) for k, v in self.scheduler_state.items() if k not in self._memos}
@@ -168,12 +167,8 @@ class RunState:
         return all(step.status is StepStatus.COMPLETE for step in self.steps)
 
     def memo(self, kind: type[M]) -> M | None:
-        """The scheduler memo of type ``kind`` this run keeps (:meth:`keep`), or None when it keeps none.
-
-        A resumed run's memo is loaded from its stored JSON on first use (a :class:`RunStoreError` when it cannot
-        be read); after that it is the same object, which the scheduler changes in place (then :meth:`changed`).
-        Reading it changes nothing.
-        """
+        """The memo of type ``kind`` this run keeps (:meth:`keep`), or None. A resumed run's is loaded from its stored
+        JSON on first use (:class:`RunStoreError` if unreadable); the scheduler then changes it in place."""
         memo = self._memos.get(kind.key)
         if memo is None:
             data = self.scheduler_state.get(kind.key)
@@ -209,10 +204,8 @@ class RunState:
         return step, previous
 
     def restructure(self, steps: list[PlanStep], goal: str | None = None) -> None:
-        """A refined plan (spec 003 deltas, checked by the caller): other steps, maybe another goal.
-
-        The current step becomes the one holding the run's place, or else the first that has not finished.
-        """
+        """A refined plan (spec 003 deltas, checked by the caller); the current step becomes the one holding the
+        run's place, or else the first that has not finished."""
         self.steps = list(steps)
         self.index = {step.step_id: i for i, step in enumerate(self.steps)}
         self.goal = goal or self.goal

@@ -55,6 +55,11 @@ class Layers:
             return f"flow/{run_id}/{task_id}/"
         return f"project/{self.flow_name}/" if layer == "project" else "global/"
 
+    def release(self, run_id: str) -> None:
+        """The run ended: its task layer is no longer needed (a memory that keeps data only for its process drops
+        it; a resumed run writes back what it lost)."""
+        self.backends["task"].release(f"flow/{run_id}/")
+
     def write_stage(
         self, run_id: str, task_id: str, seq: int, node_id: str, output: Any, *, unless_present: bool = False
     ) -> None:

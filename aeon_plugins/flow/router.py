@@ -189,6 +189,10 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             answer=root["output"], message=message, details={"task": task, "flow": self.flow.metadata()}
         )
 
+    def end(self, run: RunContext) -> None:
+        """The task layer is the run's own (a resumed run writes back what its memory lost)."""
+        self.setup.layers.release(run.run_id)
+
     def preview(self, run: RunContext) -> Preview | None:
         """The stages the next cycle runs: the first ready tasks (up to the flow's parallelism), each with its node,
         its input and the context :func:`assemble` gives it (it only reads). Before the first cycle the book is not

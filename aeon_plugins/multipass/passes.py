@@ -396,6 +396,9 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
             convergence=best.assessment if best else None,
         )
 
+    def end(self, run: RunContext) -> None:
+        self.linear.end(run)
+
     def preview(self, run: RunContext) -> Preview | None:
         """The next cycle's stage, or the step it executes (:func:`~aeon_plugins.multipass.memo.upcoming`)."""
         return upcoming(run, self.linear)

@@ -151,6 +151,10 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
         output = _copy(last.result) if last.status is StepStatus.COMPLETE else None
         return Conclusion(answer=_answer(steps), message=message, details={"output": output})
 
+    def end(self, run: RunContext) -> None:
+        """The steps' results in memory were for the run's own prompts (a resumed run writes them back)."""
+        run.components.memory.release(memory_key(run.run_id, ""))
+
     def preview(self, run: RunContext) -> Preview | None:
         """The plan generation, or the current step; None where :meth:`status` ends the run (no plan after the
         first cycle, or no step left)."""

@@ -102,8 +102,12 @@ class BenchPlugin:
         register(common.TOOL_NAME, add_one_tool)
 
 
-def build_engine(responses: list[str] | None = None, state_db: Path | None = None) -> Engine:
-    config = AeonConfig().with_choice("llm", "instant")
+def build_engine(
+    responses: list[str] | None = None, state_db: Path | None = None, *, keep_runs: bool = False
+) -> Engine:
+    config = (
+        AeonConfig().with_choice("llm", "instant").with_choice("memory", "in_memory", keep_runs=keep_runs)
+    )
     if state_db is not None:
         config = config.with_choice("state", "sqlite", path=str(state_db))
     engine = Engine(config, plugins=[*BUILTIN_PLUGINS, BenchPlugin(responses)], autoload=False)

@@ -3,6 +3,8 @@
 W5 fan-out/merge: ``start → split → w0 … w9 → merge → exit``. The split hands its output to ten workers, each
 adds its own number; the merge waits for all ten and sums them; the exit presents the result. 14 nodes.
 W6 chain: ``start → step_0 … step_97 → exit``, each step adding its own number. 100 nodes.
+W7 wide fan-out: W5's shape at width K (``start → split → w0 … w{K-1} → merge → exit``, K + 4 nodes), K = 100 and
+1,000 (issue 31: the cost per branch must not grow with K).
 
 Every framework runs exactly these nodes, each doing exactly this module's work (a dict in, a dict out: the
 node work is trivial on purpose, so only orchestration is timed); what a framework adds to express the shape —
@@ -11,12 +13,20 @@ LangGraph's reducer, pydantic-graph's join, Haystack's variadic socket — is it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 #: W5: how many subtasks the split creates (one worker node per outbound edge)
 FANOUT_WIDTH = 10
+
+
+def fanout_nodes(width: int = FANOUT_WIDTH) -> int:
+    """A fan-out's node count: start, split, ``width`` workers, merge, exit."""
+    return width + 4
+
+
 #: W5: start, split, the workers, merge, exit
-FANOUT_NODES = FANOUT_WIDTH + 4
+FANOUT_NODES = fanout_nodes(FANOUT_WIDTH)
 #: W6: start, CHAIN_NODES - 2 linear steps, exit
 CHAIN_NODES = 100
 CHAIN_STEPS = CHAIN_NODES - 2
@@ -25,7 +35,7 @@ INPUT: dict[str, Any] = {"total": 0, "note": "dropped by the start node"}
 
 
 def amount(index: int) -> int:
-    """What worker (W5) or step (W6) ``index`` adds."""
+    """What worker (W5, W7) or step (W6) ``index`` adds."""
     return index + 1
 
 
@@ -54,12 +64,28 @@ def identity_work(value: dict[str, Any]) -> dict[str, Any]:
 
 # --- what a finished run must have produced ---------------------------------------------------------------------
 
-FANOUT_EXPECTED = {"total": sum(INPUT["total"] + amount(i) for i in range(FANOUT_WIDTH))}
+
+def fanout_expected(width: int = FANOUT_WIDTH) -> dict[str, int]:
+    """A fan-out's output: the sum of every worker's part (each worker adds its amount to the input's total)."""
+    return {"total": sum(INPUT["total"] + amount(i) for i in range(width))}
+
+
+FANOUT_EXPECTED = fanout_expected(FANOUT_WIDTH)
 CHAIN_EXPECTED = {"total": INPUT["total"] + sum(amount(i) for i in range(CHAIN_STEPS))}
 
 
 def check_fanout(output: dict[str, Any]) -> None:
     assert output == FANOUT_EXPECTED, output
+
+
+def fanout_check(width: int = FANOUT_WIDTH) -> Callable[[dict[str, Any]], None]:
+    """The check of a fan-out of ``width`` workers (W5: :func:`check_fanout`; W7: K workers)."""
+    expected = fanout_expected(width)
+
+    def check(output: dict[str, Any]) -> None:
+        assert output == expected, output
+
+    return check
 
 
 def check_chain(output: dict[str, Any]) -> None:

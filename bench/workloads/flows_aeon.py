@@ -1,10 +1,10 @@
-"""Aeon, W5 and W6: declarative flows (spec 004) through the public API, ``Engine.from_config_dir(dir)``.
+"""Aeon, W5, W6 and W7: declarative flows (spec 004) through the public API, ``Engine.from_config_dir(dir)``.
 
 The flow directories (``flow.yaml`` and ``aeon.toml`` with ``[memory] use = "in_memory"``) are written at bench
 time into a temporary directory. The node code is this module's: it is a plugin (``aeon_register_nodes``) and is
 passed as one, ``plugins=[flows_aeon]``, with the kernel's built-in plugins and autoloading off. No node is an
 agent, so no model is loaded. The flow is built once per case; each timed ``run()`` is a fresh
-``flow.run(input)``, which always records the history (one record per stage).
+``flow.run(input)``, which always records the history (one record per stage). W7 is W5's flow with K workers.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .common import Case
 
 NAME = "aeon"
 #: Aeon always records the history (spec 004 §6): there is no variant without it.
-VARIANTS = {"W5": ("history",), "W6": ("history",)}
+VARIANTS = {"W5": ("history",), "W6": ("history",), "W7": ("history",)}
 AEON_TOML = '[memory]\nuse = "in_memory"\n'
 
 
@@ -78,9 +78,9 @@ def _write(directory: Path, name: str, nodes: list[str], edges: list[tuple[str, 
     return directory
 
 
-def write_fanout(directory: Path) -> Path:
-    """``start → split → w0 … w9 → merge → exit``: a split with one subtask per outbound edge, one merge."""
-    workers = [f"w{i}" for i in range(flows.FANOUT_WIDTH)]
+def write_fanout(directory: Path, width: int = flows.FANOUT_WIDTH) -> Path:
+    """``start → split → w0 … w{width-1} → merge → exit``: a split with one subtask per outbound edge, one merge."""
+    workers = [f"w{i}" for i in range(width)]
     nodes = [_node("start", "start", "bench.start"), _node("split", "split")]
     nodes += [_node(w, "linear", "bench.add", amount=flows.amount(i)) for i, w in enumerate(workers)]
     nodes += [_node("merge", "merge", "bench.merge"), _node("done", "exit")]
@@ -131,8 +131,9 @@ def _case(directory: Path, nodes: int, check_output: Any) -> Case:
     )
 
 
-def fanout(variant: str, tmp: Path) -> Case:
-    return _case(write_fanout(tmp / "fanout"), flows.FANOUT_NODES, flows.check_fanout)
+def fanout(variant: str, tmp: Path, width: int = flows.FANOUT_WIDTH) -> Case:
+    directory = write_fanout(tmp / f"fanout-{width}", width)
+    return _case(directory, flows.fanout_nodes(width), flows.fanout_check(width))
 
 
 def chain(variant: str, tmp: Path) -> Case:

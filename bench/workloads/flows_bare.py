@@ -1,4 +1,4 @@
-"""The floor for W5 and W6: the same node work called in a plain Python loop, no framework, no history."""
+"""The floor for W5, W6 and W7: the same node work called in a plain Python loop, no framework, no history."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from . import flows
 from .common import Case
 
 NAME = "bare"
-VARIANTS = {"W5": ("plain",), "W6": ("plain",)}
+VARIANTS = {"W5": ("plain",), "W6": ("plain",), "W7": ("plain",)}
 
 
 def version() -> str:
@@ -18,15 +18,15 @@ def version() -> str:
     return "python " + platform.python_version()
 
 
-def fanout(variant: str, tmp: Path) -> Case:
-    amounts = [flows.amount(i) for i in range(flows.FANOUT_WIDTH)]
+def fanout(variant: str, tmp: Path, width: int = flows.FANOUT_WIDTH) -> Case:
+    amounts = [flows.amount(i) for i in range(width)]
 
     def run() -> dict[str, Any]:
         value = flows.identity_work(flows.start_work(dict(flows.INPUT)))
         parts = [flows.add_work(value, amount) for amount in amounts]
         return flows.identity_work(flows.merge_work(parts))
 
-    return Case(run=run, units=flows.FANOUT_NODES, check=flows.check_fanout)
+    return Case(run=run, units=flows.fanout_nodes(width), check=flows.fanout_check(width))
 
 
 def chain(variant: str, tmp: Path) -> Case:

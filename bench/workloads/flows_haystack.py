@@ -1,9 +1,9 @@
-"""Haystack, W5 and W6: a ``Pipeline`` of custom ``@component``s, built once and run for every run.
+"""Haystack, W5, W6 and W7: a ``Pipeline`` of custom ``@component``s, built once and run for every run.
 
 W5 fan-out: the split's one output socket is connected to all ten workers' inputs (a socket may have many
 receivers); the merge has one ``Variadic`` input that all ten workers connect to, and the pipeline runs it once
 every worker has delivered. W6 is a chain of 100 components. ``Pipeline`` runs components one at a time
-(``AsyncPipeline`` would run the workers concurrently).
+(``AsyncPipeline`` would run the workers concurrently). W7 is W5's pipeline with K workers.
 
 One variant: a Pipeline keeps no history of its runs (its tracing is off by default; snapshots are written
 only at a break point).
@@ -25,7 +25,7 @@ from . import flows
 from .common import Case
 
 NAME = "haystack"
-VARIANTS = {"W5": ("plain",), "W6": ("plain",)}
+VARIANTS = {"W5": ("plain",), "W6": ("plain",), "W7": ("plain",)}
 
 
 def version() -> str:
@@ -65,11 +65,11 @@ class Merge:
         return {"value": flows.merge_work(list(parts))}
 
 
-def build_fanout() -> Pipeline:
+def build_fanout(width: int = flows.FANOUT_WIDTH) -> Pipeline:
     pipeline = Pipeline()
     pipeline.add_component("start", Start())
     pipeline.add_component("split", Identity())
-    workers = [f"w{i}" for i in range(flows.FANOUT_WIDTH)]
+    workers = [f"w{i}" for i in range(width)]
     for i, name in enumerate(workers):
         pipeline.add_component(name, Add(flows.amount(i)))
     pipeline.add_component("merge", Merge())
@@ -101,8 +101,8 @@ def _case(pipeline: Pipeline, nodes: int, check_output: Any) -> Case:
     return Case(run=run, units=nodes, check=check_output)
 
 
-def fanout(variant: str, tmp: Path) -> Case:
-    return _case(build_fanout(), flows.FANOUT_NODES, flows.check_fanout)
+def fanout(variant: str, tmp: Path, width: int = flows.FANOUT_WIDTH) -> Case:
+    return _case(build_fanout(width), flows.fanout_nodes(width), flows.fanout_check(width))
 
 
 def chain(variant: str, tmp: Path) -> Case:

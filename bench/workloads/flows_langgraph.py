@@ -1,9 +1,9 @@
-"""LangGraph, W5 and W6: a ``StateGraph`` of the same nodes, compiled once and invoked for every run.
+"""LangGraph, W5, W6 and W7: a ``StateGraph`` of the same nodes, compiled once and invoked for every run.
 
 W5 fan-out: ``split`` has ten plain edges to the workers, which run as parallel branches in one superstep (the
 ``send`` variant dispatches them with ``Send`` from a conditional edge instead); each worker returns its part into
 a list channel whose reducer (``operator.add``) gathers them, and ``merge`` — behind a waiting edge from all ten
-— sums them. W6 is a chain of 100 nodes.
+— sums them. W6 is a chain of 100 nodes. W7 is W5's graph with K workers (``plain`` only).
 
 Variants: ``plain`` (no checkpointer: LangGraph keeps no history), ``memory`` (``InMemorySaver`` and a fresh
 ``thread_id`` per run: a checkpoint per superstep plus every node's writes — the closest to Aeon's always-on
@@ -26,7 +26,8 @@ from . import flows
 from .common import Case
 
 NAME = "langgraph"
-VARIANTS = {"W5": ("plain", "send", "memory"), "W6": ("plain", "memory")}
+#: W7 (the wide fan-out, K = 100 and 1,000): the plain edges only, W5's cheapest variant
+VARIANTS = {"W5": ("plain", "send", "memory"), "W6": ("plain", "memory"), "W7": ("plain",)}
 
 
 def version() -> str:
@@ -76,8 +77,8 @@ def _step(amount: int) -> Any:
     return step
 
 
-def build_fanout(send: bool = False, checkpointer: Any = None) -> Any:
-    workers = [f"w{i}" for i in range(flows.FANOUT_WIDTH)]
+def build_fanout(send: bool = False, checkpointer: Any = None, width: int = flows.FANOUT_WIDTH) -> Any:
+    workers = [f"w{i}" for i in range(width)]
     builder = StateGraph(FanState)
     builder.add_node("start", _start)
     builder.add_node("split", _identity)
@@ -94,7 +95,7 @@ def build_fanout(send: bool = False, checkpointer: Any = None) -> Any:
     else:
         for name in workers:
             builder.add_edge("split", name)
-    builder.add_edge(workers, "merge")  # waits for all ten
+    builder.add_edge(workers, "merge")  # waits for all of them
     builder.add_edge("merge", "exit")
     builder.add_edge("exit", END)
     return builder.compile(checkpointer=checkpointer)
@@ -155,10 +156,10 @@ def _saver(variant: str) -> Any:
     return InMemorySaver()
 
 
-def fanout(variant: str, tmp: Path) -> Case:
+def fanout(variant: str, tmp: Path, width: int = flows.FANOUT_WIDTH) -> Case:
     saver = _saver(variant)
-    graph = build_fanout(send=variant == "send", checkpointer=saver)
-    return _case(graph, saver, flows.FANOUT_NODES, flows.check_fanout)
+    graph = build_fanout(send=variant == "send", checkpointer=saver, width=width)
+    return _case(graph, saver, flows.fanout_nodes(width), flows.fanout_check(width))
 
 
 def chain(variant: str, tmp: Path) -> Case:

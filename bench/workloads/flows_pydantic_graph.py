@@ -1,8 +1,8 @@
-"""pydantic-graph, W5 and W6: ``GraphBuilder`` step functions, built once and run with ``run_sync``.
+"""pydantic-graph, W5, W6 and W7: ``GraphBuilder`` step functions, built once and run with ``run_sync``.
 
 W5 fan-out: ``split`` broadcasts to the ten workers (``edge_from(split).to(w0, …, w9)``: a fork, the branches run
 as concurrent asyncio tasks); each worker goes to one ``join`` whose reducer (``reduce_list_append``) gathers the
-parts; the join hands the list to ``merge``. W6 is a chain of 100 steps.
+parts; the join hands the list to ``merge``. W6 is a chain of 100 steps. W7 is W5's graph with K workers.
 
 One variant: a ``GraphBuilder`` graph keeps no history and has no persistence (the ``BaseNode`` API's
 ``FullStatePersistence`` belongs to the old ``Graph`` runner, which 2.x builds through the same builder).
@@ -20,7 +20,7 @@ from . import flows
 from .common import Case
 
 NAME = "pydantic_graph"
-VARIANTS = {"W5": ("plain",), "W6": ("plain",)}
+VARIANTS = {"W5": ("plain",), "W6": ("plain",), "W7": ("plain",)}
 
 Value = dict[str, Any]
 
@@ -50,11 +50,11 @@ def _adder(builder: GraphBuilder[None, None, Value, Value], node_id: str, amount
     return builder.step(add, node_id=node_id)
 
 
-def build_fanout() -> Any:
+def build_fanout(width: int = flows.FANOUT_WIDTH) -> Any:
     builder: GraphBuilder[None, None, Value, Value] = GraphBuilder(input_type=Value, output_type=Value)
     start = builder.step(_start, node_id="start")
     split = builder.step(_identity, node_id="split")
-    workers = [_adder(builder, f"w{i}", flows.amount(i)) for i in range(flows.FANOUT_WIDTH)]
+    workers = [_adder(builder, f"w{i}", flows.amount(i)) for i in range(width)]
     join = builder.join(reduce_list_append, initial_factory=list, node_id="join")
     merge = builder.step(_merge, node_id="merge")
     done = builder.step(_identity, node_id="exit")
@@ -84,8 +84,8 @@ def _case(graph: Any, nodes: int, check_output: Any) -> Case:
     return Case(run=lambda: graph.run_sync(inputs=dict(flows.INPUT)), units=nodes, check=check_output)
 
 
-def fanout(variant: str, tmp: Path) -> Case:
-    return _case(build_fanout(), flows.FANOUT_NODES, flows.check_fanout)
+def fanout(variant: str, tmp: Path, width: int = flows.FANOUT_WIDTH) -> Case:
+    return _case(build_fanout(width), flows.fanout_nodes(width), flows.fanout_check(width))
 
 
 def chain(variant: str, tmp: Path) -> Case:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +14,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from aeon_kernel import Memory, MemoryStoreError
+from aeon_kernel import Engine, Memory, MemoryStoreError
+from aeon_kernel.config import load_config
 from aeon_plugins.in_memory import InMemoryKVStore, aeon_register_memory_backends
+from tests.support.builders import answer, llm_step, plan, tool_step
 
 # Keys chosen to stress prefix search: SQL LIKE wildcards, unicode, keys that are prefixes of each other,
 # characters that sort just below/above common ones, and case differences (search is case-sensitive).
@@ -93,6 +97,13 @@ class MemoryMachine(RuleBasedStateMachine):
         found = self.store.search(prefix)
         assert [k for k, _ in found] == [k for k, _ in expected]  # in key order
         assert found == expected
+
+    @rule(prefix=prefixes)
+    def release(self, prefix: str) -> None:
+        """A run ended: every key under its prefix goes, no other (an empty prefix releases nothing)."""
+        self.store.release(prefix)
+        if prefix:
+            self.model = {k: v for k, v in self.model.items() if not k.startswith(prefix)}
 
     @rule(key=keys, value=containers)
     def mutating_a_written_value_does_not_change_the_store(self, key: str, value: Any) -> None:
@@ -215,3 +226,31 @@ def test_registered_as_a_memory_backend() -> None:
     store = registered[0][1]()
     assert isinstance(store, Memory)
     store.close()  # optional hook, must not fail
+
+
+def test_keep_runs_keeps_released_keys_and_must_be_a_boolean() -> None:
+    store = InMemoryKVStore(keep_runs=True)
+    store.write("run/r1/1", 1)
+    store.release("run/r1/")
+    assert store.read("run/r1/1") == 1
+    with pytest.raises(MemoryStoreError, match="keep_runs must be true or false"):
+        InMemoryKVStore(keep_runs="yes")  # type: ignore[arg-type]
+
+
+def test_an_engine_serving_many_runs_keeps_none_of_their_keys_unless_told_to(tmp_path: Path) -> None:
+    """Issue 31: the default memory no longer grows with every run; ``keep_runs = true`` in aeon.toml keeps them."""
+    request = "calculate the sum of 5 and 10"
+    for keep, expected in ((False, []), (True, [("1", {"expression": "5 + 10", "value": 15})])):
+        (tmp_path / "aeon.toml").write_text(f'[memory]\nuse = "in_memory"\nkeep_runs = {str(keep).lower()}\n')
+        script = [
+            json.dumps(plan(tool_step("1", "calculator", {"expression": "5 + 10"}), llm_step("2"))),
+            answer("15"),
+        ]
+        config = load_config(tmp_path / "aeon.toml").with_choice("llm", "scripted", responses=script)
+        with Engine(config) as engine:
+            result = engine.run(request)
+            assert result["status"] == "completed", result["message"]
+            prefix = f"run/{result['run_id']}/"
+            assert [
+                (k[len(prefix) :], v) for k, v in engine.memory.search(prefix) if k.endswith("1")
+            ] == expected

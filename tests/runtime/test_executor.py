@@ -117,7 +117,8 @@ class JobsPlugin:
 
 
 def make_engine(plugin: JobsPlugin | None = None) -> Engine:
-    config = AeonConfig().with_choice("llm", "by_request")
+    # keep_runs: the tests read each run's step results back from memory after it ended
+    config = AeonConfig().with_choice("llm", "by_request").with_choice("memory", "in_memory", keep_runs=True)
     builtins = [importlib.import_module(name) for name in BUILTIN_PLUGINS]
     return Engine(config, plugins=[*builtins, plugin or JobsPlugin()], autoload=False)
 

@@ -327,9 +327,11 @@ def _engine(tmp_path: Any) -> Engine:
 def test_two_runs_of_one_engine_interleaved_keep_their_own_cycles(tmp_path: Any) -> None:
     with _engine(tmp_path) as engine:
         alpha, beta = engine.start(echo_request("alpha")), engine.start(echo_request("beta"))
-        for _ in range(5):  # alternate: alpha, beta, alpha, beta, ...
+        for _ in range(4):  # alternate: alpha, beta, alpha, beta, ... (a plan and three steps each)
             alpha.next()
             beta.next()
+        for run, word in ((alpha, "alpha"), (beta, "beta")):  # each step's result under its own run's keys
+            assert engine.memory.read(f"run/{run.run_id}/3") == {"message": f"{word}-3"}
         assert alpha.next() is None and beta.next() is None
         for run, word in ((alpha, "alpha"), (beta, "beta")):
             assert run.result is not None and run.result.status == "completed"
@@ -337,7 +339,7 @@ def test_two_runs_of_one_engine_interleaved_keep_their_own_cycles(tmp_path: Any)
             assert [c.result for c in state.tool_history] == [{"message": f"{word}-{i}"} for i in (1, 2, 3)]
             (plan_call,) = state.llm_outputs  # each run saw its own model call, not the other's
             assert word in plan_call["text"]
-            assert engine.memory.read(f"run/{run.run_id}/3") == {"message": f"{word}-3"}
+            assert engine.memory.search(f"run/{run.run_id}/") == []  # released when the run ended
     lines = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
     cycles = [line for line in lines if "step_number" in line]
     for run in (alpha, beta):

@@ -265,3 +265,21 @@ def test_aeon_flow_resume_ttl_continues_a_ttl_expired_flow_run(tmp_path: Path) -
         "TTL extended by 20 at cycle 2: the run, whose TTL had expired, goes on"
     ]
     assert [stage["seq"] for stage in result["history"]] == list(range(1, 10))
+
+
+def test_a_run_resumed_in_the_engine_it_ended_in_gets_back_its_released_step_results(
+    files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``in_memory`` drops a run's keys when it ends (issue 31): resumed in the same engine, the run writes back
+    what its completed steps stored before its next prompt, then releases them again when it ends."""
+    with engine(files, ttl=2) as one:
+        first = one.run(REQUEST)  # the plan and step 1 (a tool)
+        run_id = first["run_id"]
+        assert first["status"] == "ttl_expired" and one.memory.search(f"run/{run_id}/") == []
+        writes: list[str] = []
+        write = one.memory.write
+        monkeypatch.setattr(one.memory, "write", lambda key, value: (writes.append(key), write(key, value)))
+        second = one.resume(run_id, ttl=10)
+        assert second["status"] == "completed"
+        assert writes == [f"run/{run_id}/{step}" for step in ("1", "2", "3", "4")]  # 1 restored, then run
+        assert one.memory.search(f"run/{run_id}/") == []

@@ -356,6 +356,28 @@ def test_resume_of_an_unknown_or_finished_run_is_a_clear_error(
             engine.resume(finished.run_id)
 
 
+def test_a_finished_run_releases_its_task_layer_in_process_memory_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31: the ``in_memory`` task layer drops a run's stages when it ends (an engine serving many runs stays
+    the same size); a durable one (sqlite) keeps them."""
+    for durable, root in ((False, tmp_path / "volatile"), (True, tmp_path / "durable")):
+        monkeypatch.setenv(crash_nodes.DIR_ENV, str(root / "files"))
+        with open_flow(make_flow(root, durable_memory=durable)) as engine:
+            task_layer = engine.setup.layers.backends["task"]
+            written: list[str] = []
+
+            def write(key: str, value: Any, keep: Any = task_layer.write, seen: list[str] = written) -> None:
+                seen.append(key)
+                keep(key, value)
+
+            monkeypatch.setattr(task_layer, "write", write)
+            result = engine.run(INPUT)
+            assert result.status == "success" and written
+            kept = [key for key, _ in task_layer.search(f"flow/{result.run_id}/")]
+            assert kept == (sorted(written) if durable else [])
+
+
 def test_resume_needs_a_state_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     flow = make_flow(tmp_path)
     (flow / "aeon.toml").write_text("")
