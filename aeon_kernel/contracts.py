@@ -24,12 +24,9 @@ class LLMResponse(TypedDict, total=False):
 
 
 class LLMAdapter(ABC):
-    """A language model behind one method (spec 002).
-
-    Adapters classify failures: raise :class:`~aeon_kernel.errors.LLMTransientError` for what is worth retrying
-    (connection errors, timeouts, 429, 5xx) and :class:`~aeon_kernel.errors.LLMError` for the rest. The kernel
-    owns the retry policy (FR-048), so adapters do not retry themselves.
-    """
+    """A language model behind one method (spec 002). Adapters raise :class:`~aeon_kernel.errors.LLMTransientError`
+    for what is worth retrying (connection errors, timeouts, 429, 5xx) and :class:`~aeon_kernel.errors.LLMError` for
+    the rest; the kernel owns the retry policy (FR-048), so adapters do not retry themselves."""
 
     #: True when ``generate`` can constrain decoding to ``json_schema`` (grammars, ``response_format``).
     supports_json_schema: bool = False
@@ -58,13 +55,10 @@ class LLMAdapter(ABC):
         json_schema: dict[str, Any] | None = None,
         on_text: Callable[[str], None],
     ) -> LLMResponse:
-        """:meth:`generate`, also passing ``on_text`` each new piece of the reply as the model writes it (issue 28).
-
-        The pieces come in order, and joined they are the returned ``text``. Whatever ``on_text`` raises must end
-        the call and propagate unchanged: it is how a consumer stops a reply. This default generates the whole
-        reply and passes it at once, so every adapter can be streamed; one that really streams overrides it and
-        :meth:`supports_streaming`.
-        """
+        """:meth:`generate`, also passing ``on_text`` each new piece of the reply, in order, as the model writes it
+        (issue 28). Whatever ``on_text`` raises ends the call and propagates: it is how a consumer stops a reply.
+        This default passes the whole reply at once; an adapter that really streams overrides it and
+        :meth:`supports_streaming`."""
         kwargs: dict[str, Any] = {"json_schema": json_schema} if json_schema is not None else {}
         response = self.generate(prompt, system_prompt, max_tokens, temperature, **kwargs)
         if isinstance(response, dict) and response.get("text"):
@@ -129,6 +123,11 @@ class Validator(ABC):
 
     @abstractmethod
     def validate_plan(self, plan_dict: dict[str, Any]) -> bool: ...
+
+    def validated_plan(self, plan_dict: dict[str, Any]) -> Plan:
+        """:meth:`validate_plan`, then the :class:`Plan` it accepted (override it to validate once)."""
+        self.validate_plan(plan_dict)
+        return Plan.model_validate(plan_dict)
 
     @abstractmethod
     def validate_llm_output(self, output: Any, expected_schema: dict[str, Any] | None = None) -> bool: ...

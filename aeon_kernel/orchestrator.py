@@ -373,5 +373,4 @@ class Orchestrator:
     def _initial_plan(self, initial_plan: Plan | dict[str, Any] | None) -> Plan | None:
         if initial_plan is None or isinstance(initial_plan, Plan):
             return initial_plan
-        self.components.validator.validate_plan(initial_plan)
-        return Plan.model_validate(initial_plan)
+        return self.components.validator.validated_plan(initial_plan)

@@ -51,6 +51,16 @@ class SchemaValidator(Validator):
         self.max_argument_bytes = max_argument_bytes
 
     def validate_plan(self, plan_dict: dict[str, Any]) -> bool:
+        self._plan(plan_dict)
+        return True
+
+    def validated_plan(self, plan_dict: dict[str, Any]) -> Plan:
+        """One validation: the check builds the Plan (unless a subclass adds rules to ``validate_plan``)."""
+        if type(self).validate_plan is not SchemaValidator.validate_plan:
+            return super().validated_plan(plan_dict)
+        return self._plan(plan_dict)
+
+    def _plan(self, plan_dict: dict[str, Any]) -> Plan:
         if not isinstance(plan_dict, dict):
             raise ValidationError(f"a plan must be a JSON object, got {type(plan_dict).__name__}")
         steps = plan_dict.get("steps")
@@ -61,11 +71,10 @@ class SchemaValidator(Validator):
             )
         _check_size(plan_dict, self.max_plan_bytes, "the plan", "max_plan_bytes")
         try:
-            Plan.model_validate(plan_dict)
+            return Plan.model_validate(plan_dict)
         except pydantic.ValidationError as exc:
             errors = [f"at {'.'.join(map(str, e['loc'])) or '$'}: {e['msg']}" for e in exc.errors()]
             raise ValidationError("invalid plan: " + "; ".join(errors), errors) from None
-        return True
 
     def validate_llm_output(self, output: Any, expected_schema: dict[str, Any] | None = None) -> bool:
         if expected_schema is None:

@@ -127,7 +127,8 @@ def parse_plan(
         raise ValidationError(f"a plan is read from text, got {type(text).__name__}")
     model = None if deterministic_only else supervisor
     value = parse_json(text, model, keep, schema) if model is not None else _load(text, keep)
-    if not _is_plan(value, tools, validator):
+    plan = _as_plan(value, tools, validator)
+    if plan is None:
         original = value
         if model is None:
             value = _normalize(value, tools, validator, keep)
@@ -140,7 +141,8 @@ def parse_plan(
                     f"the repaired plan is still invalid: {exc}", last_error=str(exc)
                 ) from None
         admit_repair(original, value, plan_repair_scope(original, tools))  # FR-032
-    return PlanParse(Plan.model_validate(value), tuple(actions))
+        plan = Plan.model_validate(value)
+    return PlanParse(plan, tuple(actions))
 
 
 def tool_call_scope(schema: dict[str, Any], arguments: Any) -> RepairScope:
@@ -188,14 +190,43 @@ def _load(text: str, keep: RecordAction) -> Any:
     return value
 
 
-def _is_plan(value: Any, tools: ToolRegistry, validator: Validator) -> bool:
-    """Valid, and not only because pydantic ignores a field given under another name (``tool_name``)."""
+def _as_plan(value: Any, tools: ToolRegistry, validator: Validator) -> Plan | None:
+    """The plan ``value`` is when valid, and not only because pydantic ignores a field under another name
+    (``tool_name``); else None. A plan in its own shape (:func:`_canonical`) skips :func:`normalize_plan`."""
     try:
-        validator.validate_plan(value)
+        plan = validator.validated_plan(value)
+        if _canonical(value):
+            return plan
         normalized = normalize_plan(value, tools)
-        return bool(normalized == value or _dump(normalized) == _dump(value))
+        return plan if normalized == value or _dump(normalized) == _dump(value) else None
     except (ValidationError, ValueError):
+        return None
+
+
+_PLAN_FIELDS: Final = frozenset({"goal", "steps"})
+_STEP_FIELDS: Final = frozenset({"step_id", "description", "tool", "arguments", "agent"})
+
+
+def _canonical(value: Any) -> bool:
+    """Whether :func:`normalize_plan` would give ``value`` back unchanged, told without running it: a goal and a
+    non-empty list of steps, each with only its own keys, a trimmed id of its own, a description, a tool (text) or
+    ``"agent": "llm"``, and arguments that are an object. Anything else takes the full path."""
+    steps = value.get("steps") if isinstance(value, dict) and value.keys() <= _PLAN_FIELDS else None
+    if not isinstance(steps, list) or not steps or not _text(value.get("goal")):
         return False
+    ids: set[str] = set()
+    for step in steps:
+        if type(step) is not dict or not step.keys() <= _STEP_FIELDS:
+            return False
+        step_id, tool, agent = step.get("step_id"), step.get("tool"), step.get("agent")
+        if not isinstance(step_id, str) or step_id in ids or step_id != step_id.strip() or not _text(step_id):
+            return False
+        if not _text(step.get("description")) or type(step.get("arguments", {})) is not dict:
+            return False
+        if agent not in (None, "llm") or not (_text(tool) or (agent == "llm" and "tool" not in step)):
+            return False
+        ids.add(step_id)
+    return True
 
 
 def _normalize(value: Any, tools: ToolRegistry, validator: Validator, keep: RecordAction) -> Any:

@@ -110,3 +110,77 @@ json_values = st.recursive(
 def test_normalize_plan_never_raises_and_is_idempotent(value: Any) -> None:
     once = normalize_plan(value, TOOLS)
     assert normalize_plan(once, TOOLS) == once
+
+
+# --- the fast path of a plan written in its own shape (issue 31) ----------------------------------------------------
+
+#: plans near the canonical shape: ids that are numbers or padded, a key of another name, a tool that is not text,
+#: a repeated id, an agent in capitals, arguments as JSON text, the run's own fields
+variations = st.sampled_from(
+    [
+        lambda s: {**s, "step_id": int(s["step_id"])},
+        lambda s: {**s, "step_id": f" {s['step_id']}"},
+        lambda s: {**s, "step_id": "1"},
+        lambda s: {**s, "status": "pending"},
+        lambda s: {**s, "agent": "LLM"} if "agent" in s else {**s, "tool_name": s["tool"]},
+        lambda s: {**s, "arguments": json.dumps(s["arguments"])} if "arguments" in s else {**s, "args": {}},
+        lambda s: {k: v for k, v in s.items() if k != "description"},
+        lambda s: {**s, "tool": None},
+        lambda s: s,
+    ]
+)
+near_plans = st.builds(
+    lambda plan, changes: {
+        **plan,
+        "steps": [change(step) for step, change in zip(plan["steps"], changes, strict=False)]
+        + plan["steps"][len(changes) :],
+    },
+    plans,
+    st.lists(variations, max_size=4),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(near_plans | plans)
+def test_a_plan_the_fast_path_takes_is_one_normalize_plan_leaves_unchanged(value: dict[str, Any]) -> None:
+    from aeon_plugins.planning.parse import _canonical
+
+    if _canonical(value):
+        assert normalize_plan(value, TOOLS) == value
+
+
+@settings(max_examples=150, deadline=None)
+@given(near_plans | plans, st.integers(0, 2))
+def test_the_fast_path_and_the_full_pipeline_give_the_same_plan(plan: dict[str, Any], style: int) -> None:
+    """A valid plan read through the fast path and through normalize_plan: the same Plan, or the same error."""
+    import aeon_plugins.planning.parse as parse
+
+    text = written(plan, style)
+    fast = deterministic(text)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_patched(parse, "_canonical", lambda value: False))
+        full = deterministic(text)
+    if isinstance(fast, PlanParse) and isinstance(full, PlanParse):
+        untimed = [[a.model_dump(exclude={"timestamp"}) for a in p.actions] for p in (fast, full)]
+        assert fast.plan == full.plan and untimed[0] == untimed[1]
+    else:
+        assert type(fast) is type(full) and str(fast) == str(full)
+
+
+@settings(max_examples=50, deadline=None)
+@given(plans)
+def test_every_plan_the_strategy_writes_takes_the_fast_path(plan: dict[str, Any]) -> None:
+    """So the two properties above are about the fast path, not only about plans that leave it."""
+    from aeon_plugins.planning.parse import _canonical
+
+    assert _canonical(plan)
+
+
+@contextlib.contextmanager
+def _patched(module: Any, name: str, value: Any) -> Any:
+    original = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
