@@ -46,10 +46,12 @@ if TYPE_CHECKING:
         check_amount,
         check_key,
         check_prefix,
+        decode_own,
         decode_value,
         encode_value,
         increment_error,
         is_utf8,
+        json_encoder,
     )
     from aeon_kernel.models import ClarityState, MemoryEntry, Phase, SupervisorActionType, utc_now
     from aeon_kernel.plugins import Registries
@@ -145,8 +147,8 @@ _EXPORTS: Final[dict[str, str]] = {
         "aeon_kernel.llm.structured": ("ModelBacked", "SYSTEM_PROMPT", "ask_json", "ignore_action",),
         "aeon_kernel.logs": ("PLAN_CHANGES", "changed_steps", "expand_log", "read_log",),
         "aeon_kernel.memory_values": (
-            "INT64_MAX", "INT64_MIN", "check_amount", "check_key", "check_prefix", "decode_value",
-            "encode_value", "increment_error", "is_utf8",
+            "INT64_MAX", "INT64_MIN", "check_amount", "check_key", "check_prefix", "decode_own",
+            "decode_value", "encode_value", "increment_error", "is_utf8", "json_encoder",
         ),
         "aeon_kernel.models": ("ClarityState", "MemoryEntry", "Phase", "SupervisorActionType", "utc_now",),
         "aeon_kernel.plugins": ("Registries",),
@@ -197,15 +199,15 @@ __all__ = [
     "SupervisorActionType", "TaskCancelledError", "TaskStatus", "Tasks", "TextListener", "Verification",
     "about", "admit_repair", "ask_json", "begin_capture", "begin_listening", "canonical_json", "captured",
     "changed_steps", "check_amount", "check_claim", "check_depth", "check_key", "check_prefix",
-    "check_schema", "checked", "clean_secret", "compiled_validator", "current_idempotency_key",
+    "check_schema", "checked", "clean_secret", "compiled_validator", "current_idempotency_key", "decode_own",
     "decode_value", "denial", "describe", "drive", "dumps_lenient", "encode_value", "end_capture",
     "end_listening", "ensure_repairable", "error_outcome", "error_record", "expand_log", "failure_text",
-    "ignore_action", "increment_error", "is_utf8", "json_problem", "lazy_getattr", "loads_strict",
-    "memory_key", "parse_json", "plan_progress", "plan_snapshots", "read_log", "redacted", "register_secret",
-    "request_for", "safe_text", "schema_errors", "scrub_hold", "scrub_secrets", "scrub_secrets_data",
-    "scrub_secrets_json", "storable_json", "storable_model_json", "storable_result", "storable_text",
-    "stored_state", "structure", "tasks_for", "tool_names", "tool_reviews", "use_wal", "utc_now",
-    "validate_against", "verify", "was_checked", "watching", "workspace_root",
+    "ignore_action", "increment_error", "is_utf8", "json_encoder", "json_problem", "lazy_getattr",
+    "loads_strict", "memory_key", "parse_json", "plan_progress", "plan_snapshots", "read_log", "redacted",
+    "register_secret", "request_for", "safe_text", "schema_errors", "scrub_hold", "scrub_secrets",
+    "scrub_secrets_data", "scrub_secrets_json", "storable_json", "storable_model_json", "storable_result",
+    "storable_text", "stored_state", "structure", "tasks_for", "tool_names", "tool_reviews", "use_wal",
+    "utc_now", "validate_against", "verify", "was_checked", "watching", "workspace_root",
 ]
 # fmt: on
 # --- end of exports

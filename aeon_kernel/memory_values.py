@@ -7,6 +7,9 @@ Keys are non-empty UTF-8 strings; values are stored as JSON text (never pickle) 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
+from json.scanner import make_scanner
 from typing import Any, Final
 
 from aeon_kernel.errors import MemoryStoreError
@@ -61,9 +64,33 @@ def _check_object_keys(value: Any) -> None:
             _check_object_keys(item)
 
 
-# Built once: json.dumps with options builds an encoder per call, and every memory write encodes.
-_encode_readable = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
-_encode_escaped = json.JSONEncoder(allow_nan=False).encode
+def json_encoder(
+    *, ensure_ascii: bool = True, allow_nan: bool = True, default: Callable[[Any], Any] | None = None
+) -> Callable[[Any], str]:
+    """``json.JSONEncoder(...).encode`` with the C encoder built once, not per call (twice as fast on the small
+    values a cycle encodes several of). No circular-reference check: a cycle ends in ``RecursionError``."""
+    if c_make_encoder is None:  # pragma: no cover - CPython always has it
+        return json.JSONEncoder(ensure_ascii=ensure_ascii, allow_nan=allow_nan, default=default).encode
+    quote = encode_basestring_ascii if ensure_ascii else encode_basestring
+    encode = c_make_encoder(None, default or _refuse, quote, None, ": ", ", ", False, False, allow_nan)
+    return lambda value: "".join(encode(value, 0))
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def decode_own(text: str) -> Any:
+    """The value of JSON text this process wrote with :func:`encode_value` (no whitespace around it): the decoder's
+    scanner without ``json.loads``'s layers, four times as fast on a small value."""
+    return _scan(text, 0)[0]
+
+
+_encode_readable = json_encoder(ensure_ascii=False, allow_nan=False)
+_encode_escaped = json_encoder(allow_nan=False)
 
 
 def encode_value(key: str, value: Any) -> str:

@@ -9,12 +9,11 @@ the same size; ``keep_runs=True`` keeps them until the process exits.
 from __future__ import annotations
 
 import bisect
-import json
 import threading
 from typing import Any
 
 from aeon_kernel import Memory, MemoryStoreError, Register, hookimpl
-from aeon_kernel.kit import encode_value
+from aeon_kernel.kit import decode_own, encode_value
 
 
 class InMemoryKVStore(Memory):
@@ -37,7 +36,7 @@ class InMemoryKVStore(Memory):
 
     def read(self, key: str) -> Any | None:
         text = self._data.get(key)
-        return None if text is None else json.loads(text)
+        return None if text is None else decode_own(text)
 
     def search(self, prefix: str) -> list[tuple[str, Any]]:
         with self._lock:
@@ -46,7 +45,7 @@ class InMemoryKVStore(Memory):
                 if not keys[index].startswith(prefix):
                     break
                 matches.append((keys[index], self._data[keys[index]]))
-        return [(key, json.loads(text)) for key, text in matches]
+        return [(key, decode_own(text)) for key, text in matches]
 
     def release(self, prefix: str) -> None:
         """Drop every key under ``prefix`` (a run that ended), unless ``keep_runs``."""

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from aeon_kernel.contracts import RecordAction, Supervisor, Validator
 from aeon_kernel.errors import SupervisorError, ValidationError
-from aeon_kernel.memory_values import is_utf8
+from aeon_kernel.memory_values import is_utf8, json_encoder
 from aeon_kernel.schemas import schema_errors
 
 #: Deeper model output is refused: nothing Aeon expects nests this far, and unbounded depth breaks serialisers.
@@ -33,7 +33,7 @@ def _reject_constant(name: str) -> Any:
 
 # Built once: ``json.loads``/``json.dumps`` with any non-default option construct a decoder or encoder per call.
 _decode_strict = json.JSONDecoder(parse_constant=_reject_constant).decode
-_encode_lenient = json.JSONEncoder(ensure_ascii=False).encode
+_encode_lenient = json_encoder(ensure_ascii=False)
 
 
 def loads_strict(text: str) -> Any:

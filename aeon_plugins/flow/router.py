@@ -16,7 +16,6 @@ Between cycles, :meth:`FlowScheduler.preview` tells which stages run next, each 
 from __future__ import annotations
 
 import contextvars
-import json
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,7 +35,16 @@ from aeon_kernel import (
     Work,
 )
 from aeon_kernel.errors import LLMError
-from aeon_kernel.kit import begin_capture, captured, denial, end_capture, schema_errors, utc_now
+from aeon_kernel.kit import (
+    begin_capture,
+    captured,
+    decode_own,
+    denial,
+    end_capture,
+    json_encoder,
+    schema_errors,
+    utc_now,
+)
 from aeon_plugins.flow.context import Layers, RetrievalPolicy, assemble
 from aeon_plugins.flow.graph import Flow
 from aeon_plugins.flow.nodes import NodeContext, NodeFunction, ToolMisuseError, agent_schema, run_agent
@@ -374,14 +382,13 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
         run.state.keep(self._book.state)
 
 
-_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False, check_circular=False).encode
-_decode = json.JSONDecoder().decode
+_encode = json_encoder(allow_nan=False, ensure_ascii=False)
 
 
 def _copy(value: Any) -> Any:
     """A copy of a JSON value, through the C encoder; raises on anything that is not JSON (a cycle too: the
     encoder's nesting limit stops it)."""
-    return _decode(_encode(value))
+    return decode_own(_encode(value))
 
 
 class _StageFailed(Exception):

@@ -8,12 +8,11 @@ schema that is passed to adapters able to constrain decoding, and is always chec
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from aeon_kernel.kit import SYSTEM_PROMPT as SYSTEM_PROMPT  # the planning prompts are asked with it
-from aeon_kernel.kit import canonical_json, compiled_validator, scrub_secrets
+from aeon_kernel.kit import canonical_json, compiled_validator, json_encoder, scrub_secrets
 from aeon_plugins.planning.examples import plan_examples
 
 if TYPE_CHECKING:
@@ -177,7 +176,7 @@ def reasoning_prompt(state: str, request: str, step: PlanStep, correction: str =
     )
 
 
-_encode_compact = json.JSONEncoder(ensure_ascii=False, default=str).encode  # built once, not per call
+_encode_compact = json_encoder(ensure_ascii=False, default=str)
 
 
 def compact(value: Any, limit: int = 400) -> str:
