@@ -22,9 +22,11 @@ scalars = (
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.tuples(inner, inner)
-    | st.dictionaries(st.text(max_size=4) | st.integers(), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=4) | st.integers(), inner, max_size=4)
+    ),
     max_leaves=16,
 )
 OPTIONS = [

@@ -73,6 +73,27 @@ def test_a_planner_plugin_cannot_bypass_the_validators_limits() -> None:
     assert "5,000 steps, more than the 1,000 allowed" in result["final_state"]["errors"][-1]["message"]
 
 
+class SetPlanner:
+    """A planner plugin whose plan holds what JSON cannot (a set): only plans parse_plan read from JSON text skip
+    the scheduler's check (issue 31), so this one is refused."""
+
+    @hookimpl
+    def aeon_register_planners(self, register: Any) -> None:
+        class Sets(Planner):
+            def generate_plan(self, *args: Any, **kwargs: Any) -> Plan:
+                step = {"step_id": "1", "description": "d", "tool": "echo", "arguments": {"message": {1, 2}}}
+                return Plan.model_validate({"goal": "g", "steps": [step]})
+
+        register("sets", Sets)
+
+
+def test_a_planner_plugin_cannot_hand_the_run_a_plan_that_is_not_json_data() -> None:
+    with Engine(AeonConfig(ttl=3).with_choice("planner", "sets"), plugins=[SetPlanner()]) as engine:
+        result = engine.run("anything")
+    assert result["status"] == "failed" and result["final_state"]["plan"] is None
+    assert "the plan is not JSON data" in result["final_state"]["errors"][-1]["message"]
+
+
 def test_the_limits_come_from_validator_options_in_the_config() -> None:
     config = (
         AeonConfig(ttl=3)

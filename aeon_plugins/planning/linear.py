@@ -40,6 +40,7 @@ from aeon_kernel.kit import (
     was_checked,
 )
 from aeon_plugins.planning.output import with_output_step
+from aeon_plugins.planning.parse import parsed_by
 from aeon_plugins.planning.preview import planning_preview, step_preview
 
 _PLAN: Final = Work("plan")
@@ -97,12 +98,14 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
             # A new plan starts with every step pending (spec 001), whatever statuses the planner wrote.
             if not isinstance(outcome, Plan):
                 raise ValidationError(f"the planner returned a {type(outcome).__name__}, not a Plan")
-            plan = outcome
-            dump = plan.model_dump()
-            if (problem := json_problem(dump)) is not None:
-                raise ValidationError(f"the plan is not JSON data: {problem}")
-            # whatever planner wrote it, the validator's rules and limits hold (a plugin planner included)
-            run.components.validator.validate_plan(dump)
+            plan, validator = outcome, run.components.validator
+            if not parsed_by(
+                plan, validator
+            ):  # whatever planner wrote it, JSON data within the validator's limits
+                dump = plan.model_dump()
+                if (problem := json_problem(dump)) is not None:
+                    raise ValidationError(f"the plan is not JSON data: {problem}")
+                validator.validate_plan(dump)
             fresh = tuple(
                 s.model_copy(
                     update={"status": StepStatus.PENDING, "errors": (), "result": None, "failure": None}

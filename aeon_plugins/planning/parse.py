@@ -142,7 +142,21 @@ def parse_plan(
                 ) from None
         admit_repair(original, value, plan_repair_scope(original, tools))  # FR-032
         plan = Plan.model_validate(value)
+    if len(_PARSED) >= 16:
+        _PARSED.clear()
+    _PARSED[id(plan)] = (plan, validator)
     return PlanParse(plan, tuple(actions))
+
+
+#: The plans :func:`parse_plan` answered lately, with the validator that accepted them (the plan is kept, so its id
+#: cannot be reused while it is here): read from JSON text, they are JSON data, so a scheduler need not check again.
+_PARSED: dict[int, tuple[Plan, Validator]] = {}
+
+
+def parsed_by(plan: Plan, validator: Validator) -> bool:
+    """Whether ``plan`` is one :func:`parse_plan` read (lately) from JSON text and ``validator`` accepted."""
+    kept = _PARSED.get(id(plan))
+    return kept is not None and kept[0] is plan and kept[1] is validator
 
 
 def tool_call_scope(schema: dict[str, Any], arguments: Any) -> RepairScope:

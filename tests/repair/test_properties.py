@@ -184,3 +184,15 @@ def _patched(module: Any, name: str, value: Any) -> Any:
         yield
     finally:
         setattr(module, name, original)
+
+
+def test_a_parsed_plan_is_known_as_json_to_the_validator_that_accepted_it_only() -> None:
+    """The linear scheduler skips re-checking a plan parse_plan read from JSON text with the run's validator; a
+    copy, or a plan another validator accepted, is checked again (issue 31)."""
+    from aeon_plugins.planning.parse import parsed_by
+
+    text = json.dumps({"goal": "g", "steps": [{"step_id": "1", "description": "d", "agent": "llm"}]})
+    parsed = parse_plan(text, TOOLS, None, VALIDATOR, deterministic_only=True)
+    assert parsed_by(parsed.plan, VALIDATOR)
+    assert not parsed_by(parsed.plan, SchemaValidator())
+    assert not parsed_by(parsed.plan.model_copy(), VALIDATOR)
