@@ -16,6 +16,9 @@ from aeon_kernel.errors import ConfigError
 
 #: The token counters shown, as OpenAI-style usage names them (llama.cpp's adapters too).
 TOKENS = ("prompt_tokens", "completion_tokens")
+#: What the embedded model adds (issue 31): prompt tokens evaluated (the rest came from its KV cache), and the time
+#: spent on them and on decoding, for tokens per second of each
+SPEEDS = ("prompt_eval_tokens", "prompt_eval_ms", "decode_ms")
 
 
 def logged_entries(path: str, run_id: str) -> list[dict[str, Any]]:
@@ -64,7 +67,7 @@ def cycle_stats(entry: Mapping[str, Any]) -> dict[str, Any]:
         "llm_calls": int(_number(usage.get("llm_calls"))),
         "tool_calls": len(calls),
         "errors": len(entry.get("errors") or []),
-        **{name: int(_number(usage.get(name))) for name in TOKENS},
+        **{name: int(_number(usage.get(name))) for name in (*TOKENS, *SPEEDS)},
     }
 
 
@@ -83,9 +86,21 @@ def run_stats(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             tool["failures"] += call.get("error") is not None
             tool["total_ms"] += took
             tool["max_ms"] = max(tool["max_ms"], took)
-    summed = ("duration_ms", "model_ms", "tool_ms", "kernel_ms", "llm_calls", "tool_calls", "errors", *TOKENS)
+    summed = (
+        "duration_ms",
+        "model_ms",
+        "tool_ms",
+        "kernel_ms",
+        "llm_calls",
+        "tool_calls",
+        "errors",
+        *TOKENS,
+        *SPEEDS,
+    )
     totals: dict[str, Any] = {key: sum(c[key] for c in cycles) for key in summed}
     totals = {key: round(value, 3) if isinstance(value, float) else value for key, value in totals.items()}
+    totals["prompt_tokens_per_s"] = _rate(totals["prompt_eval_tokens"], totals["prompt_eval_ms"])
+    totals["decode_tokens_per_s"] = _rate(totals["completion_tokens"], totals["decode_ms"])
     return {
         "cycles": cycles,
         "tools": [
@@ -95,6 +110,11 @@ def run_stats(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         ],
         "run": {"cycles": len(cycles), **totals},
     }
+
+
+def _rate(tokens: int, ms: int) -> float | None:
+    """Tokens per second, or None where the model did not say how long it took (a model server, a cassette)."""
+    return round(1000 * tokens / ms, 1) if ms > 0 else None
 
 
 def _ms(value: float) -> str:
@@ -114,6 +134,7 @@ def render(run_id: str, stats: Mapping[str, Any]) -> str:
         f"({_share(run['model_ms'], whole)}), tools {_ms(run['tool_ms'])} ({_share(run['tool_ms'], whole)}), "
         f"kernel {_ms(run['kernel_ms'])} ({_share(run['kernel_ms'], whole)}); {run['llm_calls']} model calls, "
         f"{run['prompt_tokens']} prompt + {run['completion_tokens']} completion tokens; {run['errors']} errors",
+        *_speeds(run),
         "",
         f"{'cycle':>5}  {'phase':<6} {'step':<8} {'status':<9} {'total':>9} {'model':>9} {'tools':>9} "
         f"{'kernel':>9} {'calls':>5} {'tokens':>7}",
@@ -133,3 +154,16 @@ def render(run_id: str, stats: Mapping[str, Any]) -> str:
             for t in stats["tools"]
         ]
     return "\n".join(lines)
+
+
+def _speeds(run: Mapping[str, Any]) -> list[str]:
+    """The model's speeds, where it measured them: prompt evaluation and decoding, in tokens per second."""
+    if run["prompt_tokens_per_s"] is None and run["decode_tokens_per_s"] is None:
+        return []
+    cached = run["prompt_tokens"] - run["prompt_eval_tokens"]
+    prompt = "-" if run["prompt_tokens_per_s"] is None else f"{run['prompt_tokens_per_s']:,.0f} tokens/s"
+    decode = "-" if run["decode_tokens_per_s"] is None else f"{run['decode_tokens_per_s']:,.1f} tokens/s"
+    return [
+        f"model: prompt {prompt} ({run['prompt_eval_tokens']} evaluated, {cached} from the KV cache, "
+        f"{_ms(run['prompt_eval_ms'])}); decoding {decode} ({run['completion_tokens']} tokens, {_ms(run['decode_ms'])})"
+    ]

@@ -284,13 +284,33 @@ class LlamaCppAdapter(LLMAdapter):
         gbnf = self._grammar(json_schema) if json_schema is not None and self.constrain else None
         passed = None if on_text is None else _Passed(on_text)
         with self._lock:
+            self._perf_reset()
             try:
                 text, usage = self._complete(messages, max_tokens, temperature, gbnf, passed)
             except (ValueError, RuntimeError) as exc:  # e.g. the prompt does not fit in n_ctx
                 if passed is not None and exc is passed.raised:
                     raise  # the consumer's own error, not the model's
                 raise LLMError(f"llama_cpp: {exc}") from None
+            usage.update(self._perf())
         return {"text": text, "usage": usage, "model": self.model_id}
+
+    def _perf_reset(self) -> None:
+        with contextlib.suppress(Exception):  # the counters are only for stats: never fail a call for them
+            self._llama_cpp.llama_perf_context_reset(self._llama._ctx.ctx)
+
+    def _perf(self) -> dict[str, int]:
+        """Where the call's time went, from llama.cpp's counters: the prompt tokens it evaluated (fewer than
+        ``prompt_tokens`` when the start of the prompt was still in the KV cache) and the milliseconds spent on
+        them and on decoding the reply (``aeon stats`` shows both speeds)."""
+        try:
+            perf = self._llama_cpp.llama_perf_context(self._llama._ctx.ctx)
+            return {
+                "prompt_eval_tokens": int(perf.n_p_eval),
+                "prompt_eval_ms": round(perf.t_p_eval_ms),
+                "decode_ms": round(perf.t_eval_ms),
+            }
+        except Exception:
+            return {}
 
     def close(self) -> None:
         llama = getattr(self, "_llama", None)

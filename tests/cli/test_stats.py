@@ -152,3 +152,23 @@ def test_stats_errors_say_what_is_wrong(project: Path) -> None:
     (project / "bad.jsonl").write_text("not json\n")
     bad = runner.invoke(cli, ["stats", "r1", "--log", "bad.jsonl"])
     assert bad.exit_code == 2 and "line 1: not JSON" in bad.stderr
+
+
+def test_the_model_speeds_are_shown_where_the_model_measured_them() -> None:
+    """Issue 31: prompt evaluation and decoding in tokens per second (llama_cpp's usage), and how many prompt
+    tokens the KV cache saved; none for a model that does not time itself."""
+    from aeon_cli.stats import render
+
+    timed = {"prompt_tokens": 300, "completion_tokens": 40, "prompt_eval_tokens": 100, "prompt_eval_ms": 200}
+    entries = [
+        {"step_number": 1, "phase": "plan", "duration_ms": 900.0, "usage": {**timed, "decode_ms": 500}},
+        {"step_number": 2, "phase": "step", "duration_ms": 100.0, "usage": {"prompt_tokens": 5, "decode_ms": 0}},
+    ]
+    run = run_stats(entries)["run"]
+    assert (run["prompt_tokens_per_s"], run["decode_tokens_per_s"]) == (500.0, 80.0)
+    assert (
+        "model: prompt 500 tokens/s (100 evaluated, 205 from the KV cache, 200.0ms); decoding 80.0 tokens/s"
+        in (render("r", run_stats(entries)))
+    )
+    untimed = run_stats([entries[1]])
+    assert untimed["run"]["decode_tokens_per_s"] is None and "tokens/s" not in render("r", untimed)

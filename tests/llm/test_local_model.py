@@ -56,6 +56,19 @@ def test_sum_of_5_and_10_plans_calls_the_calculator_and_reports_15(engine: Engin
     assert all(u.get("prompt_tokens", 0) > 0 and u.get("completion_tokens", 0) > 0 for u in usage)
 
 
+def test_each_call_says_how_long_the_prompt_and_the_decoding_took_and_what_the_cache_saved(
+    engine: Engine,
+) -> None:
+    """Issue 31: llama.cpp's counters, per call; the same prompt again is evaluated from the KV cache."""
+    usages = [engine.llm.generate("Say hello as JSON.", None, 12, 0.0)["usage"] for _ in range(2)]
+    for usage in usages:
+        assert usage["prompt_eval_ms"] >= 0 and usage["decode_ms"] > 0 and usage["completion_tokens"] > 0
+    assert usages[0]["prompt_eval_tokens"] > 0
+    assert (
+        usages[1]["prompt_eval_tokens"] < usages[1]["prompt_tokens"]
+    )  # the shared prefix came from the cache
+
+
 def test_the_readme_main_job_works_from_the_command_line(tmp_path: Path) -> None:
     """The quick start's `aeon run`, offline, with no configuration and no API key."""
     proc = subprocess.run(
