@@ -328,8 +328,9 @@ def test_hook_aeon_register_validators() -> None:
     engine = every_kind_engine()
     assert engine.run("add 5 and 10")["status"] == "completed"
     validator = engine.validator
-    # the model planner checks the model's plan (to repair it), and the kernel any plan it accepts, whoever wrote it
-    assert isinstance(validator, CountingValidator) and validator.plans == 2
+    # the model planner checks the model's plan (to repair it); the kernel checks any plan it accepts that this
+    # validator has not just accepted (a planner plugin's: tests/test_limits.py), so this one once (issue 31)
+    assert isinstance(validator, CountingValidator) and validator.plans == 1
     assert isinstance(engine.supervisor, PickySupervisor)
     assert engine.supervisor.built_with["validator"] is validator  # the supervisor checks repairs with it
 

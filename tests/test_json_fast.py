@@ -67,3 +67,45 @@ def test_a_cycle_is_an_error_not_a_hang() -> None:
     loop.append(loop)
     with pytest.raises(RecursionError):
         json_encoder()(loop)
+
+
+def nested(depth: int, inner: Any) -> Any:
+    for _ in range(depth):
+        inner = [inner]
+    return inner
+
+
+json_texts = st.one_of(
+    st.builds(lambda v, ascii: json.dumps(v, ensure_ascii=ascii), values, st.booleans()),
+    st.builds(lambda depth, v: json.dumps(nested(depth, v)), st.integers(0, 40), scalars),
+    st.builds(
+        lambda mantissa, exponent: f'{{"x": [{mantissa}e{exponent}]}}',
+        st.integers(1, 10**120).map(str),
+        st.integers(-400, 400),
+    ),
+    st.builds(lambda digits: f"[{digits}.5]", st.integers(1, 400).map(lambda n: "9" * n)),
+    st.sampled_from(
+        ['"\\ud800"', '{"\\uDFFF": 1}', '"\\ud83d\\ude00"', '["\\u00e9"]', "[1e999]", "[-1e309]"]
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_texts)
+def test_loads_strict_refuses_exactly_what_a_full_check_refuses(text: str) -> None:
+    """loads_strict skips check_depth for text that cannot fail it (issue 31): it must refuse the same texts."""
+    from aeon_kernel.llm.output import _decode_strict, check_depth, loads_strict
+
+    def full(text: str) -> str | None:
+        try:
+            check_depth(_decode_strict(text))
+        except (ValueError, RecursionError) as exc:
+            return type(exc).__name__
+        return None
+
+    try:
+        loads_strict(text)
+        fast = None
+    except ValueError as exc:
+        fast = type(exc).__name__
+    assert (fast is None) == (full(text) is None), text[:200]

@@ -45,8 +45,16 @@ def loads_strict(text: str) -> Any:
         value = _decode_strict(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
-    check_depth(value)
+    if text.count("{") + text.count("[") >= MAX_JSON_DEPTH or not is_utf8(text) or _RISKY.search(text):
+        check_depth(
+            value
+        )  # else it cannot fail: too few brackets to nest, no surrogate escape, no huge number
     return value
+
+
+#: what in JSON text can decode to what :func:`check_depth` refuses: a surrogate escape, or a number that may
+#: overflow to infinity (an exponent of three digits, a hundred digits in a row)
+_RISKY: Final = re.compile(r"\\u[dD][89a-fA-F]|[eE][+-]?\d{3}|\d{100}")
 
 
 def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:

@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Final
 
 #: How many examples a plan prompt shows.
@@ -31,11 +32,20 @@ class PlanExample:
     request: str
     plan: dict[str, Any]
 
-    @property
+    # Cached: the pool is constant, and every plan prompt reads each example's tools and words.
+    @cached_property
     def tools(self) -> frozenset[str]:
         return frozenset(step["tool"] for step in self.plan["steps"] if "tool" in step)
 
+    @cached_property
+    def words(self) -> frozenset[str]:
+        return _words(self.request)
+
     def text(self) -> str:
+        return self._text
+
+    @cached_property
+    def _text(self) -> str:
         return f"Request: {self.request}\nPlan: {json.dumps(self.plan)}"
 
 
@@ -138,7 +148,7 @@ def plan_examples(request: str, tools: Collection[str], shown: int = EXAMPLES_SH
     words = _words(request)
 
     def likeness(example: PlanExample) -> float:
-        theirs = _words(example.request)
+        theirs = example.words
         return len(words & theirs) / (len(words | theirs) or 1)
 
     usable = [e for e in PLAN_EXAMPLES if e.tools <= set(tools)]

@@ -162,7 +162,12 @@ def test_the_model_speeds_are_shown_where_the_model_measured_them() -> None:
     timed = {"prompt_tokens": 300, "completion_tokens": 40, "prompt_eval_tokens": 100, "prompt_eval_ms": 200}
     entries = [
         {"step_number": 1, "phase": "plan", "duration_ms": 900.0, "usage": {**timed, "decode_ms": 500}},
-        {"step_number": 2, "phase": "step", "duration_ms": 100.0, "usage": {"prompt_tokens": 5, "decode_ms": 0}},
+        {
+            "step_number": 2,
+            "phase": "step",
+            "duration_ms": 100.0,
+            "usage": {"prompt_tokens": 5, "decode_ms": 0},
+        },
     ]
     run = run_stats(entries)["run"]
     assert (run["prompt_tokens_per_s"], run["decode_tokens_per_s"]) == (500.0, 80.0)
