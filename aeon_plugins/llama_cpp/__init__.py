@@ -34,6 +34,7 @@ from typing import Any
 from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register, hookimpl
 
 from .bounded import to_gbnf
+from .prefix_cache import installed
 
 INSTALL_HINT = (
     'install the local backend with: CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON '
@@ -96,10 +97,15 @@ class LlamaCppAdapter(LLMAdapter):
         top_p: float = 0.95,
         repeat_penalty: float = 1.0,
         constrain: bool | str = True,
+        prefix_cache: int = 0,
     ) -> None:
         if not isinstance(constrain, bool | str) or constrain not in _CONSTRAIN:
             raise ConfigError(
                 f'llama_cpp: constrain must be true, false, "top" or "grammar", got {constrain!r}'
+            )
+        if type(prefix_cache) is not int or prefix_cache < 0:
+            raise ConfigError(
+                f"llama_cpp: prefix_cache is how many prompts to keep (0: none), got {prefix_cache!r}"
             )
         try:
             import llama_cpp
@@ -121,6 +127,7 @@ class LlamaCppAdapter(LLMAdapter):
                 )
         except (ValueError, RuntimeError) as exc:
             raise ConfigError(f"llama_cpp: cannot load {path!r}: {exc}") from None
+        self._prefix_cache = installed(self._llama, llama_cpp, prefix_cache)
         self.model_id = Path(path).stem
         # constrain = false turns grammars off (to measure what they buy); the kernel still validates everything.
         self.constrain: str | None = _CONSTRAIN[constrain]

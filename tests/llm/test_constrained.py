@@ -165,6 +165,12 @@ def test_constrain_accepts_only_true_false_top_and_grammar(value: Any) -> None:
         LlamaCppAdapter(constrain=value)
 
 
+@pytest.mark.parametrize("value", [-1, 1.5, "4", None, True])
+def test_prefix_cache_is_a_whole_number_of_prompts(value: Any) -> None:
+    with pytest.raises(ConfigError, match="prefix_cache is how many prompts to keep"):
+        LlamaCppAdapter(prefix_cache=value)
+
+
 def test_converted_grammars_are_kept_for_at_most_64_schemas() -> None:
     """The model planner's second attempt fixes the goal to the request: a schema per request must not pile up."""
     llama_cpp = pytest.importorskip("llama_cpp")
@@ -254,7 +260,8 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
 @pytest.fixture(scope="module")
 def adapters() -> Any:
     pytest.importorskip("llama_cpp")
-    made = {mode: LlamaCppAdapter(constrain=mode) for mode in ("top", "grammar")}
+    # prefix_cache=0: generate() decodes from an empty context (reset), which a kept prompt would undo
+    made = {mode: LlamaCppAdapter(constrain=mode, prefix_cache=0) for mode in ("top", "grammar")}
     yield made
     for adapter in made.values():
         adapter.close()

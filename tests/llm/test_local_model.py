@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,30 @@ def test_each_call_says_how_long_the_prompt_and_the_decoding_took_and_what_the_c
     assert (
         usages[1]["prompt_eval_tokens"] < usages[1]["prompt_tokens"]
     )  # the shared prefix came from the cache
+
+
+def test_a_prompt_after_another_gets_its_own_start_back_from_the_prefix_cache(engine: Engine) -> None:
+    """Issue 31: llama.cpp's one KV cache holds the last prompt only; with ``prefix_cache`` the adapter keeps the
+    last few, so a plan prompt asked again after another prompt is not evaluated again."""
+    from aeon_plugins.llama_cpp import LlamaCppAdapter
+
+    tools = engine.tools.export_tools_for_llm()
+    cached = LlamaCppAdapter(prefix_cache=2)
+    request = (
+        f"calculate the sum of 5 and 10 (ticket {uuid.uuid4().hex[:6]})"  # a prompt no test asked before
+    )
+    schema, ask = plan_schema(tools), plan_prompt(request, tools)
+    try:
+        first = cached.generate(ask, SYSTEM_PROMPT, 256, 0.0, json_schema=schema)
+        other = cached.generate("Name a colour, as JSON.", None, 16, 0.0)
+        again = cached.generate(ask, SYSTEM_PROMPT, 256, 0.0, json_schema=schema)
+    finally:
+        cached.close()
+    assert other["usage"]["prompt_eval_tokens"] > 0
+    assert again["usage"]["prompt_eval_tokens"] <= 1 < first["usage"]["prompt_eval_tokens"]
+    assert (
+        schema_errors(schema, loads_strict(again["text"])) == []
+    )  # the restored context decodes a valid plan
 
 
 def test_the_readme_main_job_works_from_the_command_line(tmp_path: Path) -> None:
