@@ -1,0 +1,54 @@
+"""Where the time to a plan goes on the embedded model (issue 31, item 5).
+
+    python bench/model_split.py [--runs 5] [--prefix-cache N] [--same]
+
+Builds one Engine on the default model (timing the load), then runs the quick-start request and "what is 7 times
+6?" in turn (``--same``: the quick-start request every time) and prints, for each run's plan call, the prompt
+tokens, how many llama.cpp evaluated (the rest came from its KV cache), the milliseconds on the prompt and on
+decoding, and the run's wall time; then the medians of the plan call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from aeon_kernel import Engine
+from aeon_kernel.config import AeonConfig
+
+REQUESTS = ("calculate the sum of 5 and 10", "what is 7 times 6?")
+FIELDS = ("prompt_tokens", "prompt_eval_tokens", "prompt_eval_ms", "completion_tokens", "decode_ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--prefix-cache", type=int, default=0, help="[llm] prefix_cache (0: off, the default)"
+    )
+    parser.add_argument("--same", action="store_true", help="the quick-start request every time")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    engine = Engine(AeonConfig().with_choice("llm", "llama_cpp", prefix_cache=args.prefix_cache))
+    engine.llm  # noqa: B018 - building it loads the model
+    print(f"model load: {(time.perf_counter() - started) * 1000:.0f} ms")
+    plans = []
+    for number in range(args.runs):
+        request = REQUESTS[0 if args.same else number % len(REQUESTS)]
+        started = time.perf_counter()
+        result = engine.run(request)
+        wall = time.perf_counter() - started
+        usage = result["final_state"]["llm_outputs"][0]["usage"]
+        plans.append(usage)
+        shown = ", ".join(f"{key} {usage.get(key)}" for key in FIELDS)
+        print(f"run {number}: {result['status']}, {wall:.2f} s; plan call: {shown}", flush=True)
+    print(
+        "plan call, median:",
+        ", ".join(f"{k} {statistics.median(u.get(k, 0) for u in plans)}" for k in FIELDS),
+    )
+    engine.close()
+
+
+if __name__ == "__main__":
+    main()
