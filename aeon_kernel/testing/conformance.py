@@ -103,6 +103,14 @@ class MemoryConformance:
         memory.write("key", 2)
         assert memory.search("K") == [("Key", 1)]
 
+    def test_release_never_touches_a_key_outside_its_prefix(self, memory: Memory) -> None:
+        """A run ended (``Memory.release``): its keys may go (a durable backend keeps them), no other may."""
+        for key in ["run/r1/1", "run/r1/2", "run/r10/1", "run/r2/1", "run/r"]:
+            memory.write(key, key)
+        memory.release("run/r1/")
+        kept = [key for key, _ in memory.search("")]
+        assert [key for key in kept if not key.startswith("run/r1/")] == ["run/r", "run/r10/1", "run/r2/1"]
+
     @pytest.mark.parametrize("value", [object(), {1, 2}, float("nan"), b"bytes"])
     def test_non_json_values_are_refused(self, memory: Memory, value: Any) -> None:
         with pytest.raises(MemoryStoreError):
