@@ -45,10 +45,9 @@ def loads_strict(text: str) -> Any:
         value = _decode_strict(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+    # skipped where it cannot fail: too few brackets to nest, no surrogate escape, no number that may overflow
     if text.count("{") + text.count("[") >= MAX_JSON_DEPTH or not is_utf8(text) or _RISKY.search(text):
-        check_depth(
-            value
-        )  # else it cannot fail: too few brackets to nest, no surrogate escape, no huge number
+        check_depth(value)
     return value
 
 

@@ -99,9 +99,8 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
             if not isinstance(outcome, Plan):
                 raise ValidationError(f"the planner returned a {type(outcome).__name__}, not a Plan")
             plan, validator = outcome, run.components.validator
-            if not parsed_by(
-                plan, validator
-            ):  # whatever planner wrote it, JSON data within the validator's limits
+            # whatever planner wrote it: JSON data, within the validator's rules and limits
+            if not parsed_by(plan, validator):
                 dump = plan.model_dump()
                 if (problem := json_problem(dump)) is not None:
                     raise ValidationError(f"the plan is not JSON data: {problem}")

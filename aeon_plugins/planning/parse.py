@@ -142,14 +142,15 @@ def parse_plan(
                 ) from None
         admit_repair(original, value, plan_repair_scope(original, tools))  # FR-032
         plan = Plan.model_validate(value)
-    if len(_PARSED) >= 16:
-        _PARSED.clear()
-    _PARSED[id(plan)] = (plan, validator)
+    if not actions:  # read from the text as it is, nothing repaired: JSON data, as loads_strict checked
+        if len(_PARSED) >= 16:
+            _PARSED.clear()
+        _PARSED[id(plan)] = (plan, validator)
     return PlanParse(plan, tuple(actions))
 
 
-#: The plans :func:`parse_plan` answered lately, with the validator that accepted them (the plan is kept, so its id
-#: cannot be reused while it is here): read from JSON text, they are JSON data, so a scheduler need not check again.
+#: The plans :func:`parse_plan` read lately from JSON text with no repair, with the validator that accepted them
+#: (the plan is kept, so its id cannot be reused while it is here): a scheduler need not check them again.
 _PARSED: dict[int, tuple[Plan, Validator]] = {}
 
 
