@@ -4,7 +4,7 @@
     python bench/batch.py --n 500 --only aeon    # fewer requests, some frameworks only
     python bench/batch.py --n 200 --tool-wait 0.01   # each tool call waits 10 ms, as I/O would
     python bench/batch.py --memory 100000        # RSS across a 100,000-request engine.map and `aeon batch`
-    python bench/batch.py --model --requests 8   # the embedded model (Gemma 3 270M) at concurrency 1 and 2
+    python bench/batch.py --model --requests 8 --concurrency 1,2,4 --parallel 2   # the embedded model (Gemma 3 270M)
     python bench/batch.py --ray                  # Ray workers against the local executor, at 1, 2, 4
 
 Throughput: every framework runs the same minimal workflow on ``--n`` requests "batch item K": an instant model
@@ -588,7 +588,7 @@ def memory(n: int) -> list[dict[str, Any]]:
 # --- the embedded model --------------------------------------------------------------------------------------------
 
 
-def model(requests: int, levels: list[int]) -> list[dict[str, Any]]:
+def model(requests: int, levels: list[int], parallel: int = 1) -> list[dict[str, Any]]:
     from local_model import CASES, states
 
     from aeon_kernel import Engine, LLMAdapter
@@ -617,7 +617,7 @@ def model(requests: int, levels: list[int]) -> list[dict[str, Any]]:
                     self.calls += 1
 
     rows = []
-    with Engine(AeonConfig().with_choice("llm", "llama_cpp")) as engine:
+    with Engine(AeonConfig().with_choice("llm", "llama_cpp", parallel=parallel)) as engine:
         engine.build_selected()
         timed = Timed(engine.llm.adapter)
         engine.llm.adapter = timed
@@ -636,6 +636,7 @@ def model(requests: int, levels: list[int]) -> list[dict[str, Any]]:
                 seconds.append(sum(o.get("duration_ms", 0) for o in result["final_state"]["llm_outputs"]))
             wall = time.perf_counter() - started
             row = {
+                "parallel": parallel,
                 "concurrency": concurrency,
                 "requests": len(cases),
                 "wall_s": round(wall, 1),
@@ -669,6 +670,12 @@ def main() -> None:
     parser.add_argument("--model", action="store_true", help="only the embedded-model check")
     parser.add_argument("--requests", type=int, default=6, help="requests for --model (default 6)")
     parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="--model: [llm] parallel, the contexts decoding at once (default 1)",
+    )
+    parser.add_argument(
         "--ray", action="store_true", help="only Ray against the local executor (concurrency default 1,2,4)"
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -688,7 +695,7 @@ def main() -> None:
         key = "ray" if not args.tool_wait else "ray_tool_wait"
         results[key] = {"tool_wait_s": args.tool_wait, **ray_comparison(args.n, levels, args.tool_wait)}
     elif args.model:
-        results["model"] = model(args.requests, [1, 2])
+        results["model"] = model(args.requests, levels, args.parallel)
     elif args.cli:
         results["cli"] = [memory_cli(args.cli, no_log=False), memory_cli(args.cli, no_log=True)]
         print("\n".join(json.dumps(row) for row in results["cli"]))

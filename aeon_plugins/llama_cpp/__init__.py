@@ -26,6 +26,7 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -85,6 +86,8 @@ def free_cores() -> int:
 
 class LlamaCppAdapter(LLMAdapter):
     supports_json_schema = True
+    #: calls may come at once (``engine.map``, ``aeon batch``): each takes a free context of its own, or waits
+    thread_safe = True
 
     def __init__(
         self,
@@ -98,6 +101,7 @@ class LlamaCppAdapter(LLMAdapter):
         repeat_penalty: float = 1.0,
         constrain: bool | str = True,
         prefix_cache: int = 0,
+        parallel: int = 1,
     ) -> None:
         if not isinstance(constrain, bool | str) or constrain not in _CONSTRAIN:
             raise ConfigError(
@@ -107,6 +111,10 @@ class LlamaCppAdapter(LLMAdapter):
             raise ConfigError(
                 f"llama_cpp: prefix_cache is how many prompts to keep (0: none), got {prefix_cache!r}"
             )
+        if type(parallel) is not int or not 1 <= parallel <= 64:
+            raise ConfigError(
+                f"llama_cpp: parallel is how many requests decode at once (1-64), got {parallel!r}"
+            )
         try:
             import llama_cpp
         except ImportError:
@@ -115,19 +123,33 @@ class LlamaCppAdapter(LLMAdapter):
         if not Path(path).is_file():
             raise ConfigError(f"llama_cpp: model_path {path!r} is not a file")
         self._llama_cpp: Any = llama_cpp  # typed loosely: the bindings' stubs vary between releases
+        # One llama.cpp context serves one request at a time: ``parallel`` contexts (the weights are mapped once
+        # and shared) let that many requests decode at once, the free cores shared among them.
+        threads = n_threads or max(1, free_cores() // parallel)
+        contexts: list[Any] = []
         try:
             with _quiet_stderr():  # llama.cpp prints load-time notices on fd 2 even with verbose=False
-                self._llama: Any = llama_cpp.Llama(
-                    model_path=path,
-                    chat_format=chat_format,
-                    n_ctx=n_ctx,
-                    n_threads=n_threads or free_cores(),
-                    seed=seed,
-                    verbose=False,
-                )
+                for _ in range(parallel):
+                    contexts.append(
+                        llama_cpp.Llama(
+                            model_path=path,
+                            chat_format=chat_format,
+                            n_ctx=n_ctx,
+                            n_threads=threads,
+                            seed=seed,
+                            verbose=False,
+                        )
+                    )
         except (ValueError, RuntimeError) as exc:
+            for context in contexts:
+                context.close()
             raise ConfigError(f"llama_cpp: cannot load {path!r}: {exc}") from None
-        self._prefix_cache = installed(self._llama, llama_cpp, prefix_cache)
+        self._llama: Any = contexts[0]
+        self._contexts = contexts
+        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for context in contexts:
+            self._idle.put(context)
+        self._prefix_caches = [installed(context, llama_cpp, prefix_cache) for context in contexts]
         self.model_id = Path(path).stem
         # constrain = false turns grammars off (to measure what they buy); the kernel still validates everything.
         self.constrain: str | None = _CONSTRAIN[constrain]
@@ -136,7 +158,6 @@ class LlamaCppAdapter(LLMAdapter):
         self.seed, self.top_k, self.top_p, self.repeat_penalty = seed, top_k, top_p, repeat_penalty
         self._grammars: dict[str, str] = {}
         self._grammars_lock = threading.Lock()
-        self._lock = threading.Lock()  # a llama.cpp context serves one request at a time
 
     def _grammar(self, schema: dict[str, Any]) -> str:
         """The schema as GBNF (its string lengths kept: :mod:`aeon_plugins.llama_cpp.bounded`). The grammar writes
@@ -157,6 +178,7 @@ class LlamaCppAdapter(LLMAdapter):
 
     def _complete(
         self,
+        llama: Any,
         messages: list[Any],
         max_tokens: int,
         temperature: float,
@@ -166,7 +188,7 @@ class LlamaCppAdapter(LLMAdapter):
         """One chat completion, constrained to ``gbnf`` (when given) the way ``constrain`` says, streamed to
         ``on_text`` when given."""
         if gbnf is not None and self.constrain == "top":
-            text, usage, failed = self._complete_top(messages, max_tokens, temperature, gbnf, on_text)
+            text, usage, failed = self._complete_top(llama, messages, max_tokens, temperature, gbnf, on_text)
             if not failed:
                 return text, usage
             logging.getLogger("aeon").warning(
@@ -174,19 +196,24 @@ class LlamaCppAdapter(LLMAdapter):
             )
             on_text = None if on_text is None else _Resumed(text, on_text)
         grammar = None if gbnf is None else self._llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
-        text, usage = self._decode(messages, max_tokens, temperature, on_text, grammar=grammar)
+        text, usage = self._decode(llama, messages, max_tokens, temperature, on_text, grammar=grammar)
         if isinstance(on_text, _Resumed):
             on_text.check(text)
         return text, usage
 
     def _complete_top(
-        self, messages: list[Any], max_tokens: int, temperature: float, gbnf: str, on_text: OnText | None
+        self,
+        llama: Any,
+        messages: list[Any],
+        max_tokens: int,
+        temperature: float,
+        gbnf: str,
+        on_text: OnText | None,
     ) -> tuple[str, dict[str, int], bool]:
         """The "top" path: the grammar checks the best-scoring tokens (see .token_masks). Also says whether the
         mask failed (not seen in practice): the grammar sampler then decodes again, more slowly."""
         from .token_masks import GrammarMask, LlamaGrammar, margin
 
-        llama = self._llama
         try:
             grammar = LlamaGrammar(self._llama_cpp.llama_model_get_vocab(llama.model), gbnf)
         except ValueError as exc:
@@ -199,13 +226,16 @@ class LlamaCppAdapter(LLMAdapter):
                 repeat_penalty=self.repeat_penalty,
                 penalty_last_n=llama.last_n_tokens_size,
             )
-            text, usage = self._decode(messages, max_tokens, temperature, on_text, logits_processor=[mask])
+            text, usage = self._decode(
+                llama, messages, max_tokens, temperature, on_text, logits_processor=[mask]
+            )
         finally:
             grammar.close()
         return text, usage, mask.failed
 
     def _decode(
         self,
+        llama: Any,
         messages: list[Any],
         max_tokens: int,
         temperature: float,
@@ -214,12 +244,12 @@ class LlamaCppAdapter(LLMAdapter):
     ) -> Reply:
         """The reply's text and usage: one chat completion, or its stream with each piece passed to ``on_text``."""
         if on_text is None:
-            out = self._chat(messages, max_tokens, temperature, **constraint)
+            out = self._chat(llama, messages, max_tokens, temperature, **constraint)
             usage = {k: int(v) for k, v in (out.get("usage") or {}).items() if isinstance(v, int)}
             return out["choices"][0]["message"]["content"] or "", usage
         count = _Count()
         constraint["logits_processor"] = [*(constraint.get("logits_processor") or ()), count]
-        chunks = self._chat(messages, max_tokens, temperature, stream=True, **constraint)
+        chunks = self._chat(llama, messages, max_tokens, temperature, stream=True, **constraint)
         pieces: list[str] = []
         finish = None
         try:
@@ -234,8 +264,10 @@ class LlamaCppAdapter(LLMAdapter):
             chunks.close()  # also when on_text stopped the reply: the rest is never decoded
         return "".join(pieces), count.usage(finish)
 
-    def _chat(self, messages: list[Any], max_tokens: int, temperature: float, **constraint: Any) -> Any:
-        return self._llama.create_chat_completion(
+    def _chat(
+        self, llama: Any, messages: list[Any], max_tokens: int, temperature: float, **constraint: Any
+    ) -> Any:
+        return llama.create_chat_completion(
             messages=messages,
             max_tokens=max_tokens,
             temperature=temperature,
@@ -290,27 +322,30 @@ class LlamaCppAdapter(LLMAdapter):
         messages.append({"role": "user", "content": prompt})
         gbnf = self._grammar(json_schema) if json_schema is not None and self.constrain else None
         passed = None if on_text is None else _Passed(on_text)
-        with self._lock:
-            self._perf_reset()
+        llama = self._idle.get()  # the first context free (one request at a time on each)
+        try:
+            self._perf_reset(llama)
             try:
-                text, usage = self._complete(messages, max_tokens, temperature, gbnf, passed)
+                text, usage = self._complete(llama, messages, max_tokens, temperature, gbnf, passed)
             except (ValueError, RuntimeError) as exc:  # e.g. the prompt does not fit in n_ctx
                 if passed is not None and exc is passed.raised:
                     raise  # the consumer's own error, not the model's
                 raise LLMError(f"llama_cpp: {exc}") from None
-            usage.update(self._perf())
+            usage.update(self._perf(llama))
+        finally:
+            self._idle.put(llama)
         return {"text": text, "usage": usage, "model": self.model_id}
 
-    def _perf_reset(self) -> None:
+    def _perf_reset(self, llama: Any) -> None:
         with contextlib.suppress(Exception):  # the counters are only for stats: never fail a call for them
-            self._llama_cpp.llama_perf_context_reset(self._llama._ctx.ctx)
+            self._llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
 
-    def _perf(self) -> dict[str, int]:
+    def _perf(self, llama: Any) -> dict[str, int]:
         """Where the call's time went, from llama.cpp's counters: the prompt tokens it evaluated (fewer than
         ``prompt_tokens`` when the start of the prompt was still in the KV cache) and the milliseconds spent on
         them and on decoding the reply (``aeon stats`` shows both speeds)."""
         try:
-            perf = self._llama_cpp.llama_perf_context(self._llama._ctx.ctx)
+            perf = self._llama_cpp.llama_perf_context(llama._ctx.ctx)
             return {
                 "prompt_eval_tokens": int(perf.n_p_eval),
                 "prompt_eval_ms": round(perf.t_p_eval_ms),
@@ -320,9 +355,8 @@ class LlamaCppAdapter(LLMAdapter):
             return {}
 
     def close(self) -> None:
-        llama = getattr(self, "_llama", None)
-        if llama is not None:
-            llama.close()
+        for context in getattr(self, "_contexts", ()):
+            context.close()
 
 
 OnText = Callable[[str], None]

@@ -171,6 +171,12 @@ def test_prefix_cache_is_a_whole_number_of_prompts(value: Any) -> None:
         LlamaCppAdapter(prefix_cache=value)
 
 
+@pytest.mark.parametrize("value", [0, -1, 65, 1.5, "2", None, True])
+def test_parallel_is_a_number_of_contexts_from_1_to_64(value: Any) -> None:
+    with pytest.raises(ConfigError, match="parallel is how many requests decode at once"):
+        LlamaCppAdapter(parallel=value)
+
+
 def test_converted_grammars_are_kept_for_at_most_64_schemas() -> None:
     """The model planner's second attempt fixes the goal to the request: a schema per request must not pile up."""
     llama_cpp = pytest.importorskip("llama_cpp")

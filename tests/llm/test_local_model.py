@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -92,6 +93,38 @@ def test_a_prompt_after_another_gets_its_own_start_back_from_the_prefix_cache(en
     assert (
         schema_errors(schema, loads_strict(again["text"])) == []
     )  # the restored context decodes a valid plan
+
+
+def test_with_parallel_contexts_two_requests_decode_at_once_and_each_as_alone(engine: Engine) -> None:
+    """Issue 31: ``parallel = 2`` gives the adapter two llama.cpp contexts, so two calls from two threads decode at
+    the same time (the engine's model client lets them: the adapter is thread-safe), each as it would alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aeon_plugins.llama_cpp import LlamaCppAdapter
+
+    tools = engine.tools.export_tools_for_llm()
+    schema = plan_schema(tools)
+    asks = [plan_prompt(request, tools) for request in ("calculate the sum of 5 and 10", "echo hello")]
+    double = LlamaCppAdapter(parallel=2)
+    try:
+        alone = [double.generate(ask, SYSTEM_PROMPT, 256, 0.0, json_schema=schema)["text"] for ask in asks]
+        for context in double._contexts:
+            context.reset()  # from an empty context again, as the first calls were
+        busy: list[tuple[float, float]] = []
+
+        def timed(ask: str) -> str:
+            started = time.perf_counter()
+            text = double.generate(ask, SYSTEM_PROMPT, 256, 0.0, json_schema=schema)["text"]
+            busy.append((started, time.perf_counter()))
+            return text
+
+        with ThreadPoolExecutor(2) as pool:
+            together = list(pool.map(timed, asks))
+    finally:
+        double.close()
+    assert len(double._contexts) == 2 and together == alone
+    (a_start, a_end), (b_start, b_end) = busy
+    assert max(a_start, b_start) < min(a_end, b_end)  # the two calls overlapped in time
 
 
 def test_the_readme_main_job_works_from_the_command_line(tmp_path: Path) -> None:
