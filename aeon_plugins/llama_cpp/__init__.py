@@ -28,6 +28,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,16 +73,33 @@ def default_model_path() -> str:
 
 
 def free_cores() -> int:
-    """The cores this process may use (its CPU affinity) that the last minute's load leaves free, at least one: what
-    ``n_threads`` defaults to. llama.cpp's own default, a thread per core, made a request 1.3x slower than one thread
-    with one other busy process on two cores (2.4x on a busier machine), and one thread per free core loses ~4 %
-    on a quiet one (bench/README.md, issue 31)."""
+    """``n_threads``' default: the cores this process may use that other work leaves free, at least one (a thread
+    per core, llama.cpp's default, was 1.3x slower than one beside one busy process on two cores; bench/README.md)."""
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, usable - round(busy_cores()))
+
+
+def busy_cores(sample: float = 0.1) -> float:
+    """How many cores other work keeps busy: from ``/proc/stat`` over ``sample`` seconds while this thread sleeps
+    (so its own earlier work does not count, as it would in the load average, used where there is no /proc)."""
     try:
-        busy = os.getloadavg()[0]
-    except OSError:  # not on this platform
-        busy = 0.0
-    return max(1, usable - round(busy))
+        before = _cpu_times()
+        time.sleep(sample)
+        after = _cpu_times()
+    except (OSError, ValueError, IndexError):
+        try:
+            return os.getloadavg()[0]
+        except OSError:  # not on this platform either
+            return 0.0
+    total, idle = after[0] - before[0], after[1] - before[1]
+    return (total - idle) / total * (os.cpu_count() or 1) if total > 0 else 0.0
+
+
+def _cpu_times() -> tuple[int, int]:
+    """All CPUs' time so far, and the idle part of it (idle and waiting for I/O), in clock ticks."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:9]]
+    return sum(fields), fields[3] + fields[4]
 
 
 class LlamaCppAdapter(LLMAdapter):

@@ -1,12 +1,9 @@
 """Keep the KV cache of recent prompts, so a prompt that starts like an earlier one is not evaluated again.
 
-llama.cpp keeps one KV cache per context: llama-cpp-python reuses it only for the prompt that shares a start with
-the one just before. A run alternates prompts (the plan, a step's arguments, the answer), so each finds the cache
-holding another's and evaluates its whole start again: about 640 of 670 tokens of the plan prompt, half the time
-to a plan (issue 31). :class:`PrefixCache` keeps the state of the last few sequences (only the cells they use,
-about 18 KB a token for Gemma 3 270M) and, before a prompt is evaluated, puts back the one that shares the longest
-start with it when that beats what the context holds. Like llama-cpp-python's own reuse of the previous prompt,
-it can change a reply in rare cases: a token's KV values depend slightly on how the prompt was split into batches.
+llama.cpp keeps one KV cache per context, and llama-cpp-python reuses it only for the prompt just before; a run
+alternates prompts (plan, arguments, answer), so each evaluated its shared start again (issue 31). This keeps the
+state of the last few sequences (the cells they use) and puts back the one sharing the longest start with the next
+prompt. Like llama-cpp-python's own reuse, it can change a reply: KV values depend slightly on the batch split.
 """
 
 from __future__ import annotations
@@ -22,12 +19,7 @@ _WORTH: int = 16
 
 def _shared(a: Sequence[int], b: Sequence[int]) -> int:
     """How many tokens ``a`` and ``b`` share from their start."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 class PrefixCache:

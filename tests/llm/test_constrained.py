@@ -335,14 +335,31 @@ def test_constrain_selects_the_decoding_path(
     assert used == (path == "top", path == "grammar")
 
 
-def test_the_embedded_model_decodes_with_the_cores_the_load_leaves_free(
+def test_the_embedded_model_decodes_with_the_cores_other_work_leaves_free(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 31: a thread per core is slower than one when other work holds a core, so the default counts the
-    cores the process may use less the last minute's load, and keeps at least one."""
-    from aeon_plugins.llama_cpp import free_cores
+    cores the process may use less those busy now, and keeps at least one."""
+    import aeon_plugins.llama_cpp as adapter
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    for load, threads in ((0.2, 4), (1.4, 3), (2.6, 1), (9.0, 1)):
-        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
-        assert free_cores() == threads, load
+    for busy, threads in ((0.2, 4), (1.4, 3), (2.6, 1), (9.0, 1)):
+        monkeypatch.setattr(adapter, "busy_cores", lambda busy=busy: busy)
+        assert adapter.free_cores() == threads, busy
+
+
+def test_busy_cores_are_measured_now_not_from_this_process_past(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The /proc/stat sample is taken while this thread sleeps; with no /proc, the load average stands in."""
+    from aeon_plugins.llama_cpp import busy_cores
+
+    samples = iter([(1000, 400), (1100, 450)])  # 100 ticks, 50 of them idle: half the CPUs were busy
+    monkeypatch.setattr("aeon_plugins.llama_cpp._cpu_times", lambda: next(samples))
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert busy_cores(sample=0) == 2.0
+
+    def no_proc() -> tuple[int, int]:
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr("aeon_plugins.llama_cpp._cpu_times", no_proc)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 0.0, 0.0))
+    assert busy_cores(sample=0) == 1.5
