@@ -136,7 +136,9 @@ def mermaid(flow: Flow) -> str:
         label = f"{node.id}<br/>{node.role}{' · agent' if node.kind == 'agent' else ''}"
         lines.append(f'    {ids[node.id]}{left}"{label}"{right}')
     for edge in flow.spec.edges:
-        lines.append(f"    {ids[edge.source]} --> {ids[edge.target]}")
+        taken_on = _edge_label(flow, edge.source, edge.target)
+        shown = f'|"{taken_on.replace(chr(34), "#quot;")}"|' if taken_on else ""
+        lines.append(f"    {ids[edge.source]} -->{shown} {ids[edge.target]}")
     return "\n".join(lines) + "\n"
 
 
@@ -157,9 +159,17 @@ def dot(flow: Flow) -> str:
         label = f"{node.id}\\n{node.role}"
         lines.append(f"    {_quote(node.id)} [shape={shapes[node.role]}, label={_quote(label)}{style}];")
     for edge in flow.spec.edges:
-        lines.append(f"    {_quote(edge.source)} -> {_quote(edge.target)};")
+        taken_on = _edge_label(flow, edge.source, edge.target)
+        shown = f" [label={_quote(taken_on)}]" if taken_on else ""
+        lines.append(f"    {_quote(edge.source)} -> {_quote(edge.target)}{shown};")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _edge_label(flow: Flow, source: str, target: str) -> str | None:
+    """What a decision's edge is taken on (its output key naming the target); other edges are always taken."""
+    node = flow.nodes[source]
+    return f"{node.decides_by} = {target}" if node.role == "decision" else None
 
 
 def _quote(text: str) -> str:

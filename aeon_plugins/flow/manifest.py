@@ -69,6 +69,11 @@ class NodeSpec(_Spec):
     #: exit nodes: present ``failure`` whatever the task's status
     always_fail: bool | None = None
 
+    @property
+    def decides_by(self) -> str:
+        """A decision's output key that names the next node (``route`` unless ``route_key`` says otherwise)."""
+        return self.route_key or "route"
+
 
 class EdgeSpec(_Spec):
     """``{from: A, to: B}`` or ``[A, B]``."""

@@ -155,7 +155,7 @@ def agent_schema(node: NodeSpec, schema: dict[str, Any] | None, targets: tuple[s
     base: dict[str, Any] = copy.deepcopy(schema) if schema is not None else {"type": "object"}
     if node.role != "decision":
         return base
-    key = node.route_key or "route"
+    key = node.decides_by
     properties = {**base.get("properties", {}), key: {"type": "string", "enum": list(targets)}}
     required = [*base.get("required", []), *([key] if key not in base.get("required", []) else [])]
     return {**base, "type": "object", "properties": properties, "required": required}
@@ -183,7 +183,7 @@ def agent_prompt(
             json.dumps(call.result if call.error is None else call.error, ensure_ascii=False, default=str),
         ]
     if node.role == "decision":
-        parts += ["", f"Choose the next step by setting {node.route_key or 'route'!r}."]
+        parts += ["", f"Choose the next step by setting {node.decides_by!r}."]
     parts += ["", "Reply with one JSON object only."]
     return "\n".join(parts)
 

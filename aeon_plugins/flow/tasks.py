@@ -294,7 +294,7 @@ def route_of(flow: Flow, node_id: str, output: Any) -> tuple[list[str], str | No
     node = flow.nodes[node_id]
     targets = list(flow.successors[node_id])
     if node.role == "decision":
-        key = node.route_key or "route"
+        key = node.decides_by
         chosen = output.get(key) if isinstance(output, dict) else None
         if chosen not in targets:
             return [], (

@@ -125,7 +125,7 @@ def mermaid_graph(text: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
     declared = re.findall(r'^    (\w+)\W{1,2}"([^"<]+)<br/>', text, re.M)
     ids = dict(declared)
     assert len(ids) == len(declared), "a Mermaid id is declared twice"
-    edges = [(ids[a], ids[b]) for a, b in re.findall(r"^    (\w+) --> (\w+)$", text, re.M)]
+    edges = [(ids[a], ids[b]) for a, b in re.findall(r'^    (\w+) -->(?:\|"[^"]*"\|)? (\w+)$', text, re.M)]
     return ids, edges
 
 
@@ -136,6 +136,9 @@ def test_graph_mermaid_mentions_every_node_and_edge(home: Path) -> None:
     assert sorted(ids.values()) == sorted(NODES)
     assert edges == EDGES
     assert result.stdout.count("-->") == len(EDGES)
+    # a decision's edges say what they are taken on (issue 30): the output key naming the next node
+    labels = re.findall(r'^    \w+ -->\|"([^"]*)"\| \w+$', result.stdout, re.M)
+    assert labels == ["route = try", "route = parts"]
     assert aeon("flow", "graph", str(home / "flow")).stdout == result.stdout  # mermaid is the default
 
 
@@ -147,7 +150,10 @@ def test_graph_dot_mentions_every_node_and_edge(home: Path) -> None:
     for node in NODES:
         assert re.search(rf'^    "{re.escape(node)}" \[shape=\w+, label=', text, re.M), node
     for source, target in EDGES:
-        assert f'    "{source}" -> "{target}";\n' in text, (source, target)
+        label = (
+            f' [label="route = {target}"]' if source == "which" else ""
+        )  # a decision's edges: what they take
+        assert f'    "{source}" -> "{target}"{label};\n' in text, (source, target)
     assert text.count("->") == len(EDGES)
     assert 'label="join\\nmerge"' in text
 
