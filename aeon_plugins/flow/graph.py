@@ -55,18 +55,15 @@ class Flow:
         return cache[node_id]
 
     def joins(self, fork: str, merge: str) -> bool:
-        """Whether ``merge`` is where the tasks of ``fork`` meet: two or more of the fork's edges lead to it (else it
-        joins the paths of a decision taken inside one clone or subtask). Cached: every task reaching the merge asks,
-        and the answer is constant per pair, so a K-way fan-out costs K lookups once, not K per subtask."""
+        """Whether the tasks of ``fork`` meet at ``merge`` (two or more of its edges lead there), cached per pair: every
+        task reaching the merge asks, so a K-way fan-out costs K lookups once, not K per subtask."""
         cache: dict[tuple[str, str], bool] = self.__dict__.setdefault("_joins", {})
-        key = (fork, merge)
-        if key not in cache:
-            cache[key] = sum(merge in self.reachable(target) for target in self.successors[fork]) >= 2
-        return cache[key]
+        if (fork, merge) not in cache:
+            cache[fork, merge] = sum(merge in self.reachable(target) for target in self.successors[fork]) >= 2
+        return cache[fork, merge]
 
     def inbound_order(self, node_id: str) -> dict[str, int]:
-        """Each source of ``node_id``'s inbound edges and its place among them (the first edge's place for a source
-        declared twice): how a merge orders its inputs, cached per node."""
+        """Each inbound source of ``node_id`` and its first edge's place: how a merge orders its inputs (cached)."""
         cache: dict[str, dict[str, int]] = self.__dict__.setdefault("_inbound", {})
         if node_id not in cache:
             order: dict[str, int] = {}

@@ -141,8 +141,7 @@ class LlamaCppAdapter(LLMAdapter):
         if not Path(path).is_file():
             raise ConfigError(f"llama_cpp: model_path {path!r} is not a file")
         self._llama_cpp: Any = llama_cpp  # typed loosely: the bindings' stubs vary between releases
-        # One llama.cpp context serves one request at a time: ``parallel`` contexts (the weights are mapped once
-        # and shared) let that many requests decode at once, the free cores shared among them.
+        # A context serves one request at a time: ``parallel`` of them (one mapped copy of the weights) decode at once.
         threads = n_threads or max(1, free_cores() // parallel)
         contexts: list[Any] = []
         try:
@@ -359,9 +358,8 @@ class LlamaCppAdapter(LLMAdapter):
             self._llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
 
     def _perf(self, llama: Any) -> dict[str, int]:
-        """Where the call's time went, from llama.cpp's counters: the prompt tokens it evaluated (fewer than
-        ``prompt_tokens`` when the start of the prompt was still in the KV cache) and the milliseconds spent on
-        them and on decoding the reply (``aeon stats`` shows both speeds)."""
+        """llama.cpp's counters for the call: prompt tokens evaluated (the rest came from the KV cache), and the
+        milliseconds on them and on decoding (``aeon stats`` shows both speeds)."""
         try:
             perf = self._llama_cpp.llama_perf_context(llama._ctx.ctx)
             return {

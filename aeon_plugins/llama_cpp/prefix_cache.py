@@ -44,8 +44,7 @@ class PrefixCache:
         self._llama.generate = cached_generate
 
     def prepare(self, tokens: list[int]) -> None:
-        """Before ``tokens`` are evaluated: put back the saved sequence that shares the longest start with them,
-        when it spares more than what the context holds now."""
+        """Before ``tokens`` are evaluated: put back the saved sequence sharing the longest start with them."""
         llama = self._llama
         self.restored_tokens = 0
         held = _shared(llama._input_ids.tolist(), tokens) if llama.n_tokens else 0
