@@ -36,7 +36,7 @@ from typing import Any
 from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register, hookimpl
 
 from .bounded import to_gbnf
-from .prefix_cache import installed
+from .prefix_cache import install
 
 INSTALL_HINT = (
     'install the local backend with: CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON '
@@ -165,8 +165,8 @@ class LlamaCppAdapter(LLMAdapter):
         self._contexts = contexts
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for context in contexts:
+            install(context, llama_cpp, prefix_cache)
             self._idle.put(context)
-        self._prefix_caches = [installed(context, llama_cpp, prefix_cache) for context in contexts]
         self.model_id = Path(path).stem
         # constrain = false turns grammars off (to measure what they buy); the kernel still validates everything.
         self.constrain: str | None = _CONSTRAIN[constrain]

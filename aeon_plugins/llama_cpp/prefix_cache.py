@@ -28,7 +28,6 @@ class PrefixCache:
     def __init__(self, llama: Any, bindings: Any, size: int = 4) -> None:
         self._llama, self._bindings, self._size = llama, bindings, size
         self._saved: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
-        self.restored_tokens = 0  # what the last call got back from the cache (0: nothing put back)
 
     def install(self) -> None:
         """Route the Llama's ``generate`` through the cache (the chat completion calls it with the prompt's tokens)."""
@@ -46,7 +45,6 @@ class PrefixCache:
     def prepare(self, tokens: list[int]) -> None:
         """Before ``tokens`` are evaluated: put back the saved sequence sharing the longest start with them."""
         llama = self._llama
-        self.restored_tokens = 0
         held = _shared(llama._input_ids.tolist(), tokens) if llama.n_tokens else 0
         best, shared = None, held + _WORTH
         for key in self._saved:
@@ -66,7 +64,6 @@ class PrefixCache:
         llama.input_ids[: len(best)] = best
         llama.n_tokens = len(best)
         llama._requires_eval = True
-        self.restored_tokens = _shared(best, tokens)
 
     def save(self) -> None:
         """After a call: keep the state of the sequence the context now holds (the prompt and the reply)."""
@@ -85,10 +82,8 @@ class PrefixCache:
             self._saved.popitem(last=False)
 
 
-def installed(llama: Any, bindings: Any, size: int) -> PrefixCache | None:
-    """A cache routed into ``llama`` (None for ``size`` 0: prompts are evaluated as llama-cpp-python does)."""
-    if size <= 0:
-        return None
-    cache = PrefixCache(llama, bindings, size)
-    cache.install()
-    return cache
+def install(llama: Any, bindings: Any, size: int) -> None:
+    """Route ``llama`` through a cache of ``size`` sequences (none for 0: prompts are evaluated as llama-cpp-python
+    does). The cache lives on in the ``generate`` it installs."""
+    if size > 0:
+        PrefixCache(llama, bindings, size).install()
