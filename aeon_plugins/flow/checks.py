@@ -6,6 +6,7 @@ Each check appends :class:`Problem` values and goes on, so that every problem is
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,23 @@ class Sources:
     schema_files: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True)
+class Malformed:
+    """What :func:`~aeon_plugins.flow.loader.load_flow` kept of a ``flow.yaml`` that did not validate, so that the
+    graph is still checked without reporting what the shape problems (reported already) explain."""
+
+    #: nodes whose own entry is malformed: they take part in the graph only
+    unchecked: frozenset[str] = frozenset()
+    #: of those, the ones whose role is unknown (their degree, and whether they start or end a path, is unknown)
+    roleless: frozenset[str] = frozenset()
+    #: how many node entries have no usable id (edges naming them cannot be resolved)
+    idless: int = 0
+    #: each node's place in ``nodes:`` (the spec holds only the nodes that were kept)
+    positions: tuple[int, ...] = ()
+    #: whether every edge was well formed
+    edges_complete: bool = True
+
+
 def check_flow(
     spec: FlowSpec,
     sources: Sources,
@@ -62,34 +80,38 @@ def check_flow(
     context: ContextFile,
     memory: MemoryFile,
     known: Known,
-    *,
-    unchecked: frozenset[str] = frozenset(),
-    edges_complete: bool = True,
+    malformed: Malformed | None = None,
 ) -> list[Problem]:
-    """Every problem of ``spec`` beyond its shape. ``unchecked`` nodes (malformed: reported already) take part in
-    the graph only; when some edges were malformed (``edges_complete`` false) the degree and reachability rules,
-    which those edges would change, are not checked."""
+    """Every problem of ``spec`` beyond its shape, each reported once at its root: a rule that a malformed entry
+    or an edge naming no node would break anyway (degrees, reachability) is not checked while they stand."""
     problems: list[Problem] = []
     loaded = sources.flow
     profiles = context.profiles
+    malformed = malformed or Malformed()
     index: dict[str, int] = {}
     for i, node in enumerate(spec.nodes):
         if node.id in index:
             problems.append(
-                loaded.problem(("nodes", i, "id"), "is used by two nodes; node ids are unique", node.id)
+                loaded.problem(
+                    ("nodes", _place(malformed, i), "id"),
+                    "is used by two nodes; node ids are unique",
+                    node.id,
+                )
             )
         index.setdefault(node.id, i)
 
     def at(node_id: str, key: str | None = None) -> tuple[str | int, ...]:
-        return ("nodes", index[node_id], key) if key else ("nodes", index[node_id])
+        place = _place(malformed, index[node_id])
+        return ("nodes", place, key) if key else ("nodes", place)
 
     successors: dict[str, list[str]] = {node_id: [] for node_id in index}
     predecessors: dict[str, list[str]] = {node_id: [] for node_id in index}
     seen_edges: set[tuple[str, str]] = set()
+    dangling: dict[str, list[tuple[int, str]]] = {}
     for i, edge in enumerate(spec.edges):
         for end, key in ((edge.source, "from"), (edge.target, "to")):
             if end not in index:
-                problems.append(loaded.problem(("edges", i), f"{key} names no node: {end!r}"))
+                dangling.setdefault(end, []).append((i, key))
         if edge.source == edge.target:
             problems.append(
                 loaded.problem(("edges", i), f"loops from {edge.source!r} to itself", edge.source)
@@ -100,13 +122,15 @@ def check_flow(
         if edge.source in index and edge.target in index and edge.source != edge.target:
             successors[edge.source].append(edge.target)
             predecessors[edge.target].append(edge.source)
+    problems += _dangling_problems(dangling, successors, predecessors, loaded, at, malformed.idless)
+    edges_known = malformed.edges_complete and not dangling and not malformed.idless
 
     for i, node in enumerate(spec.nodes):
         if index[node.id] != i:
             continue  # a duplicate id, reported above
-        if node.id not in unchecked:
+        if node.id not in malformed.unchecked:
             problems += _node_problems(node, loaded, at, schemas, sources.schema_files, profiles, known)
-        if not edges_complete:
+        if not edges_known or node.id in malformed.roleless:
             continue
         (min_in, max_in), (min_out, max_out) = DEGREES[node.role]
         for count, low, high, what in (
@@ -133,11 +157,14 @@ def check_flow(
             )
         )
     starts = [node.id for node in spec.nodes if node.role == "start"]
-    if not starts:
+    graph_known = edges_known and not malformed.roleless
+    if not starts and graph_known:
         problems.append(loaded.problem(("nodes",), "no start node: a flow begins at a node with role: start"))
     if spec.start is not None and (spec.start not in index or spec.nodes[index[spec.start]].role != "start"):
-        problems.append(loaded.problem(("start",), f"names {spec.start!r}, which is not a start node"))
-    if edges_complete:
+        near = difflib.get_close_matches(spec.start, starts, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else f"; the start nodes are {starts}"
+        problems.append(loaded.problem(("start",), f"names {spec.start!r}, which is not a start node{hint}"))
+    if graph_known:
         reached = _reach(starts, successors)
         for node_id in index:
             if node_id not in reached:
@@ -157,6 +184,44 @@ def check_flow(
                 f"choose one of {sorted(known.policies)}"
             )
             problems.append(_problem(sources.context, "context.yaml", ("profiles", name, "policy"), message))
+    return problems
+
+
+def _place(malformed: Malformed, i: int) -> int:
+    """The place in ``nodes:`` of the spec's ``i``-th node."""
+    return malformed.positions[i] if malformed.positions else i
+
+
+def _dangling_problems(
+    dangling: Mapping[str, list[tuple[int, str]]],
+    successors: Mapping[str, list[str]],
+    predecessors: Mapping[str, list[str]],
+    loaded: Loaded,
+    at: Any,
+    idless: int,
+) -> list[Problem]:
+    """One problem per name that edges give but no node has, at its root: a node whose id is a near miss of it and
+    that no edge names (the id is misspelt), or else the first edge naming it (with the near miss, if any)."""
+    problems: list[Problem] = []
+    orphans = [node for node in successors if not successors[node] and not predecessors[node]]
+    for name, ends in dangling.items():
+        edges = ", ".join(f"edges[{i}]" for i, _ in ends)
+        orphan = difflib.get_close_matches(name, orphans, n=1)
+        if orphan:
+            message = (
+                f"no edge names {orphan[0]!r}, while {edges} name{'s' if len(ends) == 1 else ''} {name!r}, "
+                f"which no node has: is one of them misspelt?"
+            )
+            problems.append(loaded.problem(at(orphan[0], "id"), message, orphan[0]))
+            continue
+        near = difflib.get_close_matches(name, list(successors), n=1)
+        if idless and not near:
+            continue  # a node without a usable id is reported already; it is likely the one meant
+        first, key = ends[0]
+        message = f"{key} names no node: {name!r}" + (f"; did you mean {near[0]!r}?" if near else "")
+        if len(ends) > 1:
+            message += f" (so do {', '.join(f'edges[{i}]' for i, _ in ends[1:])})"
+        problems.append(loaded.problem(("edges", first), message))
     return problems
 
 

@@ -8,6 +8,7 @@ together instead of one per attempt.
 from __future__ import annotations
 
 import contextlib
+import difflib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,7 +17,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from aeon_kernel.errors import AeonError, ValidationError
 from aeon_kernel.kit import check_schema
-from aeon_plugins.flow.checks import DEGREES, Known, Sources, check_flow
+from aeon_plugins.flow.checks import DEGREES, Known, Malformed, Sources, check_flow
 from aeon_plugins.flow.graph import Flow
 from aeon_plugins.flow.manifest import ContextFile, EdgeSpec, FlowSpec, MemoryFile, NodeSpec
 from aeon_plugins.flow.yamlfile import Loaded, Problem, load_file
@@ -81,8 +82,7 @@ def load_flow(directory: str | Path, known: Known | None = None) -> Flow:
                 context or ContextFile(),
                 memory or MemoryFile(),
                 known or Known(),
-                unchecked=partial[1],
-                edges_complete=partial[2],
+                partial[1],
             )
     if problems or spec is None or context is None or memory is None:
         raise FlowError(str(root), problems)
@@ -97,20 +97,31 @@ def load_flow(directory: str | Path, known: Known | None = None) -> Flow:
     )
 
 
-def _partial(value: Any) -> tuple[FlowSpec, frozenset[str], bool] | None:
-    """The well-formed part of a ``flow.yaml`` that does not validate: its valid nodes, the id and role of the
-    others (whose own checks are skipped), its valid edges, and whether every edge was valid."""
+def _partial(value: Any) -> tuple[FlowSpec, Malformed] | None:
+    """The well-formed part of a ``flow.yaml`` that does not validate: its valid nodes, the id (and role, when
+    valid) of the others, whose own checks are skipped, and its valid edges; with what was left out."""
     if not isinstance(value, dict) or not isinstance(value.get("nodes"), list):
         return None
     nodes: list[NodeSpec] = []
+    positions: list[int] = []
     unchecked: set[str] = set()
-    for raw in value["nodes"]:
+    roleless: set[str] = set()
+    idless = 0
+    for place, raw in enumerate(value["nodes"]):
         try:
             nodes.append(NodeSpec.model_validate(raw))
         except PydanticValidationError:
-            if isinstance(raw, dict) and isinstance(raw.get("id"), str) and raw.get("role") in DEGREES:
-                nodes.append(NodeSpec.model_construct(id=raw["id"], role=raw["role"]))
-                unchecked.add(raw["id"])
+            node_id = raw.get("id") if isinstance(raw, dict) else None
+            if not isinstance(node_id, str):
+                idless += 1
+                continue
+            role = raw.get("role")
+            if role not in DEGREES:
+                role = "linear"  # a stand-in: its degree and role are not checked
+                roleless.add(node_id)
+            nodes.append(NodeSpec.model_construct(id=node_id, role=role))
+            unchecked.add(node_id)
+        positions.append(place)
     edges: list[EdgeSpec] = []
     raw_edges: list[Any] = value["edges"] if isinstance(value.get("edges"), list) else []
     for raw in raw_edges:
@@ -120,7 +131,9 @@ def _partial(value: Any) -> tuple[FlowSpec, frozenset[str], bool] | None:
         return None
     start = value.get("start") if isinstance(value.get("start"), str) else None
     spec = FlowSpec.model_construct(name="?", nodes=tuple(nodes), edges=tuple(edges), start=start)
-    return spec, frozenset(unchecked), len(edges) == len(raw_edges)
+    return spec, Malformed(
+        frozenset(unchecked), frozenset(roleless), idless, tuple(positions), len(edges) == len(raw_edges)
+    )
 
 
 def _model(model: type[M], loaded: Loaded, problems: list[Problem]) -> M | None:
@@ -131,10 +144,24 @@ def _model(model: type[M], loaded: Loaded, problems: list[Problem]) -> M | None:
     try:
         return model.model_validate(loaded.value)
     except PydanticValidationError as exc:
-        for error in exc.errors(include_url=False):
+        errors = exc.errors(include_url=False)
+        missing = [tuple(e["loc"]) for e in errors if e["type"] == "missing"]
+        meant: dict[tuple[Any, ...], str] = {}  # a misspelt key -> the required key it stands for
+        for error in errors:
             path = tuple(error["loc"])
-            node = _node_id(loaded.value, path)
-            problems.append(loaded.problem(path, _phrase(error), node))
+            if error["type"] == "extra_forbidden":
+                near = _near(path[-1], [m[-1] for m in missing if m[:-1] == path[:-1]], cutoff=0.5)
+                if near:
+                    meant[path] = near
+        told = {(*path[:-1], key) for path, key in meant.items()}
+        for error in errors:
+            path = tuple(error["loc"])
+            if path in told:
+                continue  # told at the misspelt key: one problem, not "unknown" and "required"
+            message = _phrase(error)
+            if path in meant:
+                message = f"is not a known key; did you mean {meant[path]!r}? (see docs/flows.md)"
+            problems.append(loaded.problem(path, message, _node_id(loaded.value, path)))
         return None
 
 
@@ -144,7 +171,22 @@ def _phrase(error: Any) -> str:
         return "is not a known key (see docs/flows.md for the manifest reference)"
     if error["type"] == "missing":
         return "is required"
+    if error["type"] == "literal_error":
+        expected = [
+            part.strip(" '") for part in str(error["ctx"]["expected"]).replace(" or ", ", ").split(",")
+        ]
+        meant = _near(error["input"], expected)
+        if meant:
+            return f"{error['input']!r} is not one of {expected}; did you mean {meant!r}?"
     return str(error["msg"])
+
+
+def _near(word: Any, choices: list[Any], cutoff: float = 0.6) -> str | None:
+    """The choice ``word`` most likely misspells, if any."""
+    if not isinstance(word, str):
+        return None
+    found = difflib.get_close_matches(word, [c for c in choices if isinstance(c, str)], n=1, cutoff=cutoff)
+    return found[0] if found else None
 
 
 def _node_id(value: Any, path: tuple[Any, ...]) -> str | None:

@@ -514,3 +514,61 @@ def test_refused_options_point_to_flow_yaml(tmp_path: Path) -> None:
     problem = only([p.to_dict() for p in caught.value.problems])
     assert "aeon.toml" not in problem["message"]
     assert problem["line"] == line_of(text, "colour")
+
+
+# --- one typo, one problem, at its line (issue 30 item 7) -------------------------------------------------------
+
+TRIAGE = Path(__file__).resolve().parents[3] / "examples" / "flows" / "ticket-triage"
+
+TYPOS = {
+    # what is misspelt: (the text, the typo, the line's fragment, the key, what the message says)
+    "a node's id": ("id: classify", "id: classfy", "id: classfy", "nodes[1].id", "name 'classify'"),
+    "a role": (
+        "id: facts\n    role: linear",
+        "id: facts\n    role: lineer",
+        "lineer",
+        "nodes[3].role",
+        "'linear'?",
+    ),
+    "an edge's target": ("[facts, join]", "[facts, jion]", "[facts, jion]", "edges[5]", "'join'?"),
+    "an edge's source": ("[billing, facts]", "[biling, facts]", "[biling, facts]", "edges[3]", "'billing'?"),
+    "a node's key": ("id: facts\n    role:", "id: facts\n    rol:", "rol:", "nodes[3].rol", "'role'?"),
+    "the id key": ("  - id: facts\n", "  - ib: facts\n", "ib: facts", "nodes[3].ib", "'id'?"),
+    "the start": ("start: intake", "start: intak", "start: intak", "start", "'intake'?"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(TYPOS))
+def test_one_typo_is_one_problem_at_its_line(tmp_path: Path, what: str) -> None:
+    """Before, a misspelt node id gave 18 problems (edges naming no node, degrees, reachability), and a malformed
+    node shifted the lines of the problems after it."""
+    text, typo, fragment, key, hint = TYPOS[what]
+    files = {
+        path.relative_to(TRIAGE).as_posix(): path.read_text() for path in TRIAGE.rglob("*") if path.is_file()
+    }
+    assert text in files["flow.yaml"]
+    files["flow.yaml"] = files["flow.yaml"].replace(text, typo, 1)
+    problem = only(check(make(tmp_path, files)))
+    assert problem["key"] == key and problem["line"] == line_of(files["flow.yaml"], fragment), problem
+    assert "did you mean" in problem["message"] or "misspelt" in problem["message"]
+    assert hint in problem["message"], problem
+
+
+def test_problems_after_a_malformed_node_keep_their_lines(tmp_path: Path) -> None:
+    text = """\
+name: shifted
+nodes:
+  - {id: in, role: start}
+  - {id: broken, role: linear, colour: red}
+  - {id: fork, role: split}
+  - {id: a, role: linear}
+  - {id: out, role: exit}
+edges: [[in, broken], [broken, fork], [fork, a], [a, out], [fork, out], [in, out]]
+"""
+    listed = check(make(tmp_path, {"flow.yaml": text}))
+    by_key = {p["key"]: p for p in listed}
+    assert set(by_key) == {"nodes[1].colour", "nodes[0].role"}, listed
+    assert (
+        by_key["nodes[0].role"]["line"] == line_of(text, "{id: in,")
+        and by_key["nodes[0].role"]["node"] == "in"
+    )
