@@ -121,7 +121,8 @@ def check_flow(
         seen_edges.add((edge.source, edge.target))
         if edge.source in index and edge.target in index and edge.source != edge.target:
             successors[edge.source].append(edge.target)
-            predecessors[edge.target].append(edge.source)
+            if edge.max_iterations is None:  # a loop edge goes back: it does not count as the target's way in
+                predecessors[edge.target].append(edge.source)
     problems += _dangling_problems(dangling, successors, predecessors, loaded, at, malformed.idless)
     edges_known = malformed.edges_complete and not dangling and not malformed.idless
 
@@ -149,13 +150,19 @@ def check_flow(
                     )
                 )
 
-    cycle = _cycle(list(index), successors)
+    loops = {(e.source, e.target) for e in spec.edges if e.max_iterations is not None}
+    forward = {node: [t for t in targets if (node, t) not in loops] for node, targets in successors.items()}
+    cycle = _cycle(list(index), forward)
     if cycle:
-        problems.append(
-            loaded.problem(
-                at(cycle[0]), "is on a cycle: " + " -> ".join(cycle) + "; a flow is acyclic", cycle[0]
-            )
+        message = (
+            "is on a cycle: "
+            + " -> ".join(cycle)
+            + "; a flow's only cycles are loops: give the edge that goes back max_iterations (docs/flows.md"
+            ' "Loops")'
         )
+        problems.append(loaded.problem(at(cycle[0]), message, cycle[0]))
+    else:
+        problems += _loop_problems(spec, index, forward, loaded)
     starts = [node.id for node in spec.nodes if node.role == "start"]
     graph_known = edges_known and not malformed.roleless
     if not starts and graph_known:
@@ -184,6 +191,62 @@ def check_flow(
                 f"choose one of {sorted(known.policies)}"
             )
             problems.append(_problem(sources.context, "context.yaml", ("profiles", name, "policy"), message))
+    return problems
+
+
+def _loop_problems(
+    spec: FlowSpec, index: Mapping[str, int], forward: Mapping[str, list[str]], loaded: Loaded
+) -> list[Problem]:
+    """The rules of loop edges (docs/flows.md "Loops"), which make every run end: a loop edge is a decision's, goes
+    back, and encloses only linear and decision nodes; its ``otherwise`` is another edge of the decision."""
+    problems: list[Problem] = []
+    for i, edge in enumerate(spec.edges):
+        source, target = edge.source, edge.target
+        if edge.max_iterations is None:
+            if edge.otherwise is not None:
+                problems.append(
+                    loaded.problem(
+                        ("edges", i, "otherwise"), "only a loop edge (max_iterations) takes otherwise", source
+                    )
+                )
+            continue
+        if source not in index or target not in index or source == target:
+            continue  # reported above
+        role = spec.nodes[index[source]].role
+        if role != "decision":
+            message = (
+                f"max_iterations is for an edge a decision chooses; {source!r} is a {role} node, whose edge is "
+                "always taken"
+            )
+            problems.append(loaded.problem(("edges", i, "max_iterations"), message, source))
+            continue
+        if not forward[source]:
+            message = f"{source!r} has only loop edges; a decision with a loop edge needs a way on without one"
+            problems.append(loaded.problem(("edges", i, "max_iterations"), message, source))
+            continue
+        body = {n for n in _reach([target], forward) if source in _reach([n], forward)}
+        if not body:
+            message = (
+                f"goes forward ({target!r} does not lead back to {source!r}); max_iterations is for an edge "
+                "that goes back"
+            )
+            problems.append(loaded.problem(("edges", i, "max_iterations"), message, source))
+            continue
+        for node in spec.nodes:
+            if node.id in body and node.role not in ("linear", "decision"):
+                message = (
+                    f"encloses {node.role} node {node.id!r}; a loop holds only linear and decision nodes"
+                )
+                problems.append(loaded.problem(("edges", i), message, source))
+        if edge.otherwise is not None and (
+            edge.otherwise == target
+            or (source, edge.otherwise)
+            not in {(e.source, e.target) for e in spec.edges if e.max_iterations is None}
+        ):
+            message = (
+                f"names {edge.otherwise!r}; otherwise is the target of another, forward edge of {source!r}"
+            )
+            problems.append(loaded.problem(("edges", i, "otherwise"), message, source))
     return problems
 
 

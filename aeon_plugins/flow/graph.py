@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aeon_plugins.flow.manifest import FlowSpec, MemoryFile, NodeSpec, ProfileRef, ProfileSpec
+from aeon_plugins.flow.manifest import EdgeSpec, FlowSpec, MemoryFile, NodeSpec, ProfileRef, ProfileSpec
 
 
 @dataclass(frozen=True)
@@ -30,18 +30,39 @@ class Flow:
         for edge in self.spec.edges:
             successors.setdefault(edge.source, []).append(edge.target)
             predecessors.setdefault(edge.target, []).append(edge.source)
+        loops = {
+            (edge.source, edge.target): edge for edge in self.spec.edges if edge.max_iterations is not None
+        }
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "successors", {k: tuple(v) for k, v in successors.items()})
         object.__setattr__(self, "predecessors", {k: tuple(v) for k, v in predecessors.items()})
+        object.__setattr__(self, "loops", loops)
+        object.__setattr__(
+            self, "forward", {k: tuple(t for t in v if (k, t) not in loops) for k, v in successors.items()}
+        )
+        body = {
+            node
+            for source, target in loops
+            for node in self.reachable(target)
+            if source in self.reachable(node)
+        }
+        object.__setattr__(self, "in_loop", frozenset(body))
 
     nodes: dict[str, NodeSpec] = field(init=False)
     #: targets of each node's outbound edges, in declaration order
     successors: dict[str, tuple[str, ...]] = field(init=False)
     #: sources of each node's inbound edges, in declaration order
     predecessors: dict[str, tuple[str, ...]] = field(init=False)
+    #: the loop edges (``max_iterations``), by (from, to)
+    loops: dict[tuple[str, str], EdgeSpec] = field(init=False)
+    #: ``successors`` without the loop edges: the DAG the loops go back on
+    forward: dict[str, tuple[str, ...]] = field(init=False)
+    #: the nodes inside a loop (on a path from a loop edge's target back to its source)
+    in_loop: frozenset[str] = field(init=False)
 
     def reachable(self, node_id: str) -> frozenset[str]:
-        """The node and every node reachable from it (cached: the router asks at every merge)."""
+        """The node and every node reachable from it without going back along a loop edge (cached: the router asks
+        at every merge)."""
         cache: dict[str, frozenset[str]] = self.__dict__.setdefault("_reachable", {})
         if node_id not in cache:
             found: set[str] = set()
@@ -50,7 +71,7 @@ class Flow:
                 node = todo.pop()
                 if node not in found:
                     found.add(node)
-                    todo.extend(self.successors[node])
+                    todo.extend(self.forward[node])
             cache[node_id] = frozenset(found)
         return cache[node_id]
 
@@ -95,7 +116,8 @@ class Flow:
 
     @property
     def ttl(self) -> int:
-        return self.spec.ttl or 10 * len(self.nodes)
+        bounds = sum(edge.max_iterations or 0 for edge in self.loops.values())
+        return self.spec.ttl or len(self.nodes) * (10 + bounds)
 
     def schema(self, name: str | None) -> dict[str, Any] | None:
         return None if name is None else self.schemas[name]
@@ -164,9 +186,14 @@ def dot(flow: Flow) -> str:
 
 
 def _edge_label(flow: Flow, source: str, target: str) -> str | None:
-    """What a decision's edge is taken on (its output key naming the target); other edges are always taken."""
+    """What a decision's edge is taken on (its output key naming the target, and a loop edge's bound); other edges
+    are always taken."""
     node = flow.nodes[source]
-    return f"{node.decides_by} = {target}" if node.role == "decision" else None
+    if node.role != "decision":
+        return None
+    loop = flow.loops.get((source, target))
+    bound = f", at most {loop.max_iterations} times" if loop is not None else ""
+    return f"{node.decides_by} = {target}{bound}"
 
 
 def _quote(text: str) -> str:

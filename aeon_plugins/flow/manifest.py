@@ -76,10 +76,14 @@ class NodeSpec(_Spec):
 
 
 class EdgeSpec(_Spec):
-    """``{from: A, to: B}`` or ``[A, B]``."""
+    """``{from: A, to: B}`` or ``[A, B]``; a loop edge ``{from: check, to: revise, max_iterations: 3}``."""
 
     source: str = Field(alias="from")
     target: str = Field(alias="to")
+    #: a loop edge (it goes back): a task may take it at most this many times (docs/flows.md "Loops")
+    max_iterations: int | None = Field(default=None, ge=1, le=10_000)
+    #: a loop edge's way out: the decision's chosen edge once this one is used up (none: the decision fails)
+    otherwise: str | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -97,7 +101,12 @@ _EDGE_JSON_SCHEMA: dict[str, Any] = {
     "anyOf": [
         {
             "type": "object",
-            "properties": {"from": {"type": "string"}, "to": {"type": "string"}},
+            "properties": {
+                "from": {"type": "string"},
+                "to": {"type": "string"},
+                "max_iterations": {"type": "integer", "minimum": 1, "maximum": 10_000},
+                "otherwise": {"type": "string"},
+            },
             "required": ["from", "to"],
             "additionalProperties": False,
         },
@@ -114,7 +123,7 @@ class FlowSpec(_Spec):
     version: str | int | None = None
     #: the start node used when a run names none (default: the first start node declared)
     start: str | None = None
-    #: cycles the run may take; default: 10 per node
+    #: cycles the run may take; default: 10 per node, and one per node for each iteration a loop edge allows
     ttl: Annotated[int, Field(ge=1)] | None = None
     #: how many clones or subtasks run at once
     parallelism: int = Field(default=1, ge=1, le=64)

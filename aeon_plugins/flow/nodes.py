@@ -48,15 +48,19 @@ class NodeContext:
     invoke: Callable[..., Any]
     #: every tool call this stage made, in order
     tool_calls: list[ToolCall] = field(default_factory=list)
+    #: the task's how-manieth stage at this node (above 1 only inside a loop)
+    iteration: int = 1
 
     @property
     def stage_id(self) -> str:
-        return f"{self.task_id}/{self.node.id}"
+        """``<task>/<node>``, and ``#<iteration>`` from a loop's second iteration on."""
+        stage = f"{self.task_id}/{self.node.id}"
+        return stage if self.iteration == 1 else f"{stage}#{self.iteration}"
 
     @property
     def idempotency_key(self) -> str:
-        """``"<run_id>:<task>/<node>"``: the same when a resumed run runs this stage again, so a side effect
-        keyed by it happens once."""
+        """``"<run_id>:<task>/<node>"`` (``#<iteration>`` in a loop): the same when a resumed run runs this stage
+        again, so a side effect keyed by it happens once, and once per iteration."""
         return f"{self.run_id}:{self.stage_id}"
 
     def call_tool(self, name: str, **arguments: Any) -> ToolCall:

@@ -48,7 +48,7 @@ from aeon_kernel.kit import (
 from aeon_plugins.flow.context import Layers, RetrievalPolicy, assemble
 from aeon_plugins.flow.graph import Flow
 from aeon_plugins.flow.nodes import NodeContext, NodeFunction, ToolMisuseError, agent_schema, run_agent
-from aeon_plugins.flow.tasks import FlowBook, FlowTask, TaskBook, route_of
+from aeon_plugins.flow.tasks import FlowBook, FlowTask, TaskBook, exhausted, route_of
 
 
 @dataclass
@@ -60,6 +60,8 @@ class StageOutcome:
     input: Any
     context: list[dict[str, Any]]
     started: str
+    #: the task's how-manieth stage at this node (above 1 only inside a loop)
+    iteration: int = 1
     succeeded: bool = False
     output: Any = None
     error: str | None = None
@@ -261,7 +263,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
         task = book.tasks[task_id]
         node = flow.nodes[task["node"]]
         value = _copy(task["output"])  # the node may change its input; the task's output stays as recorded
-        stage = StageOutcome(task_id, node.id, task["output"], [], utc_now())
+        iteration = task.get("visits", {}).get(node.id, 1)
+        stage = StageOutcome(task_id, node.id, task["output"], [], utc_now(), iteration)
         began = time.perf_counter()
         token = begin_capture(stage.model_calls)
         try:
@@ -298,8 +301,9 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
                 setup.layers,
                 run.hooks.caller("aeon_invoke_tool"),
                 stage.tool_calls,
+                iteration,
             )
-            output = self._execute(node.id, value, context, run)
+            output = self._execute(task, value, context, run)
             try:
                 output = _copy(output)  # JSON only, and a copy the node cannot touch
             except (TypeError, ValueError, RecursionError) as exc:
@@ -309,7 +313,7 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
                 raise _StageFailed(
                     f"output does not match schema {node.output_schema!r}: {'; '.join(problems)}"
                 )
-            route, error = route_of(flow, node.id, output)
+            route, error = route_of(flow, task, node.id, output)
             if error:
                 raise _StageFailed(error)
             stage.succeeded, stage.output, stage.route = True, output, route
@@ -326,13 +330,16 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             stage.duration_ms = round((time.perf_counter() - began) * 1000, 3)
         return stage
 
-    def _execute(self, node_id: str, value: Any, context: NodeContext, run: RunContext) -> Any:
+    def _execute(self, task: FlowTask, value: Any, context: NodeContext, run: RunContext) -> Any:
+        node_id = task["node"]
         node = self.flow.nodes[node_id]
         if node.role == "exit":
             return value  # read-only: an exit presents the task's output as it is
         if node.kind == "deterministic":
             return self.setup.functions[node_id](value, context)
-        schema = agent_schema(node, self.flow.schema(node.output_schema), self.flow.successors[node_id])
+        used_up = exhausted(self.flow, task, node_id)  # the model may not choose a loop edge used up
+        targets = tuple(t for t in self.flow.successors[node_id] if t not in used_up)
+        schema = agent_schema(node, self.flow.schema(node.output_schema), targets)
         return run_agent(node, value, context, schema, run.components, run.record_action)
 
     # --- records -----------------------------------------------------------------------------------------------
@@ -356,6 +363,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             "started": stage.started,
             "duration_ms": stage.duration_ms,
         }
+        if stage.node_id in self.flow.in_loop:
+            record["iteration"] = stage.iteration
         schema = self.flow.nodes[stage.node_id].output_schema
         if schema and stage.succeeded:
             record["schema"] = schema  # the output was validated against it

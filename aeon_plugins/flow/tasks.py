@@ -65,6 +65,10 @@ class FlowTask(TypedDict):
     #: the exit node it ended at (None: it ended elsewhere)
     exit: NotRequired[str | None]
     merged_into: NotRequired[str]
+    #: how many times it took each loop edge (``"check -> revise"``: 2)
+    loops: NotRequired[dict[str, int]]
+    #: how many times it reached each node inside a loop (its stage there is that iteration)
+    visits: NotRequired[dict[str, int]]
 
 
 class FlowBook(SchedulerMemo):
@@ -164,6 +168,8 @@ class TaskBook:
             for child_id in task["children"]:
                 self._arrive(self.tasks[child_id], self.tasks[child_id]["node"], node.id, events)
         else:
+            if node.role == "decision":
+                self._count_loop(task, node.id, output.get(node.decides_by), route[0], events)
             self._arrive(task, route[0], node.id, events)
         return events
 
@@ -177,9 +183,34 @@ class TaskBook:
 
     # --- internals -------------------------------------------------------------------------------------------
 
+    def _count_loop(
+        self, task: FlowTask, decision: str, chosen: Any, taken: str, events: list[dict[str, Any]]
+    ) -> None:
+        """A decision routed ``task`` along ``taken``: count a loop edge, and say when a used-up one was replaced."""
+        if taken != chosen:  # the chosen loop edge was used up: its otherwise was taken
+            edge = loop_key(decision, str(chosen))
+            events.append({"event": "loop_exhausted", "task": task["id"], "edge": edge, "instead": taken})
+        loop = self.flow.loops.get((decision, taken))
+        if loop is not None:
+            counts = task.setdefault("loops", {})
+            edge = loop_key(decision, taken)
+            counts[edge] = counts.get(edge, 0) + 1
+            events.append(
+                {
+                    "event": "loop",
+                    "task": task["id"],
+                    "edge": edge,
+                    "iteration": counts[edge],
+                    "of": loop.max_iterations,
+                }
+            )
+
     def _arrive(self, task: FlowTask, target: str, source: str, events: list[dict[str, Any]]) -> None:
         """``task`` reaches ``target`` by the edge from ``source``: ready to run it, or parked at a merge."""
         task["node"] = target
+        if target in self.flow.in_loop:
+            visits = task.setdefault("visits", {})
+            visits[target] = visits.get(target, 0) + 1
         if self.flow.nodes[target].role != "merge":
             task["state"] = "ready"
             self.queue.append(task["id"])
@@ -289,8 +320,9 @@ class TaskBook:
         )
 
 
-def route_of(flow: Flow, node_id: str, output: Any) -> tuple[list[str], str | None]:
-    """Where the role of ``node_id`` sends a task whose output is ``output``; an error for an invalid decision."""
+def route_of(flow: Flow, task: FlowTask, node_id: str, output: Any) -> tuple[list[str], str | None]:
+    """Where the role of ``node_id`` sends ``task`` whose output is ``output``; an error for an invalid decision
+    (or one that chose a loop edge the task has used up, when the edge names no ``otherwise``)."""
     node = flow.nodes[node_id]
     targets = list(flow.successors[node_id])
     if node.role == "decision":
@@ -300,8 +332,34 @@ def route_of(flow: Flow, node_id: str, output: Any) -> tuple[list[str], str | No
             return [], (
                 f"decision {node_id!r} chose {chosen!r} (output key {key!r}); it must be one of its edges: {targets}"
             )
+        if chosen in exhausted(flow, task, node_id):
+            loop = flow.loops[node_id, chosen]
+            if loop.otherwise is None:
+                return [], (
+                    f"decision {node_id!r} chose {chosen!r} again, but the loop edge {loop_key(node_id, chosen)} "
+                    f"allows {loop.max_iterations} iterations; give the edge `otherwise: <node>` to go on there"
+                )
+            return [loop.otherwise], None
         return [chosen], None
     return targets, None
+
+
+def exhausted(flow: Flow, task: FlowTask, decision: str) -> set[str]:
+    """The targets of ``decision``'s loop edges that ``task`` has taken as often as they allow."""
+    counts = task.get("loops")
+    if not counts:
+        return set()
+    return {
+        target
+        for target in flow.successors[decision]
+        if (loop := flow.loops.get((decision, target))) is not None
+        and counts.get(loop_key(decision, target), 0) >= (loop.max_iterations or 0)
+    }
+
+
+def loop_key(source: str, target: str) -> str:
+    """How the book names a loop edge."""
+    return f"{source} -> {target}"
 
 
 def _task(

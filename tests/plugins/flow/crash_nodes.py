@@ -52,8 +52,9 @@ def lines(name: str, directory: Path | None = None) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
-def effect(label: str, values: dict[str, Any] | None = None) -> Any:
-    """A node with a side effect keyed by its idempotency key; output: the input plus ``values`` and a trail."""
+def effect(label: str, values: dict[str, Any] | None = None, count: str | None = None) -> Any:
+    """A node with a side effect keyed by its idempotency key; output: the input plus ``values`` and a trail (and
+    the input's ``count`` key plus one: what a loop's decision reads)."""
 
     def run(value: Any, context: Any) -> Any:
         key = context.idempotency_key
@@ -73,7 +74,8 @@ def effect(label: str, values: dict[str, Any] | None = None) -> Any:
                 time.sleep(0.005)
         trail = value.get("trail", []) if isinstance(value, dict) else []
         base = value if isinstance(value, dict) else {"value": value}
-        return {**base, **(values or {}), "trail": [*trail, label]}
+        counted = {count: int(base.get(count, 0)) + 1} if count else {}
+        return {**base, **(values or {}), **counted, "trail": [*trail, label]}
 
     return run
 
