@@ -54,6 +54,8 @@ class GraphEdge:
     y1: int
     x2: int
     y2: int
+    #: a loop edge's rounds: ``2 of 3 rounds`` (None: not a loop edge)
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,12 +70,13 @@ class Graph:
 
 def _declared(
     manifest: dict[str, Any],
-) -> tuple[list[tuple[str, str, bool]], list[tuple[str, str]], str | None]:
-    """The flow's nodes (id, role, agent) and edges from its directory, and a note when they may differ."""
+) -> tuple[list[tuple[str, str, bool]], list[tuple[str, str]], dict[tuple[str, str], int], str | None]:
+    """The flow's nodes (id, role, agent), edges and loop edges' bounds from its directory, and a note when they
+    may differ."""
     recorded = manifest.get("flow") or {}
     directory = recorded.get("directory")
     if not isinstance(directory, str):
-        return [], [], "the run does not name its flow's directory: the graph shows the stages it ran"
+        return [], [], {}, "the run does not name its flow's directory: the graph shows the stages it ran"
     try:
         from aeon_plugins.flow.loader import load_flow
 
@@ -82,18 +85,20 @@ def _declared(
         return (
             [],
             [],
+            {},
             f"the flow at {directory} cannot be loaded ({type(exc).__name__}): the graph shows the stages the run ran",
         )
     note = None
     if recorded.get("hashes") and dict(flow.hashes) != recorded.get("hashes"):
         note = f"the flow's files in {directory} changed since this run: the graph shows them as they are now"
     nodes = [(node.id, str(node.role), node.kind == "agent") for node in flow.spec.nodes]
-    return nodes, [(edge.source, edge.target) for edge in flow.spec.edges], note
+    loops = {pair: edge.max_iterations or 0 for pair, edge in flow.loops.items()}
+    return nodes, [(edge.source, edge.target) for edge in flow.spec.edges], loops, note
 
 
 def flow_graph(data: RunData) -> Graph:
     """The run's flow with each node's status, laid out."""
-    declared, edges, note = _declared(data.manifest)
+    declared, edges, loops, note = _declared(data.manifest)
     stages = data.stages
     known = {node_id for node_id, _, _ in declared}
     nodes = list(declared)
@@ -111,7 +116,12 @@ def flow_graph(data: RunData) -> Graph:
             nodes.append((target, "?", False))
         if (source, target) not in edges:
             edges.append((source, target))
-    layers = _layers([node_id for node_id, _, _ in nodes], edges)
+    rounds: dict[str, int] = {}  # loop edge -> the most rounds a task took along it
+    for _, stage in stages:
+        for event in stage.get("events") or ():
+            if event.get("event") == "loop":
+                rounds[event["edge"]] = max(rounds.get(event["edge"], 0), int(event["iteration"]))
+    layers = _layers([node_id for node_id, _, _ in nodes], [edge for edge in edges if edge not in loops])
     positions = _positions(layers)
     ran: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for index, stage in stages:
@@ -147,6 +157,9 @@ def flow_graph(data: RunData) -> Graph:
                 sy + NODE_HEIGHT,
                 tx + NODE_WIDTH // 2,
                 ty,
+                f"{rounds.get(f'{source} -> {target}', 0)} of {loops[source, target]} rounds"
+                if (source, target) in loops
+                else None,
             )
         )
     widest = max((len(layer) for layer in layers), default=1)

@@ -221,7 +221,9 @@ def _loop_problems(
             problems.append(loaded.problem(("edges", i, "max_iterations"), message, source))
             continue
         if not forward[source]:
-            message = f"{source!r} has only loop edges; a decision with a loop edge needs a way on without one"
+            message = (
+                f"{source!r} has only loop edges; a decision with a loop edge needs a way on without one"
+            )
             problems.append(loaded.problem(("edges", i, "max_iterations"), message, source))
             continue
         body = {n for n in _reach([target], forward) if source in _reach([n], forward)}

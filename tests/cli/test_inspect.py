@@ -762,3 +762,50 @@ def test_no_secret_reaches_the_browser(
         page.locator(f"#c-{number} .cycle-detail").wait_for()
     content = page.content()
     assert "***" in content and not leaked(content)
+
+
+LOOP = {
+    "name": "rounds",
+    "nodes": [
+        {"id": "in", "role": "start"},
+        {"id": "draft", "role": "linear", "impl": "assign", "options": {"values": {"v": 1}}},
+        {
+            "id": "check",
+            "role": "decision",
+            "impl": "route_by",
+            "options": {"key": "none", "routes": {}, "default": "draft"},
+        },
+        {"id": "out", "role": "exit"},
+    ],
+    "edges": [
+        ["in", "draft"],
+        ["draft", "check"],
+        {"from": "check", "to": "draft", "max_iterations": 2, "otherwise": "out"},
+        ["check", "out"],
+    ],
+}
+
+
+def test_a_flow_graph_draws_a_loop_with_its_rounds(tmp_path: Path) -> None:
+    """The loop edge does not push its nodes to the bottom (the layout is of the DAG without it), and it is
+    labelled with the rounds the run took of those it allows; the node says how often it ran."""
+    (tmp_path / "rounds").mkdir()
+    (tmp_path / "rounds" / "flow.yaml").write_text(yaml.safe_dump(LOOP, sort_keys=False), encoding="utf-8")
+    state = tmp_path / "rounds.db"
+    config = AeonConfig().with_choice("state", "sqlite", path=str(state))
+    with Engine.from_config_dir(tmp_path / "rounds", config) as flow:
+        result = flow.run({"x": 1})
+    assert result.status == "success" and result.tasks[0]["exit"] == "out", result.message
+    catalog = Catalog([SqliteRuns("store", state)])
+    graph = flow_graph(catalog.run("store", str(result.run.run_id)))
+    catalog.close()
+    depth = {node.id: node.y for node in graph.nodes}
+    assert depth["in"] < depth["draft"] < depth["check"] < depth["out"]
+    labels = {(edge.source, edge.target): edge.label for edge in graph.edges}
+    assert labels == {
+        ("in", "draft"): None,
+        ("draft", "check"): None,
+        ("check", "draft"): "2 of 2 rounds",
+        ("check", "out"): None,
+    }
+    assert {node.id: node.runs for node in graph.nodes} == {"in": 1, "draft": 3, "check": 3, "out": 1}

@@ -6,8 +6,8 @@ the same whatever ``parallelism`` is), forks and merges resolved by the doc's se
 so that reading it against the doc is easy. It knows only the deterministic test node ``t.step`` (see
 :func:`step_output`), the kernel's ``identity`` (a node without ``impl``) and exits.
 
-A flow is given as the plain dict written to ``flow.yaml`` (nodes, edges as ``[from, to]`` pairs, optional
-``start``); :func:`interpret` returns a :class:`Outcome`.
+A flow is given as the plain dict written to ``flow.yaml`` (nodes, edges as ``[from, to]`` pairs or loop edges
+``{from, to, max_iterations, otherwise}``, optional ``start``); :func:`interpret` returns a :class:`Outcome`.
 
 Where the doc is silent, the reference does what the engine does, and says so (``# doc silent:``).
 """
@@ -38,12 +38,17 @@ class NodeFailed(Exception):
 def step_output(node_id: str, value: Any, options: dict[str, Any]) -> Any:
     """What the test implementation ``t.step`` returns (the plugin in ``test_properties.py`` calls this too).
 
-    Options: ``fail`` (raise), ``route`` and ``key`` (set ``output[key] = route``: decisions). The output is the
-    input object with the node's id appended to ``trail``; a list (what a merge receives) is wrapped as
-    ``{"trail": [id], "merged": list}``.
+    Options: ``fail`` (raise), ``route`` and ``key`` (set ``output[key] = route``: decisions), ``routes`` (a
+    list: the route of the node's n-th run on this trail is ``routes[n]``, the last one from then on: a loop's
+    decision). The output is the input object with the node's id appended to ``trail``; a list (what a merge
+    receives) is wrapped as ``{"trail": [id], "merged": list}``.
     """
     if options.get("fail"):
         raise NodeFailed(f"node {node_id} fails by design")
+    if "routes" in options:
+        trail = value.get("trail") if isinstance(value, dict) else None
+        runs = trail.count(node_id) if isinstance(trail, list) else 0
+        options = {**options, "route": options["routes"][min(runs, len(options["routes"]) - 1)]}
     if isinstance(value, dict):
         trail = value.get("trail")
         output = {**copy.deepcopy(value), "trail": [*(trail if isinstance(trail, list) else []), node_id]}
@@ -68,6 +73,8 @@ class Task:
     merged_into: str | None = None
     forks: int = 0  # children created so far (names t1.1, t1.2, ...)
     fork: Fork | None = None  # the fork this task is waiting on
+    loops: dict[tuple[str, str], int] = field(default_factory=dict)  # loop edge -> times taken
+    visits: dict[str, int] = field(default_factory=dict)  # node in a loop -> times reached
 
 
 @dataclass
@@ -92,7 +99,16 @@ class Outcome:
 class Reference:
     def __init__(self, flow: dict[str, Any]) -> None:
         self.nodes: dict[str, dict[str, Any]] = {node["id"]: node for node in flow["nodes"]}
-        self.edges: list[tuple[str, str]] = [(a, b) for a, b in flow["edges"]]
+        self.edges: list[tuple[str, str]] = []
+        #: "a loop edge: an edge from a decision back to a node before it, with max_iterations"
+        self.loops: dict[tuple[str, str], dict[str, Any]] = {}
+        for edge in flow["edges"]:
+            pair = (edge["from"], edge["to"]) if isinstance(edge, dict) else (edge[0], edge[1])
+            self.edges.append(pair)
+            if isinstance(edge, dict) and edge.get("max_iterations"):
+                self.loops[pair] = edge
+        #: "the nodes inside a loop: on a path from a loop edge's target back to its source that takes no loop edge"
+        self.in_loop = {n for a, b in self.loops for n in self.reach(b, True) if a in self.reach(n, True)}
         starts = [node["id"] for node in flow["nodes"] if node["role"] == "start"]
         self.default_start: str = flow.get("start") or starts[0]
         self.tasks: dict[str, Task] = {}
@@ -122,7 +138,7 @@ class Reference:
             self.stage(self.tasks[self.queue.popleft()])
         return Outcome(root.status, root.output, self.tasks, self.history)
 
-    def execute(self, node_id: str, value: Any) -> Any:
+    def execute(self, node_id: str, value: Any, task: Task) -> Any:
         """Stage step 2-3: the node's code, and (decisions) the routing decision checked."""
         node = self.nodes[node_id]
         if node["role"] == "exit" or "impl" not in node:
@@ -134,6 +150,12 @@ class Reference:
             key = node.get("route_key", "route")
             if not isinstance(output, dict) or output.get(key) not in self.successors(node_id):
                 raise NodeFailed(f"decision {node_id} names no edge of its own")
+            loop = self.loops.get((node_id, output[key]))
+            # "a task takes a loop edge at most max_iterations times; chosen once more, the decision goes to the
+            # edge's otherwise, or fails when it names none"
+            used_up = loop is not None and task.loops.get((node_id, output[key]), 0) >= loop["max_iterations"]
+            if used_up and loop.get("otherwise") is None:  # type: ignore[union-attr]
+                raise NodeFailed(f"decision {node_id} chose a used-up loop edge")
         return output
 
     def stage(self, task: Task) -> None:
@@ -141,8 +163,10 @@ class Reference:
         role = self.role(node)
         given = copy.deepcopy(task.output)
         record = {"task": task.id, "node": node, "role": role, "input": given}
+        if node in self.in_loop:
+            record["iteration"] = task.visits[node]
         try:
-            output = self.execute(node, given)
+            output = self.execute(node, given, task)
         except NodeFailed:
             self.history.append({**record, "status": "failure", "output": None})
             # "with continue_on_failure: true the task goes on with the output it had before the node, and its
@@ -168,9 +192,20 @@ class Reference:
             self.history[record_at]["task_status"] = task.status
             self.end(task, node)
             return
-        decided = [output[self.nodes[node].get("route_key", "route")]] if role == "decision" else None
+        decided = [self.decide(task, node, output)] if role == "decision" else None
         self.route(task, node, role, decided or self.successors(node))
         self.history[record_at]["task_status"] = task.status
+
+    def decide(self, task: Task, node: str, output: dict[str, Any]) -> str:
+        """The edge a decision's output takes: its choice, or a used-up loop edge's otherwise; a loop edge taken
+        is counted."""
+        chosen = str(output[self.nodes[node].get("route_key", "route")])
+        loop = self.loops.get((node, chosen))
+        if loop is not None and task.loops.get((node, chosen), 0) >= loop["max_iterations"]:
+            return str(loop["otherwise"])
+        if loop is not None:
+            task.loops[node, chosen] = task.loops.get((node, chosen), 0) + 1
+        return chosen
 
     def route(self, task: Task, node: str, role: str, targets: list[str]) -> None:
         """Stage step 6: by the node's role."""
@@ -197,6 +232,8 @@ class Reference:
         self.arrive(task, node, target)
 
     def arrive(self, task: Task, source: str, target: str) -> None:
+        if target in self.in_loop:
+            task.visits[target] = task.visits.get(target, 0) + 1
         if self.role(target) != "merge":
             task.node = target
             self.queue.append(task.id)
@@ -218,14 +255,16 @@ class Reference:
         fork.parked[task.id] = (target, source)
         self.settle(fork)
 
-    def reach(self, node: str) -> set[str]:
-        """``node`` and every node a path leads to from it."""
+    def reach(self, node: str, forward: bool = False) -> set[str]:
+        """``node`` and every node a path leads to from it (``forward``: taking no loop edge)."""
         seen, todo = set(), [node]
         while todo:
             current = todo.pop()
             if current not in seen:
                 seen.add(current)
-                todo.extend(self.successors(current))
+                todo.extend(
+                    t for t in self.successors(current) if not forward or (current, t) not in self.loops
+                )
         return seen
 
     def fork_of(self, task: Task) -> Fork | None:

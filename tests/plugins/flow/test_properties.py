@@ -38,11 +38,15 @@ SETTINGS = settings(
 # --- the test's node code -----------------------------------------------------------------------------------
 
 
-def step(fail: bool = False, route: str | None = None, key: str = "route") -> Any:
+def step(
+    fail: bool = False, route: str | None = None, key: str = "route", routes: list[str] | None = None
+) -> Any:
     """``impl: t.step``: the reference's :func:`step_output`, raising when ``fail``."""
     options: dict[str, Any] = {"fail": fail, "key": key}
     if route is not None:
         options["route"] = route
+    if routes is not None:
+        options["routes"] = routes
 
     def run(value: Any, context: Any) -> Any:
         try:
@@ -78,6 +82,8 @@ class Graph:
     roles: dict[str, str] = field(default_factory=dict)
     edges: list[tuple[str, str]] = field(default_factory=list)
     exits: list[str] = field(default_factory=list)
+    #: loop edges (from a decision back to the linear node before it) and their max_iterations
+    loops: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def add(self, role: str) -> str:
         prefix = {"start": "s", "linear": "l", "decision": "d", "branch": "b", "split": "p", "merge": "m"}
@@ -97,8 +103,9 @@ class Graph:
 class Builder:
     """The recursive grammar; every flow it builds is valid by construction."""
 
-    def __init__(self, draw: Any, budget: int, refork: bool) -> None:
+    def __init__(self, draw: Any, budget: int, refork: bool, loops: bool = True) -> None:
         self.draw, self.budget, self.refork, self.graph = draw, budget, refork, Graph()
+        self.loops = loops
 
     def room(self, nodes: int) -> bool:
         return len(self.graph.roles) + nodes <= self.budget
@@ -124,6 +131,8 @@ class Builder:
             choices = ["stop"]  # first: what Hypothesis shrinks to
             if self.room(3):
                 choices += ["linear", "linear"]
+            if self.room(4) and self.loops:
+                choices += ["loop"]
             if self.room(6) and depth < 4:
                 choices += ["decision", "decision"]
                 if self.refork or not forked:
@@ -134,6 +143,12 @@ class Builder:
                     return pred
                 self.terminate(pred)
                 return None
+            if what == "loop":  # pred -> body -> decision, and the decision's loop edge back to body
+                body, decision = g.add("linear"), g.add("decision")
+                g.edges += [(pred, body), (body, decision), (decision, body)]
+                g.loops[decision, body] = self.draw(st.integers(1, 3))
+                pred = decision
+                continue
             node = g.add(what)
             g.edges.append((pred, node))
             if what == "linear":
@@ -167,10 +182,10 @@ class Builder:
 
 
 @st.composite
-def graphs(draw: Any, refork: bool = False) -> Graph:
+def graphs(draw: Any, refork: bool = False, loops: bool = True) -> Graph:
     """The shape of a valid flow (one or two start nodes), at most MAX_NODES nodes."""
     budget = draw(st.integers(8, MAX_NODES - 6))
-    builder = Builder(draw, budget, refork)
+    builder = Builder(draw, budget, refork, loops)
     for _ in range(draw(st.integers(1, 2))):
         start = builder.graph.add("start")
         builder.chain(start, 0, may_stay_open=False)
@@ -179,9 +194,9 @@ def graphs(draw: Any, refork: bool = False) -> Graph:
 
 
 @st.composite
-def flows(draw: Any) -> dict[str, Any]:
+def flows(draw: Any, loops: bool = True) -> dict[str, Any]:
     """A valid ``flow.yaml`` (as a dict): a generated shape with drawn options, edges and nodes shuffled."""
-    g = draw(graphs())
+    g = draw(graphs(loops=loops))
     edges = draw(st.permutations(g.edges))
     successors = {n: [b for a, b in edges if a == n] for n in g.roles}
     nodes = []
@@ -196,8 +211,11 @@ def flows(draw: Any) -> dict[str, Any]:
                 if key != "route":
                     node["route_key"] = key
                     options["key"] = key
-                if draw(st.integers(0, 9)):
-                    options["route"] = draw(st.sampled_from(successors[node_id]))
+                choices = st.sampled_from(successors[node_id])
+                if draw(st.integers(0, 9)) and any(a == node_id for a, _ in g.loops):  # a loop's decision
+                    options["routes"] = draw(st.lists(choices, min_size=1, max_size=5))
+                elif draw(st.integers(0, 9)):
+                    options["route"] = draw(choices)
                 else:  # an invalid routing decision: garbage, or a node that is not a successor
                     others = [n for n in g.roles if n not in successors[node_id]]
                     options["route"] = draw(st.sampled_from(["nowhere", *others]))
@@ -218,12 +236,16 @@ def flows(draw: Any) -> dict[str, Any]:
             node["always_fail"] = True
         nodes.append(node)
     nodes = draw(st.permutations(nodes))
-    flow: dict[str, Any] = {
-        "name": "prop",
-        "ttl": 10_000,
-        "nodes": list(nodes),
-        "edges": [list(e) for e in edges],
-    }
+    written: list[Any] = []
+    for a, b in edges:
+        if (a, b) not in g.loops:
+            written.append([a, b])
+            continue
+        loop: dict[str, Any] = {"from": a, "to": b, "max_iterations": g.loops[a, b]}
+        if draw(st.booleans()):
+            loop["otherwise"] = next(t for s, t in edges if s == a and (s, t) not in g.loops)
+        written.append(loop)
+    flow: dict[str, Any] = {"name": "prop", "ttl": 10_000, "nodes": list(nodes), "edges": written}
     starts = [n["id"] for n in nodes if n["role"] == "start"]
     if len(starts) > 1 and draw(st.booleans()):
         flow["start"] = draw(st.sampled_from(starts))
@@ -258,10 +280,9 @@ def task_view(task: Any) -> dict[str, Any]:
 def compare(result: Any, flow: dict[str, Any], value: Any) -> None:
     """The engine's run (a TaskResult) is the reference's: stages, merge inputs, tasks, status and output."""
     expected = interpret(flow, value)
-    got = [
-        {k: r.get(k) for k in ("task", "node", "role", "status", "input", "output", "task_status")}
-        for r in result.history
-    ]
+    keys = ("task", "node", "role", "status", "input", "output", "task_status", "iteration")
+    got = [{k: r.get(k) for k in keys} for r in result.history]
+    expected.history = [{k: r.get(k) for k in keys} for r in expected.history]
     assert [(r["task"], r["node"], r["status"]) for r in got] == [
         (r["task"], r["node"], r["status"]) for r in expected.history
     ]
@@ -283,6 +304,11 @@ INPUT = {"trail": [], "ticket": "hello"}
 @given(flow=flows())
 def test_engine_matches_reference_and_parallelism(flow: dict[str, Any]) -> None:
     expected = interpret(flow, INPUT)
+    event(
+        "a loop went round"
+        if any((r.get("iteration") or 0) > 1 for r in expected.history)
+        else "no loop round"
+    )
     note(f"flow.yaml:\n{yaml.safe_dump(flow, sort_keys=False)}")
     note(f"reference history: {[(r['task'], r['node'], r['status']) for r in expected.history]}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -338,7 +364,7 @@ MUTATIONS = [  # what broken_flows can do to a valid flow
 @st.composite
 def broken_flows(draw: Any, mutation: str) -> Broken:
     """A valid flow broken by ``mutation`` (a cycle, an unreachable node, a degree rule, ...)."""
-    flow = draw(flows())
+    flow = draw(flows(loops=False))
     nodes: list[dict[str, Any]] = [dict(n) for n in flow["nodes"]]
     edges: list[list[str]] = [list(e) for e in flow["edges"]]
     role = {n["id"]: n["role"] for n in nodes}
