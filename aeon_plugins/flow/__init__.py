@@ -5,7 +5,7 @@
 runs are kernel runs driven by :class:`~aeon_plugins.flow.router.FlowScheduler`. See ``docs/flows.md``.
 
 Registered by the kernel by module path (decision 0015), with its node implementations (``identity``, ``pick``,
-``assign``, ``route_by``, ``collect``) and retrieval policies (``recency``, ``prefix``); none of its modules is
+``assign``, ``route_by``, ``collect``, ``call_tool``, ``template``) and retrieval policies (``recency``, ``prefix``); none of its modules is
 imported until a flow is loaded or one of them is built.
 """
 
@@ -47,7 +47,7 @@ __all__ = [
 
 
 #: the node implementations this package provides, by the name a manifest's ``impl`` uses
-_NODES = ("identity", "pick", "assign", "route_by", "collect")
+_NODES = ("identity", "pick", "assign", "route_by", "collect", "call_tool", "template")
 
 
 @hookimpl

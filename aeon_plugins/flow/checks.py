@@ -349,6 +349,12 @@ def _node_problems(
         for tool in node.tools:
             if tool not in known.tools:
                 problem("tools", f"names tool {tool!r}, which is not enabled; have: {sorted(known.tools)}")
+    called = node.options.get("tool") if node.impl == "call_tool" else None
+    if isinstance(called, str) and called not in node.tools:
+        problem(
+            "options",
+            f"call_tool calls {called!r}, which the node does not list in tools: add tools: [{called}]",
+        )
     if known.nodes is not None and node.kind == "deterministic" and node.role != "exit":
         impl = node.impl or "identity"
         if impl not in known.nodes:

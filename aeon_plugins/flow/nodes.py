@@ -21,6 +21,7 @@ from aeon_kernel.errors import AeonError, ValidationError
 from aeon_kernel.kit import RecordAction, ask_json, checked, redacted, schema_errors
 from aeon_plugins.flow.context import Layers
 from aeon_plugins.flow.manifest import Layer, NodeSpec
+from aeon_plugins.flow.templates import Template
 
 if TYPE_CHECKING:
     from aeon_kernel.kit import Components
@@ -144,6 +145,31 @@ def collect(key: str = "items") -> NodeFunction:
         return {key: [entry.get("output") for entry in value]}
 
     return run
+
+
+def call_tool(tool: str, arguments: dict[str, Any] | None = None, output: Any = None) -> NodeFunction:
+    """Call ``tool`` (which the node lists in ``tools``) with ``arguments`` filled from the input (``{/pointer}``
+    slots, :mod:`aeon_plugins.flow.templates`). The output is the tool's result, or ``output`` filled from
+    ``{"input": ..., "result": ...}``. A tool's error fails the node: there is no code to decide otherwise."""
+    filled_arguments = Template(arguments or {}, "options.arguments")
+    shape = Template(output, "options.output") if output is not None else None
+
+    def run(value: Any, context: NodeContext) -> Any:
+        given = filled_arguments.fill(value)
+        if not isinstance(given, dict):
+            raise ValidationError("call_tool: options.arguments must be an object")
+        call = context.call_tool(tool, **given)
+        if call.error is not None:
+            raise ValidationError(f"tool {tool!r} failed: {call.error.get('message') or call.error}")
+        return call.result if shape is None else shape.fill({"input": value, "result": call.result})
+
+    return run
+
+
+def template(output: Any) -> NodeFunction:
+    """``output`` with its ``{/pointer}`` slots filled from the input: rename, nest, pick and join fields."""
+    shape = Template(output, "options.output")
+    return lambda value, context: shape.fill(value)
 
 
 def _need_object(value: Any, name: str) -> None:

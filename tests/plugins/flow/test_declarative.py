@@ -1,0 +1,143 @@
+"""Deterministic steps without a plugin (issue 30 item 4): ``call_tool`` calls a listed tool with arguments filled
+from the node's input by JSON pointers, and ``template`` reshapes fields; neither evaluates anything."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from aeon_kernel import Engine
+from aeon_kernel.config import AeonConfig
+from aeon_kernel.errors import ValidationError
+from aeon_plugins.flow.engine import TaskResult
+from aeon_plugins.flow.loader import FlowError
+from aeon_plugins.flow.templates import Template
+
+CONFIG = AeonConfig().with_choice("memory", "in_memory")
+
+
+def flow_of(*nodes: dict[str, Any]) -> dict[str, Any]:
+    chain = [{"id": "in", "role": "start"}, *nodes, {"id": "out", "role": "exit"}]
+    return {
+        "name": "declarative",
+        "nodes": chain,
+        "edges": [[a["id"], b["id"]] for a, b in itertools.pairwise(chain)],
+    }
+
+
+def run(tmp_path: Path, flow: dict[str, Any], value: Any) -> TaskResult:
+    (tmp_path / "flow").mkdir(exist_ok=True)
+    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
+    with Engine.from_config_dir(tmp_path / "flow", CONFIG) as engine:
+        return engine.run(value)
+
+
+def load_problems(tmp_path: Path, flow: dict[str, Any]) -> list[str]:
+    (tmp_path / "flow").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
+    with pytest.raises(FlowError) as caught:
+        Engine.from_config_dir(tmp_path / "flow", CONFIG)
+    return [f"{p.key} {p.node} {p.message}" for p in caught.value.problems]
+
+
+TOTAL = {
+    "id": "total",
+    "role": "linear",
+    "impl": "call_tool",
+    "tools": ["calculator"],
+    "options": {
+        "tool": "calculator",
+        "arguments": {"expression": "{/price} * {/quantity}"},
+        "output": {"order": "{/input/order}", "total": "{/result/value}", "computed": "{/result/expression}"},
+    },
+}
+
+
+def test_call_tool_fills_the_arguments_from_the_input_and_shapes_the_output(tmp_path: Path) -> None:
+    result = run(tmp_path, flow_of(TOTAL), {"order": "A-17", "price": 2.5, "quantity": 4})
+    assert result.status == "success", result.message
+    assert result.output == {"order": "A-17", "total": 10, "computed": "2.5 * 4"}
+    (call,) = next(r for r in result.history if r["node"] == "total")["tool_calls"]
+    assert call["tool_name"] == "calculator" and call["arguments"] == {"expression": "2.5 * 4"}
+
+
+def test_call_tool_without_output_gives_the_tools_result(tmp_path: Path) -> None:
+    node = {**TOTAL, "options": {"tool": "calculator", "arguments": {"expression": "{/text}"}}}
+    result = run(tmp_path, flow_of(node), {"text": "7 - 2"})
+    assert result.output == {"expression": "7 - 2", "value": 5}
+
+
+def test_a_value_that_is_one_slot_keeps_its_type(tmp_path: Path) -> None:
+    node = {
+        "id": "shape",
+        "role": "linear",
+        "impl": "template",
+        "options": {"output": {"n": "{/a/0}", "s": "n={/a/0}"}},
+    }
+    result = run(tmp_path, flow_of(node), {"a": [3, 4]})
+    assert result.output == {"n": 3, "s": "n=3"}
+
+
+def test_template_renames_nests_and_joins_fields(tmp_path: Path) -> None:
+    node = {
+        "id": "shape",
+        "role": "linear",
+        "impl": "template",
+        "options": {
+            "output": {"customer": {"name": "{/user/name}"}, "line": "{/user/name}: {/text}", "raw": "{x}"}
+        },
+    }
+    result = run(tmp_path, flow_of(node), {"user": {"name": "Ada"}, "text": "refund", "noise": 1})
+    assert result.output == {"customer": {"name": "Ada"}, "line": "Ada: refund", "raw": "{x}"}
+
+
+def test_a_missing_field_fails_the_node_naming_it(tmp_path: Path) -> None:
+    result = run(tmp_path, flow_of(TOTAL), {"order": "A-17", "price": 2.5})
+    assert result.status == "failure"
+    (failed,) = [r for r in result.history if r["status"] == "failure"]
+    assert failed["node"] == "total"
+    assert "options.arguments.expression: {/quantity} is not in the input" in failed["error"]
+    assert "'order', 'price'" in failed["error"]
+
+
+def test_a_tool_error_fails_a_call_tool_node(tmp_path: Path) -> None:
+    result = run(tmp_path, flow_of(TOTAL), {"order": "A-17", "price": 1, "quantity": "0 / 0"})
+    assert result.status == "failure"
+    (failed,) = [r for r in result.history if r["status"] == "failure"]
+    assert failed["node"] == "total" and failed["error"].startswith(
+        "ValidationError: tool 'calculator' failed"
+    )
+    assert failed["tool_calls"][0]["error"] is not None
+
+
+def test_arguments_the_tools_schema_refuses_are_misuse(tmp_path: Path) -> None:
+    node = {**TOTAL, "options": {"tool": "calculator", "arguments": {"expression": "{/n}"}}}
+    result = run(tmp_path, flow_of(node), {"n": 5})
+    assert result.status == "failure" and "tool misuse" in result.history[-1]["error"]
+
+
+def test_load_checks_catch_an_unlisted_tool_and_a_malformed_pointer(tmp_path: Path) -> None:
+    unlisted = {**TOTAL, "tools": []}
+    (problem,) = load_problems(tmp_path / "a", flow_of(unlisted))
+    assert (
+        "nodes[1].options total call_tool calls 'calculator', which the node does not list in tools"
+        in problem
+    )
+    broken = {**TOTAL, "options": {"tool": "calculator", "arguments": {"expression": "{/a~9}"}}}
+    (problem,) = load_problems(tmp_path / "b", flow_of(broken))
+    assert "could not be built" in problem and "{/a~9} is not a JSON pointer" in problem
+
+
+def test_a_template_is_never_evaluated() -> None:
+    shape = Template({"x": "{/a}", "y": "{__import__('os').system('true')}", "z": "{/b} {1 + 1}"}, "output")
+    assert shape.fill({"a": "__import__('os')", "b": 2}) == {
+        "x": "__import__('os')",
+        "y": "{__import__('os').system('true')}",
+        "z": "2 {1 + 1}",
+    }
+    with pytest.raises(ValidationError, match="holds JSON values"):
+        Template({"x": object()}, "output")
