@@ -5,8 +5,8 @@
 runs are kernel runs driven by :class:`~aeon_plugins.flow.router.FlowScheduler`. See ``docs/flows.md``.
 
 Registered by the kernel by module path (decision 0015), with its node implementations (``identity``, ``pick``,
-``assign``, ``route_by``, ``collect``, ``call_tool``, ``template``) and retrieval policies (``recency``, ``prefix``); none of its modules is
-imported until a flow is loaded or one of them is built.
+``assign``, ``route_by``, ``collect``, ``call_tool``, ``template``) and retrieval policies (``recency``,
+``prefix``); none of its modules is imported until a flow is loaded or one of them is built.
 """
 
 from __future__ import annotations

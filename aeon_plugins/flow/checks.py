@@ -11,6 +11,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import jsonpointer
+
 from aeon_plugins.flow.manifest import (
     ROLE_FIELDS,
     ContextFile,
@@ -125,6 +127,9 @@ def check_flow(
                 predecessors[edge.target].append(edge.source)
     problems += _dangling_problems(dangling, successors, predecessors, loaded, at, malformed.idless)
     edges_known = malformed.edges_complete and not dangling and not malformed.idless
+    loops = {(e.source, e.target) for e in spec.edges if e.max_iterations is not None}
+    forward = {node: [t for t in targets if (node, t) not in loops] for node, targets in successors.items()}
+    map_merges = _map_problems(spec, index, forward, loaded, at, problems) if edges_known else set()
 
     for i, node in enumerate(spec.nodes):
         if index[node.id] != i:
@@ -134,6 +139,8 @@ def check_flow(
         if not edges_known or node.id in malformed.roleless:
             continue
         (min_in, max_in), (min_out, max_out) = DEGREES[node.role]
+        if node.id in map_merges:  # a map's one edge brings all its subtasks
+            min_in = 1
         for count, low, high, what in (
             (len(predecessors[node.id]), min_in, max_in, "inbound"),
             (len(successors[node.id]), min_out, max_out, "outbound"),
@@ -150,8 +157,6 @@ def check_flow(
                     )
                 )
 
-    loops = {(e.source, e.target) for e in spec.edges if e.max_iterations is not None}
-    forward = {node: [t for t in targets if (node, t) not in loops] for node, targets in successors.items()}
     cycle = _cycle(list(index), forward)
     if cycle:
         message = (
@@ -250,6 +255,56 @@ def _loop_problems(
             )
             problems.append(loaded.problem(("edges", i, "otherwise"), message, source))
     return problems
+
+
+def _map_problems(
+    spec: FlowSpec,
+    index: Mapping[str, int],
+    forward: Mapping[str, list[str]],
+    loaded: Loaded,
+    at: Any,
+    problems: list[Problem],
+) -> set[str]:
+    """The rules of maps (splits with ``over``, docs/flows.md "Maps"): a JSON pointer, one outbound edge, and a path
+    to at most one merge with no fork before it. Returns the merges maps meet at (one inbound edge is enough)."""
+    met: set[str] = set()
+    for i, node in enumerate(spec.nodes):
+        if node.over is None or node.role != "split" or index[node.id] != i:
+            continue
+        try:
+            jsonpointer.JsonPointer(node.over)
+        except jsonpointer.JsonPointerException as exc:
+            problems.append(loaded.problem(at(node.id, "over"), f"is not a JSON pointer: {exc}", node.id))
+        if len(forward[node.id]) != 1:
+            message = (
+                f"a map (a split with over) has one outbound edge, where each item's subtask starts; this one "
+                f"has {len(forward[node.id])}"
+            )
+            problems.append(loaded.problem(at(node.id, "over"), message, node.id))
+            continue
+        merges, todo, seen = set(), list(forward[node.id]), set()
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            role = spec.nodes[index[current]].role
+            if role == "merge":
+                merges.add(current)
+            elif role in ("branch", "split"):
+                message = (
+                    f"its subtasks reach {role} node {current!r} before a merge; a map's path holds no fork"
+                )
+                problems.append(loaded.problem(at(node.id, "over"), message, node.id))
+            else:
+                todo.extend(forward[current])
+        if len(merges) > 1:
+            message = (
+                f"its subtasks would meet at several merges ({', '.join(sorted(merges))}); a map meets at one"
+            )
+            problems.append(loaded.problem(at(node.id, "over"), message, node.id))
+        met |= merges
+    return met
 
 
 def _place(malformed: Malformed, i: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,11 @@ class Flow:
             if source in self.reachable(node)
         }
         object.__setattr__(self, "in_loop", frozenset(body))
+        object.__setattr__(
+            self,
+            "maps",
+            {node.id: meets(self.forward, nodes, node.id) for node in self.spec.nodes if node.over},
+        )
 
     nodes: dict[str, NodeSpec] = field(init=False)
     #: targets of each node's outbound edges, in declaration order
@@ -59,6 +65,8 @@ class Flow:
     forward: dict[str, tuple[str, ...]] = field(init=False)
     #: the nodes inside a loop (on a path from a loop edge's target back to its source)
     in_loop: frozenset[str] = field(init=False)
+    #: each map (a split with ``over``) and the merge its subtasks meet at (None: they end at exits)
+    maps: dict[str, str | None] = field(init=False)
 
     def reachable(self, node_id: str) -> frozenset[str]:
         """The node and every node reachable from it without going back along a loop edge (cached: the router asks
@@ -78,6 +86,8 @@ class Flow:
     def joins(self, fork: str, merge: str) -> bool:
         """Whether the tasks of ``fork`` meet at ``merge`` (two or more of its edges lead there), cached per pair: every
         task reaching the merge asks, so a K-way fan-out costs K lookups once, not K per subtask."""
+        if fork in self.maps:  # a map's one edge stands for all its subtasks
+            return self.maps[fork] == merge
         cache: dict[tuple[str, str], bool] = self.__dict__.setdefault("_joins", {})
         if (fork, merge) not in cache:
             cache[fork, merge] = sum(merge in self.reachable(target) for target in self.successors[fork]) >= 2
@@ -136,6 +146,23 @@ class Flow:
         }
 
 
+def meets(successors: Mapping[str, Sequence[str]], nodes: Mapping[str, NodeSpec], split: str) -> str | None:
+    """The merge a map's subtasks meet at: the first merge on the paths from its edge (the load checks make it
+    one, with no fork before it); None when every path ends at an exit."""
+    found: set[str] = set()
+    todo, seen = list(successors[split]), set()
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if nodes[node].role == "merge":
+            found.add(node)
+        else:
+            todo.extend(successors[node])
+    return min(found) if found else None
+
+
 def mermaid(flow: Flow) -> str:
     """The DAG as a Mermaid flowchart: shapes by role, agents marked."""
     shapes = {
@@ -186,9 +213,11 @@ def dot(flow: Flow) -> str:
 
 
 def _edge_label(flow: Flow, source: str, target: str) -> str | None:
-    """What a decision's edge is taken on (its output key naming the target, and a loop edge's bound); other edges
-    are always taken."""
+    """What a decision's edge is taken on (its output key naming the target, and a loop edge's bound), or a map's
+    edge taken by; other edges are always taken."""
     node = flow.nodes[source]
+    if node.over is not None:
+        return f"each item of {node.over}"
     if node.role != "decision":
         return None
     loop = flow.loops.get((source, target))

@@ -17,7 +17,12 @@ NodeKind = Literal["agent", "deterministic"]
 Layer = Literal["task", "project", "global"]
 LAYERS: tuple[Layer, ...] = ("task", "project", "global")
 #: What a node carries beside what every node has, by role (spec 004 §2.2 "role-specific metadata").
-ROLE_FIELDS: dict[str, Role] = {"route_key": "decision", "strategy": "merge", "always_fail": "exit"}
+ROLE_FIELDS: dict[str, Role] = {
+    "route_key": "decision",
+    "strategy": "merge",
+    "always_fail": "exit",
+    "over": "split",
+}
 
 _ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 
@@ -68,6 +73,8 @@ class NodeSpec(_Spec):
     strategy: Literal["collect", "successes"] | None = None
     #: exit nodes: present ``failure`` whatever the task's status
     always_fail: bool | None = None
+    #: split nodes: a map: a JSON pointer to a list in the node's output; one subtask per item (docs/flows.md "Maps")
+    over: str | None = None
 
     @property
     def decides_by(self) -> str:

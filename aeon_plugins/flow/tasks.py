@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Final, Literal, NotRequired
 
+import jsonpointer
 from pydantic import Field
 from typing_extensions import TypedDict
 
@@ -143,7 +144,7 @@ class TaskBook:
             task["output"] = output
         else:
             task["error"] = error
-            if not node.continue_on_failure or node.role in ("decision", "exit"):
+            if not node.continue_on_failure or node.role in ("decision", "exit") or node.over:
                 self._end(task, "failure", events)
                 return events
             task["status"] = "partial"  # spec 004 §3.5: it goes on with the output it had
@@ -157,8 +158,9 @@ class TaskBook:
             created = []
             spawned = task.get("spawned", 0)  # a task that forks again numbers its new children on
             task["children"] = []
-            for i, target in enumerate(route, start=spawned + 1):
-                child = _task(f"{task_id}.{i}", task_id, lineage, target, task["output"])
+            values = map_items(node.over, task["output"]) if node.over else [task["output"]] * len(route)
+            for i, (target, value) in enumerate(zip(route, values, strict=True), start=spawned + 1):
+                child = _task(f"{task_id}.{i}", task_id, lineage, target, value)
                 self.tasks[child["id"]] = child
                 task["children"].append(child["id"])
                 created.append({"task": child["id"], "lineage": lineage, "node": target})
@@ -167,6 +169,13 @@ class TaskBook:
             events.append({"event": f"{node.role}_created", "parent": task_id, "tasks": created})
             for child_id in task["children"]:
                 self._arrive(self.tasks[child_id], self.tasks[child_id]["node"], node.id, events)
+            if not route:  # a map over no items: on to where its subtasks would meet, with none
+                meet = self.flow.maps.get(node.id)
+                if meet is not None:
+                    self._merge(task, meet, [], [], events)
+                else:
+                    task["output"] = []
+                    self._end(task, task["status"], events)
         else:
             if node.role == "decision":
                 self._count_loop(task, node.id, output.get(node.decides_by), route[0], events)
@@ -294,7 +303,10 @@ class TaskBook:
         """``owner`` resumes at ``merge`` with its inputs in declaration order (inbound edge, then fork order)."""
         node = self.flow.nodes[merge]
         inbound = self.flow.inbound_order(merge)
-        ordered = sorted(parked, key=lambda c: inbound[c["arrived_from"]])  # stable: fork order within
+        if owner["node"] in self.flow.maps:  # a map's subtasks in item order, whatever path they took
+            ordered = parked
+        else:
+            ordered = sorted(parked, key=lambda c: inbound[c["arrived_from"]])  # stable: fork order within
         strategy = node.strategy or "collect"
         entries = [_entry(c) for c in ordered]
         if strategy == "collect":
@@ -341,7 +353,30 @@ def route_of(flow: Flow, task: FlowTask, node_id: str, output: Any) -> tuple[lis
                 )
             return [loop.otherwise], None
         return [chosen], None
+    if node.over is not None:
+        try:
+            return targets * len(map_items(node.over, output)), None
+        except ValueError as exc:
+            return [], f"map {node_id!r}: {exc}"
     return targets, None
+
+
+#: the most subtasks one map may create
+MAX_ITEMS: Final = 100_000
+
+
+def map_items(pointer: str, output: Any) -> list[Any]:
+    """The list a map's ``over`` points to in its node's output; ``ValueError`` saying why there is none."""
+    try:
+        items = jsonpointer.resolve_pointer(output, pointer)
+    except jsonpointer.JsonPointerException:
+        have = sorted(output) if isinstance(output, dict) else type(output).__name__
+        raise ValueError(f"over {pointer!r} is not in the node's output (it has {have})") from None
+    if not isinstance(items, list):
+        raise ValueError(f"over {pointer!r} names a {type(items).__name__}, not a list")
+    if len(items) > MAX_ITEMS:
+        raise ValueError(f"over {pointer!r} names {len(items):,} items; a map creates at most {MAX_ITEMS:,}")
+    return items
 
 
 def exhausted(flow: Flow, task: FlowTask, decision: str) -> set[str]:

@@ -19,6 +19,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonpointer
+
 #: (fewest, most) inbound and outbound edges by role: the table of docs/flows.md "Roles" (None: no limit)
 ROLE_DEGREES: dict[str, tuple[tuple[int, int | None], tuple[int, int | None]]] = {
     "start": ((0, 0), (1, 1)),
@@ -56,6 +58,8 @@ def step_output(node_id: str, value: Any, options: dict[str, Any]) -> Any:
         output = {"trail": [node_id], "merged": copy.deepcopy(value)}
     if "route" in options:
         output[options.get("key", "route")] = options["route"]
+    if "items" in options:  # what a map splits over
+        output["items"] = [{"item": i, "trail": []} for i in range(options["items"])]
     return output
 
 
@@ -146,6 +150,8 @@ class Reference:
         else:
             assert node["impl"] == "t.step", node["impl"]
             output = step_output(node_id, value, node.get("options", {}))
+        if node.get("over") is not None:
+            self.items(node_id, output)  # "a pointer that names no list fails the split node"
         if node["role"] == "decision":
             key = node.get("route_key", "route")
             if not isinstance(output, dict) or output.get(key) not in self.successors(node_id):
@@ -171,7 +177,9 @@ class Reference:
             self.history.append({**record, "status": "failure", "output": None})
             # "with continue_on_failure: true the task goes on with the output it had before the node, and its
             # status becomes partial — except on decision nodes (there is no route to take) and exits"
-            if self.nodes[node].get("continue_on_failure") and role not in ("decision", "exit"):
+            # ... "and maps (there is no list to map over)"
+            continuing = role not in ("decision", "exit") and self.nodes[node].get("over") is None
+            if self.nodes[node].get("continue_on_failure") and continuing:
                 task.status = "partial"
                 record_at = len(self.history) - 1
                 self.route(task, node, role, self.successors(node))
@@ -207,19 +215,58 @@ class Reference:
             task.loops[node, chosen] = task.loops.get((node, chosen), 0) + 1
         return chosen
 
+    def items(self, node: str, output: Any) -> list[Any]:
+        """ "``over`` names a list in the split node's output"."""
+        try:
+            items = jsonpointer.resolve_pointer(output, self.nodes[node]["over"])
+        except jsonpointer.JsonPointerException:
+            raise NodeFailed(f"map {node}: no list at over") from None
+        if not isinstance(items, list):
+            raise NodeFailed(f"map {node}: over names no list")
+        return items
+
+    def meet(self, split: str) -> str | None:
+        """ "The subtasks of a map meet at the merge their path leads to" (the first merge after the split)."""
+        merges, todo, seen = set(), list(self.successors(split)), set()
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                if self.role(node) == "merge":
+                    merges.add(node)
+                else:
+                    todo.extend(self.successors(node))
+        assert len(merges) <= 1, merges
+        return merges.pop() if merges else None
+
     def route(self, task: Task, node: str, role: str, targets: list[str]) -> None:
         """Stage step 6: by the node's role."""
         if role in ("branch", "split"):
-            # "the task waits; one clone (subtask) per outbound edge carries on with the node's output"
+            # "the task waits; one clone (subtask) per outbound edge carries on with the node's output"; "a map:
+            # one subtask per item starts at the split's one edge with the item as its value"
             kind = "clone" if role == "branch" else "subtask"
+            over = self.nodes[node].get("over") is not None
+            values = self.items(node, task.output) if over else [task.output] * len(targets)
+            targets = targets * len(values) if over else targets
+            if over and not values:
+                # "An empty list creates no subtask: the task goes on to that merge with an empty list, or ends
+                # with [] when there is none"
+                meet = self.meet(node)
+                task.output = []
+                if meet is None:
+                    self.end(task, node)
+                else:
+                    task.node = meet
+                    self.queue.append(task.id)
+                return
             children = []
-            for target in targets:
+            for target, value in zip(targets, values, strict=True):
                 task.forks += 1
                 child = Task(
                     f"{task.id}.{task.forks}",
                     task.id,
                     kind,
-                    output=copy.deepcopy(task.output),
+                    output=copy.deepcopy(value),
                     node=target,
                 )
                 self.tasks[child.id] = child
@@ -241,7 +288,9 @@ class Reference:
         fork = self.fork_of(task)
         # "A task parks at a merge when the merge is where its fork meets: two or more of the fork node's edges
         # lead to it"
-        if fork is not None and sum(target in self.reach(t) for t in self.successors(fork.node)) < 2:
+        if fork is not None and self.nodes[fork.node].get("over") is not None:
+            fork = fork if target == self.meet(fork.node) else None
+        elif fork is not None and sum(target in self.reach(t) for t in self.successors(fork.node)) < 2:
             fork = None
         if fork is None:
             # "A task that reaches a merge with no fork to wait for - the root, or a merge that joins the paths of
@@ -301,7 +350,8 @@ class Reference:
         # strategy: collect, the default — the ones that ended with failure (from is then the node where they
         # failed)"
         order = {c.id: i for i, c in enumerate(children)}
-        parked.sort(key=lambda c: (self.inbound_index(merge, fork.parked[c.id][1]), order[c.id]))
+        if self.nodes[fork.node].get("over") is None:  # "a map's merge receives its subtasks in item order"
+            parked.sort(key=lambda c: (self.inbound_index(merge, fork.parked[c.id][1]), order[c.id]))
         entries = [self.entry(c, fork.parked[c.id][1]) for c in parked]
         for child in parked:
             child.ended, child.ended_at, child.merged_into = True, merge, merge

@@ -39,7 +39,11 @@ SETTINGS = settings(
 
 
 def step(
-    fail: bool = False, route: str | None = None, key: str = "route", routes: list[str] | None = None
+    fail: bool = False,
+    route: str | None = None,
+    key: str = "route",
+    routes: list[str] | None = None,
+    items: int | None = None,
 ) -> Any:
     """``impl: t.step``: the reference's :func:`step_output`, raising when ``fail``."""
     options: dict[str, Any] = {"fail": fail, "key": key}
@@ -47,6 +51,8 @@ def step(
         options["route"] = route
     if routes is not None:
         options["routes"] = routes
+    if items is not None:
+        options["items"] = items
 
     def run(value: Any, context: Any) -> Any:
         try:
@@ -84,6 +90,8 @@ class Graph:
     exits: list[str] = field(default_factory=list)
     #: loop edges (from a decision back to the linear node before it) and their max_iterations
     loops: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: maps: splits with ``over``
+    maps: set[str] = field(default_factory=set)
 
     def add(self, role: str) -> str:
         prefix = {"start": "s", "linear": "l", "decision": "d", "branch": "b", "split": "p", "merge": "m"}
@@ -103,9 +111,9 @@ class Graph:
 class Builder:
     """The recursive grammar; every flow it builds is valid by construction."""
 
-    def __init__(self, draw: Any, budget: int, refork: bool, loops: bool = True) -> None:
+    def __init__(self, draw: Any, budget: int, refork: bool, dynamic: bool = True) -> None:
         self.draw, self.budget, self.refork, self.graph = draw, budget, refork, Graph()
-        self.loops = loops
+        self.dynamic = dynamic  # loops and maps
 
     def room(self, nodes: int) -> bool:
         return len(self.graph.roles) + nodes <= self.budget
@@ -131,8 +139,10 @@ class Builder:
             choices = ["stop"]  # first: what Hypothesis shrinks to
             if self.room(3):
                 choices += ["linear", "linear"]
-            if self.room(4) and self.loops:
+            if self.room(4) and self.dynamic:
                 choices += ["loop"]
+            if self.room(5) and self.dynamic and depth < 4 and (self.refork or not forked):
+                choices += ["map"]
             if self.room(6) and depth < 4:
                 choices += ["decision", "decision"]
                 if self.refork or not forked:
@@ -143,6 +153,21 @@ class Builder:
                     return pred
                 self.terminate(pred)
                 return None
+            if what == "map":  # pred -> split over a list -> one or two linear nodes -> a merge or an exit
+                split, body = g.add("split"), g.add("linear")
+                g.maps.add(split)
+                g.edges += [(pred, split), (split, body)]
+                if self.room(3) and self.draw(st.booleans()):
+                    after = g.add("linear")
+                    g.edges.append((body, after))
+                    body = after
+                if not self.room(2) or self.draw(st.integers(0, 3)) == 0:
+                    self.terminate(body)  # the subtasks end at exits: the split's rule settles the task
+                    return None
+                merge = g.add("merge")
+                g.edges.append((body, merge))
+                pred, forked = merge, True
+                continue
             if what == "loop":  # pred -> body -> decision, and the decision's loop edge back to body
                 body, decision = g.add("linear"), g.add("decision")
                 g.edges += [(pred, body), (body, decision), (decision, body)]
@@ -182,10 +207,11 @@ class Builder:
 
 
 @st.composite
-def graphs(draw: Any, refork: bool = False, loops: bool = True) -> Graph:
-    """The shape of a valid flow (one or two start nodes), at most MAX_NODES nodes."""
+def graphs(draw: Any, refork: bool = False, dynamic: bool = True) -> Graph:
+    """The shape of a valid flow (one or two start nodes), at most MAX_NODES nodes; ``dynamic``: with loops and
+    maps."""
     budget = draw(st.integers(8, MAX_NODES - 6))
-    builder = Builder(draw, budget, refork, loops)
+    builder = Builder(draw, budget, refork, dynamic)
     for _ in range(draw(st.integers(1, 2))):
         start = builder.graph.add("start")
         builder.chain(start, 0, may_stay_open=False)
@@ -194,9 +220,9 @@ def graphs(draw: Any, refork: bool = False, loops: bool = True) -> Graph:
 
 
 @st.composite
-def flows(draw: Any, loops: bool = True) -> dict[str, Any]:
+def flows(draw: Any, dynamic: bool = True) -> dict[str, Any]:
     """A valid ``flow.yaml`` (as a dict): a generated shape with drawn options, edges and nodes shuffled."""
-    g = draw(graphs(loops=loops))
+    g = draw(graphs(dynamic=dynamic))
     edges = draw(st.permutations(g.edges))
     successors = {n: [b for a, b in edges if a == n] for n in g.roles}
     nodes = []
@@ -206,6 +232,9 @@ def flows(draw: Any, loops: bool = True) -> dict[str, Any]:
             options: dict[str, Any] = {}
             if draw(st.integers(0, 14)) == 0:
                 options["fail"] = True
+            if node_id in g.maps:  # mostly a list of items; sometimes the trail (strings), or no list at all
+                node["over"] = draw(st.sampled_from(["/items"] * 6 + ["/trail", "/ticket", "/nothing"]))
+                options["items"] = draw(st.integers(0, 3))
             if role == "decision":
                 key = draw(st.sampled_from(["route", "route", "go"]))
                 if key != "route":
@@ -300,15 +329,16 @@ def compare(result: Any, flow: dict[str, Any], value: Any) -> None:
 INPUT = {"trail": [], "ticket": "hello"}
 
 
-@settings(SETTINGS, max_examples=250)
+@settings(SETTINGS, max_examples=400)
 @given(flow=flows())
 def test_engine_matches_reference_and_parallelism(flow: dict[str, Any]) -> None:
     expected = interpret(flow, INPUT)
-    event(
-        "a loop went round"
-        if any((r.get("iteration") or 0) > 1 for r in expected.history)
-        else "no loop round"
+    event("a loop went round" if any((r.get("iteration") or 0) > 1 for r in expected.history) else "no round")
+    mapped = any(
+        r["role"] == "split" and r["status"] == "success" and r["output"].get("items")
+        for r in expected.history
     )
+    event("a map made subtasks" if mapped else "no map subtasks")
     note(f"flow.yaml:\n{yaml.safe_dump(flow, sort_keys=False)}")
     note(f"reference history: {[(r['task'], r['node'], r['status']) for r in expected.history]}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -364,7 +394,7 @@ MUTATIONS = [  # what broken_flows can do to a valid flow
 @st.composite
 def broken_flows(draw: Any, mutation: str) -> Broken:
     """A valid flow broken by ``mutation`` (a cycle, an unreachable node, a degree rule, ...)."""
-    flow = draw(flows(loops=False))
+    flow = draw(flows(dynamic=False))
     nodes: list[dict[str, Any]] = [dict(n) for n in flow["nodes"]]
     edges: list[list[str]] = [list(e) for e in flow["edges"]]
     role = {n["id"]: n["role"] for n in nodes}
