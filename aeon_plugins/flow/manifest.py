@@ -22,6 +22,7 @@ ROLE_FIELDS: dict[str, Role] = {
     "strategy": "merge",
     "always_fail": "exit",
     "over": "split",
+    "first_success": "branch",
 }
 
 _ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
@@ -73,6 +74,8 @@ class NodeSpec(_Spec):
     strategy: Literal["collect", "successes"] | None = None
     #: exit nodes: present ``failure`` whatever the task's status
     always_fail: bool | None = None
+    #: branch nodes: the first clone to succeed settles the branch and the others are cancelled
+    first_success: bool | None = None
     #: split nodes: a map: a JSON pointer to a list in the node's output; one subtask per item (docs/flows.md "Maps")
     over: str | None = None
 

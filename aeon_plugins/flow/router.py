@@ -140,6 +140,14 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
         calls = captured()
         for stage in outcome:
             self._claimed.remove(stage.task_id)
+            task = book.tasks[stage.task_id]
+            if (
+                task["state"] == "done"
+            ):  # cancelled by an earlier stage of this cycle: it ran, and counts for nothing
+                record = self._record(None, stage, task, [])
+                run.record_stage({**record, "status": "cancelled", "error": task["error"]})
+                run.record_tool_calls(tuple(stage.tool_calls))
+                continue
             seq = book.next_seq()
             if stage.succeeded and self._writes_task_layer:
                 self.setup.layers.write_stage(run.run_id, stage.task_id, seq, stage.node_id, stage.output)
@@ -345,7 +353,7 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
     # --- records -----------------------------------------------------------------------------------------------
 
     def _record(
-        self, seq: int, stage: StageOutcome, task: FlowTask, events: list[dict[str, Any]]
+        self, seq: int | None, stage: StageOutcome, task: FlowTask, events: list[dict[str, Any]]
     ) -> dict[str, Any]:
         """The history record of one stage (spec 004 §6): input and output exactly as given, the context used, the
         tool calls, the route, what the routing did (forks, merges, task ends), the status and the times. Keys

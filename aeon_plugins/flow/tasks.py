@@ -37,7 +37,8 @@ from typing_extensions import TypedDict
 from aeon_kernel import SchedulerMemo
 from aeon_plugins.flow.graph import Flow
 
-TaskStatus = Literal["success", "failure", "partial"]
+#: ``cancelled``: a clone whose sibling won a ``first_success`` branch
+TaskStatus = Literal["success", "failure", "partial", "cancelled"]
 ROOT: Final = "t1"
 
 
@@ -168,7 +169,9 @@ class TaskBook:
             task["pending"] = len(route)  # children not yet parked or ended: the fork settles at 0
             events.append({"event": f"{node.role}_created", "parent": task_id, "tasks": created})
             for child_id in task["children"]:
-                self._arrive(self.tasks[child_id], self.tasks[child_id]["node"], node.id, events)
+                child = self.tasks[child_id]
+                if child["state"] != "done":  # not cancelled by a sibling that won as it arrived
+                    self._arrive(child, child["node"], node.id, events)
             if not route:  # a map over no items: on to where its subtasks would meet, with none
                 meet = self.flow.maps.get(node.id)
                 if meet is not None:
@@ -229,7 +232,7 @@ class TaskBook:
         events.append({"event": "arrived_at_merge", "task": task["id"], "node": target, "from": source})
         parent = self.tasks[task["parent"]] if task["parent"] is not None else None
         if parent is not None and self.flow.joins(parent["node"], target):
-            self._settle(parent, events)
+            self._settle(parent, events, task)
         else:  # the merge joins the paths of a decision: nothing to wait for
             self._merge(task, target, [task], [], events)
 
@@ -244,11 +247,14 @@ class TaskBook:
         task["ended_at"], task["exit"] = task["node"], exit_node
         events.append({"event": "task_ended", "task": task["id"], "status": status, "node": task["node"]})
         if task["parent"] is not None:
-            self._settle(self.tasks[task["parent"]], events)
+            self._settle(self.tasks[task["parent"]], events, task)
 
-    def _settle(self, parent: FlowTask, events: list[dict[str, Any]]) -> None:
-        """A child of ``parent`` parked or ended. When the last one has: merge them, or end the parent by its
-        fork's rule."""
+    def _settle(self, parent: FlowTask, events: list[dict[str, Any]], child: FlowTask) -> None:
+        """``child`` of ``parent`` parked or ended. When the last one has: merge them, or end the parent by its
+        fork's rule; at once when it succeeded in a ``first_success`` branch."""
+        if child["status"] == "success" and self.flow.nodes[parent["node"]].first_success:
+            self._win(parent, child, events)
+            return
         parent["pending"] -= 1
         if parent["pending"] > 0:
             return
@@ -291,6 +297,32 @@ class TaskBook:
             status = "partial"
         parent["node"] = fork.id
         self._end(parent, status, events)
+
+    def _win(self, parent: FlowTask, winner: FlowTask, events: list[dict[str, Any]]) -> None:
+        """``winner`` settles its ``first_success`` branch: its siblings (and their tasks) are cancelled where they
+        are, and the parent goes on with the winner alone: merged, or ended with its output."""
+        for sibling in parent["children"]:
+            if sibling != winner["id"]:
+                self._cancel(self.tasks[sibling], winner["id"], events)
+        events.append({"event": "branch_won", "task": parent["id"], "winner": winner["id"]})
+        parent["pending"] = 0
+        if winner["state"] == "parked":
+            self._merge(parent, winner["node"], [winner], [], events)
+            return
+        parent["output"] = winner["output"]
+        self._end(parent, "partial" if parent["status"] == "partial" else "success", events)
+
+    def _cancel(self, task: FlowTask, winner: str, events: list[dict[str, Any]]) -> None:
+        """A task that lost a branch ends where it is, and so do the tasks it is waiting for."""
+        if task["state"] == "done":
+            return
+        for child in task["children"]:
+            self._cancel(self.tasks[child], winner, events)
+        if task["id"] in self.queue:  # a claimed one is running: the router records its stage as cancelled
+            self.queue.remove(task["id"])
+        task["state"], task["status"], task["ended_at"] = "done", "cancelled", task["node"]
+        task["error"] = f"cancelled: {winner} won the branch"
+        events.append({"event": "task_cancelled", "task": task["id"], "node": task["node"], "winner": winner})
 
     def _merge(
         self,

@@ -273,7 +273,8 @@ class Reference:
                 children.append(child.id)
             task.fork = Fork(task.id, node, role, children)
             for child_id, target in zip(children, targets, strict=True):
-                self.arrive(self.tasks[child_id], node, target)
+                if not self.tasks[child_id].ended:  # a sibling that won as it arrived cancelled it
+                    self.arrive(self.tasks[child_id], node, target)
             return
         (target,) = targets
         self.arrive(task, node, target)
@@ -302,7 +303,7 @@ class Reference:
         # "A task routed to a merge node parks there."
         task.node = target
         fork.parked[task.id] = (target, source)
-        self.settle(fork)
+        self.settle(fork, task)
 
     def reach(self, node: str, forward: bool = False) -> set[str]:
         """``node`` and every node a path leads to from it (``forward``: taking no loop edge)."""
@@ -326,10 +327,13 @@ class Reference:
         task.ended, task.ended_at = True, node
         fork = self.fork_of(task)
         if fork is not None:
-            self.settle(fork)
+            self.settle(fork, task)
 
-    def settle(self, fork: Fork) -> None:
+    def settle(self, fork: Fork, child: Task) -> None:
         """When every task of the fork has parked or ended: resume the parent at the merge, or settle it."""
+        if self.nodes[fork.node].get("first_success") and child.status == "success":
+            self.win(fork, child)
+            return
         children = [self.tasks[c] for c in fork.children]
         if not all(c.ended or c.id in fork.parked for c in children):
             return
@@ -367,6 +371,35 @@ class Reference:
         # "with successes failed tasks are left out and do not change its status"
         parent.node, parent.output = merge, entries
         self.queue.append(parent.id)
+
+    def win(self, fork: Fork, winner: Task) -> None:
+        """ "With first_success, the first clone to succeed (it ends with success, or parks at the merge where the
+        branch meets) settles the branch at once: its siblings, and the tasks they wait for, are cancelled where
+        they are; the parent goes on to the merge with the winner alone, or ends with its output"."""
+        for sibling in fork.children:
+            if sibling != winner.id:
+                self.cancel(self.tasks[sibling])
+        parent = self.tasks[fork.parent]
+        parent.fork = None
+        if winner.id in fork.parked:
+            merge, source = fork.parked[winner.id]
+            winner.ended, winner.ended_at, winner.merged_into = True, merge, merge
+            parent.node, parent.output = merge, [self.entry(winner, source)]
+            self.queue.append(parent.id)
+            return
+        parent.output = copy.deepcopy(winner.output)
+        parent.status = "partial" if parent.status == "partial" else "success"
+        self.end(parent, fork.node)
+
+    def cancel(self, task: Task) -> None:
+        if task.ended:
+            return
+        if task.fork is not None:
+            for child in task.fork.children:
+                self.cancel(self.tasks[child])
+        if task.id in self.queue:
+            self.queue.remove(task.id)
+        task.status, task.ended, task.ended_at = "cancelled", True, task.node
 
     def settle_by_rule(self, fork: Fork, parent: Task, children: list[Task]) -> None:
         """'A fork whose tasks all end without a merge settles its parent by the fork's rule (the parent then
