@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register, hookimpl
+from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register, ValidationError, hookimpl
 
 from .bounded import to_gbnf
 from .prefix_cache import install
@@ -185,8 +185,12 @@ class LlamaCppAdapter(LLMAdapter):
         if grammar is None:
             try:
                 grammar = to_gbnf(schema, self._llama_cpp.llama_grammar)
-            except Exception as exc:  # the converter rejects some schema features
-                raise LLMError(f"llama_cpp: cannot turn the JSON Schema into a grammar: {exc}") from None
+            except (
+                Exception
+            ) as exc:  # the converter rejects some schema features: this request fails, not the model
+                raise ValidationError(
+                    f"llama_cpp: cannot turn the JSON Schema into a grammar: {exc}"
+                ) from None
             with self._grammars_lock:
                 while len(self._grammars) >= _GRAMMARS_KEPT:
                     del self._grammars[next(iter(self._grammars))]
@@ -233,8 +237,12 @@ class LlamaCppAdapter(LLMAdapter):
 
         try:
             grammar = LlamaGrammar(self._llama_cpp.llama_model_get_vocab(llama.model), gbnf)
-        except ValueError as exc:
-            raise LLMError(f"llama_cpp: {exc}") from None
+        except (
+            ValueError
+        ) as exc:  # the schema asks for what llama.cpp's grammars cannot say: this request fails
+            raise ValidationError(
+                f"llama_cpp: {exc} made of this JSON Schema; simplify its patterns"
+            ) from None
         try:
             mask = GrammarMask(
                 grammar,

@@ -21,14 +21,27 @@ from typing import Any, Final
 _REPEATED: Final = re.compile(r"\^(\[(?:\\.|[^\]\\])+\]|\\.|[^\\\[\](){}|?*+^$])([+*])\$")
 
 
+#: longer length bounds are left to the kernel's validation: llama.cpp spells a bound out as that many optional
+#: repetitions, and cannot parse (or, at 100,000, crashes on) a grammar that long
+GRAMMAR_LENGTH: Final = 256
+#: an escaped character of a pattern that GBNF cannot escape: written as a one-character class instead
+_PUNCTUATION: Final = re.compile(r"(?<!\\)\\([$.\-/#&~!@%,;:'<>=`])")
+
+
 def bounded(schema: Any) -> Any:
-    """``schema`` with the length bounds of its repeated-atom patterns written into the patterns (a copy)."""
+    """``schema`` with the length bounds of its repeated-atom patterns written into the patterns, lengths above
+    :data:`GRAMMAR_LENGTH` dropped, and escaped punctuation in patterns written as classes (a copy)."""
     if isinstance(schema, list):
         return [bounded(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     copy = {key: bounded(value) for key, value in schema.items()}
+    for key in ("minLength", "maxLength"):
+        if (_count(copy.get(key)) or 0) > GRAMMAR_LENGTH:
+            del copy[key]
     pattern, low, high = copy.get("pattern"), _count(copy.get("minLength")), _count(copy.get("maxLength"))
+    if isinstance(pattern, str):
+        pattern = copy["pattern"] = _outside_classes(pattern)
     match = _REPEATED.fullmatch(pattern) if isinstance(pattern, str) else None
     if match is not None and (low is not None or high is not None):
         atom, repeat = match.groups()
@@ -36,6 +49,18 @@ def bounded(schema: Any) -> Any:
         if high is None or least <= high:
             copy["pattern"] = f"^{atom}{{{least},{'' if high is None else high}}}$"
     return copy
+
+
+def _outside_classes(pattern: str) -> str:
+    """Outside character classes, ``\\$`` as ``[$]`` (and the like) and a stray ``]`` escaped (the converter loops
+    for ever on ``[[:alpha:]]``): the same regular expression, which llama.cpp can spell."""
+    parts = re.split(r"(\[(?:\\.|[^\]\\])*\])", pattern)  # character classes at odd places, kept as they are
+    return "".join(
+        part if i % 2 else _PUNCTUATION.sub(r"[\1]", _STRAY.sub(r"\\]", part)) for i, part in enumerate(parts)
+    )
+
+
+_STRAY: Final = re.compile(r"(?<!\\)\]")
 
 
 def _count(value: Any) -> int | None:

