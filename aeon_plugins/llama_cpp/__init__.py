@@ -216,7 +216,10 @@ class LlamaCppAdapter(LLMAdapter):
                 "llama_cpp: the top-token mask failed; decoding again with the grammar"
             )
             on_text = None if on_text is None else _Resumed(text, on_text)
-        grammar = None if gbnf is None else self._llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
+        try:
+            grammar = None if gbnf is None else self._llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
+        except ValueError as exc:  # as in _complete_top: the request fails, not the model
+            raise ValidationError(f"llama_cpp: {exc}; simplify the JSON Schema's patterns") from None
         text, usage = self._decode(llama, messages, max_tokens, temperature, on_text, grammar=grammar)
         if isinstance(on_text, _Resumed):
             on_text.check(text)
