@@ -5,7 +5,9 @@
     python bench/run.py --smoke    # one repetition of tiny sizes, W4 with 20 runs (CI: does the code still work)
     python bench/run.py --only aeon,langgraph     # some frameworks only
     python bench/run.py --profile  # cProfile of Aeon on W1 N=100: the top functions by cumulative time
-    python bench/run.py --profile W6   # ... on the 100-node flow chain (W5: the fan-out/merge flow; W7: K=1,000)
+    python bench/run.py --profile W6   # ... on the 100-node flow chain (W5: the fan-out/merge flow; W7: K=1,000;
+                                       #     W8: the map over 1,000 items; W9: the 100-round loop)
+    python bench/run.py --workloads W8,W9   # the map and the loop only (issue 30)
 
 Peers come with ``pip install -e '.[bench]'``; one that is not installed is reported as such and skipped.
 In every workload the model is an instant deterministic function returning prepared JSON, and every framework
@@ -22,6 +24,11 @@ W5 flow fan-out/merge: start → split → 10 workers → merge → exit (Aeon: 
 W6 flow chain: start → 98 linear nodes → exit, 100 nodes; the same columns.
 W7 wide fan-out: W5's shape with K = 100 and K = 1,000 workers (smoke: 20 and 50); µs per branch (a run's time
     over K), build time, history bytes per node. One variant per framework (LangGraph: plain edges).
+W8 map: start → split → work, once per item → merge → exit: one ``work`` subtask per item of a list (a dynamic
+    fan-out; K = 1,000 items, smoke: 20; LangGraph: ``Send``); µs per node (a run's time over K + 4), build time,
+    history bytes per node. A peer that cannot express it has a row saying so (``n/a``) instead of a timing.
+W9 loop: start → 100 x (step → check) → exit, the decision going back to step until the count is 100 (202
+    nodes executed; LangGraph, pydantic-graph, Haystack: a cycle); the same columns.
 
 Frameworks alternate within each repetition (the order rotates), after a warm-up. The table is printed and
 written as JSON (``bench/results.json`` by default). Timings are never asserted anywhere.
@@ -55,7 +62,7 @@ FRAMEWORKS = {  # name -> (workload module, the package that must be installed)
     "haystack": ("workloads.haystack_w", "haystack"),
     "bare": ("workloads.bare", "pydantic"),
 }
-#: W5, W6 and W7 (flows): name -> workload module (the same packages as FRAMEWORKS)
+#: W5 to W9 (flows): name -> workload module (the same packages as FRAMEWORKS)
 FLOW_MODULES = {
     "aeon": "workloads.flows_aeon",
     "langgraph": "workloads.flows_langgraph",
@@ -63,8 +70,10 @@ FLOW_MODULES = {
     "haystack": "workloads.flows_haystack",
     "bare": "workloads.flows_bare",
 }
-#: flow workload -> the function of every flow module that builds its case (W7: W5's, at each of the mode's widths)
-FLOW_WORKLOADS = {"W5": "fanout", "W6": "chain", "W7": "fanout"}
+#: flow workload -> the function of every flow module that builds its case (W7: W5's, at each of the mode's widths;
+#: W8: at the mode's ``w8_items``). A module leaves out of its ``VARIANTS`` a workload it cannot express, and says
+#: why in ``NOT_EXPRESSIBLE``.
+FLOW_WORKLOADS = {"W5": "fanout", "W6": "chain", "W7": "fanout", "W8": "map_items", "W9": "loop"}
 PEERS = ("langgraph", "pydantic_graph", "haystack")
 MISSING = "not installed: pip install -e '.[bench]'"
 ENV = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False"}
@@ -78,13 +87,14 @@ class Mode:
     reps: int  # timed samples per case
     warmup: int  # untimed runs per case first
     w1_steps_per_sample: int  # small N repeats the run within a sample, so a sample is long enough to time
-    #                           (W5, W6, W7 too: runs per sample = this // nodes per run)
+    #                           (W5 to W9 too: runs per sample = this // nodes per run)
     w2_runs: int  # executions of the 10-step plan per W2 sample
     w3_reps: int
     w4_runs: int
     w4_reps: int  # pools per framework (each a fresh pool of fresh workers)
     budget_s: float  # a case that has taken this long stops sampling (it keeps at least 3 samples)
     w7_widths: tuple[int, ...]  # W7: the fan-out widths K (issue 31: 100 and 1,000)
+    w8_items: int  # W8: the items the map hands out (issue 30: 1,000)
 
 
 MODES = {
@@ -100,6 +110,7 @@ MODES = {
         w4_reps=3,
         budget_s=60.0,
         w7_widths=(100, 1000),
+        w8_items=1000,
     ),
     "quick": Mode(
         "quick",
@@ -113,6 +124,7 @@ MODES = {
         w4_reps=2,
         budget_s=20.0,
         w7_widths=(100, 1000),
+        w8_items=1000,
     ),
     "smoke": Mode(
         "smoke",
@@ -126,6 +138,7 @@ MODES = {
         w4_reps=1,
         budget_s=5.0,
         w7_widths=(20, 50),
+        w8_items=20,
     ),
 }
 
@@ -306,7 +319,7 @@ def run_w2(modules: dict[str, Any], versions: dict[str, Any], mode: Mode, tmp: P
     return rows
 
 
-# --- W5, W6, W7: flows -----------------------------------------------------------------------------------------
+# --- W5 to W9: flows ----------------------------------------------------------------------------------------------
 
 
 def load_flow_modules(versions: dict[str, Any]) -> dict[str, Any]:
@@ -321,21 +334,29 @@ def load_flow_modules(versions: dict[str, Any]) -> dict[str, Any]:
 def run_flow(
     workload: str, modules: dict[str, Any], versions: dict[str, Any], mode: Mode, tmp: Path
 ) -> list[dict[str, Any]]:
-    """W5, W6 or W7: every framework's variants, each built once (build time: the median of a few builds).
+    """W5 to W9: every framework's variants, each built once (build time: the median of a few builds).
 
     W7 runs W5's fan-out at each of ``mode.w7_widths`` (rows keyed by ``width``, K) and times µs per branch (a
-    run's time over K, ``"per": "branch"``); W5 and W6 time µs per node."""
+    run's time over K, ``"per": "branch"``); the others time µs per node (W8, the map over ``mode.w8_items``
+    items: rows carry ``items``). A framework that cannot express the workload gets a row with ``na``, the reason.
+    """
     rows, slots = [], []
     widths: tuple[int | None, ...] = mode.w7_widths if workload == "W7" else (None,)
     for width in widths:
         for name in versions:
             if name not in FLOW_MODULES:
                 continue
+            if name in modules and workload not in modules[name].VARIANTS:
+                reason = getattr(modules[name], "NOT_EXPRESSIBLE", {}).get(workload, "not written for it")
+                rows.append({"workload": workload, "framework": name, "variant": "-", "na": reason})
+                continue
             variants = modules[name].VARIANTS[workload] if name in modules else ("plain",)
             for variant in variants:
                 row: dict[str, Any] = {"workload": workload, "framework": name, "variant": variant}
                 if width is not None:
                     row.update(width=width, per="branch")
+                if workload == "W8":
+                    row["items"] = mode.w8_items
                 rows.append(row)
                 if name not in modules:
                     row["error"] = MISSING
@@ -343,7 +364,9 @@ def run_flow(
                 where = tmp / f"{workload}-{name}-{variant}{'' if width is None else f'-{width}'}"
                 where.mkdir()
                 build_case = getattr(modules[name], FLOW_WORKLOADS[workload])
-                options = {} if width is None else {"width": width}
+                options: dict[str, int] = {} if width is None else {"width": width}
+                if workload == "W8":
+                    options["items"] = mode.w8_items
                 try:
                     build, case = [], None
                     for _ in range(1 if mode.name == "smoke" else 3):
@@ -607,15 +630,30 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         against = f"{best['framework']} {best['variant']}" if best else "-"
         label = f"W7: Aeon / fastest peer at K={k}"
         target(label, ratio(aeon_at[k], best), "<", 1.0, against, ratio(bare_at[k], best))
+    # W8 and W9, issue 30: Aeon (its history always on) under the fastest peer, of any variant, that can express
+    # the map or the loop (< 1: ahead of every peer, as on W5 and W6)
+    for workload in ("W8", "W9"):
+        rows = results.get(workload) or []
+        if not rows:
+            continue
+        aeon, bare = _find(rows, framework="aeon"), _find(rows, framework="bare")
+        peers = [r for r in rows if r["framework"] in PEERS and "median" in r]
+        best = min(peers, key=lambda r: r["median"], default=None)
+        against = f"{best['framework']} {best['variant']}" if best else "-"
+        items = next((r["items"] for r in rows if "items" in r), None)
+        shape = f"map of K={items}" if workload == "W8" else "loop of 100 rounds"
+        label = f"{workload}: Aeon / fastest peer, {shape}"
+        target(label, ratio(aeon, best), "<", 1.0, against, ratio(bare, best))
     return found
 
 
 def flow_ratios(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """W5 and W6, from this one run: Aeon (which always records its history) against the fastest peer of any
-    variant, and against LangGraph with ``InMemorySaver`` (history on both sides); the bytes each keeps per node.
-    The issue sets no target for them, so there is no verdict (W7's are among the targets)."""
+    """W5, W6, W8 and W9, from this one run: Aeon (which always records its history) against the fastest peer of
+    any variant (W5, W6; W8's and W9's are among the targets), and against LangGraph with ``InMemorySaver``
+    (history on both sides); the bytes each keeps per node. The issue sets no target for these, so there is no
+    verdict (W7's are among the targets)."""
     found = []
-    for workload in ("W5", "W6"):
+    for workload in ("W5", "W6", "W8", "W9"):
         rows = results.get(workload) or []
         aeon = _find(rows, framework="aeon")
         if aeon is None:
@@ -624,15 +662,16 @@ def flow_ratios(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]
         best = min(peers, key=lambda r: r["median"], default=None)
         bare = _find(rows, framework="bare")
         memory = _find(rows, framework="langgraph", variant="memory")
-        found.append(
-            {
-                "workload": workload,
-                "label": "Aeon (history on) / fastest peer",
-                "value": aeon["median"] / best["median"] if best else None,
-                "against": f"{best['framework']} {best['variant']}" if best else "-",
-                "floor": bare["median"] / best["median"] if bare and best else None,
-            }
-        )
+        if workload in ("W5", "W6"):
+            found.append(
+                {
+                    "workload": workload,
+                    "label": "Aeon (history on) / fastest peer",
+                    "value": aeon["median"] / best["median"] if best else None,
+                    "against": f"{best['framework']} {best['variant']}" if best else "-",
+                    "floor": bare["median"] / best["median"] if bare and best else None,
+                }
+            )
         found.append(
             {
                 "workload": workload,
@@ -748,6 +787,8 @@ def format_table(report: dict[str, Any]) -> str:
         "W5": "W5 flow fan-out/merge: start → split → 10 workers → merge → exit",
         "W6": "W6 flow chain: start → 98 linear → exit",
         "W7": "W7 wide fan-out: start → split → K workers → merge → exit (K + 4 nodes)",
+        "W8": "W8 map: start → split → work, one subtask per item → merge → exit",
+        "W9": "W9 loop: start → 100 x (step → check), check going back to step → exit",
     }
     for workload in FLOW_WORKLOADS:
         rows = results.get(workload) or []
@@ -756,6 +797,9 @@ def format_table(report: dict[str, Any]) -> str:
         wide = any("width" in r for r in rows)  # W7: a row per K, µs per branch
         if wide:
             out(f"{titles[workload]}; µs per branch (a run's time / K); build once per flow/graph")
+        elif workload == "W8":
+            items = next((r["items"] for r in rows if "items" in r), "?")
+            out(f"{titles[workload]} (K = {items}, K + 4 nodes); µs per node; build once per flow/graph")
         else:
             nodes = next((r["nodes"] for r in rows if "nodes" in r), "?")
             out(f"{titles[workload]} ({nodes} nodes); µs per node; build once per flow/graph")
@@ -766,6 +810,9 @@ def format_table(report: dict[str, Any]) -> str:
         )
         for r in rows:
             head = (f"{r['width']:>5}  " if wide else "") + f"{r['framework']:15} {r['variant']:8}"
+            if "na" in r:
+                out(f"{head} n/a: {r['na']}")
+                continue
             if "median" not in r:
                 out(f"{head} {r.get('error', 'no samples')}")
                 continue
@@ -807,8 +854,9 @@ def format_table(report: dict[str, Any]) -> str:
 
 
 def profile(top: int, workload: str = "W1", n: int = 100) -> None:
-    """cProfile Aeon on W1 (N steps), W5 (the fan-out flow), W6 (the flow chain) or W7 (the fan-out at K=1,000):
-    the top functions by cumulative and by own time (built-ins included), with shares.
+    """cProfile Aeon on W1 (N steps), W5 (the fan-out flow), W6 (the flow chain), W7 (the fan-out at K=1,000), W8
+    (the map over 1,000 items) or W9 (the 100-round loop): the top functions by cumulative and by own time
+    (built-ins included), with shares.
 
     Shares are of the profiled runs' total; cProfile's own overhead inflates the absolute times (compare shares).
     """
@@ -822,6 +870,8 @@ def profile(top: int, workload: str = "W1", n: int = 100) -> None:
         else:
             flows_aeon = load_flow_modules({"aeon": "installed"})["aeon"]
             options = {"width": max(MODES["full"].w7_widths)} if workload == "W7" else {}
+            if workload == "W8":
+                options = {"items": MODES["full"].w8_items}
             case = getattr(flows_aeon, FLOW_WORKLOADS[workload])("history", Path(tmp), **options)
             runs = max(5 if options else 20, 5000 // case.units)
             title = f"Aeon {workload} ({FLOW_WORKLOADS[workload]}, {case.units} nodes)"
@@ -873,20 +923,22 @@ def main() -> int:
     parser.add_argument(
         "--only", help=f"comma-separated frameworks (default: all of {', '.join(FRAMEWORKS)})"
     )
-    parser.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7", help="comma-separated (default: all)")
+    parser.add_argument(
+        "--workloads", default="W1,W2,W3,W4,W5,W6,W7,W8,W9", help="comma-separated (default: all)"
+    )
     parser.add_argument(
         "--reps",
         type=int,
-        help="timed samples per case in W1, W2, W5, W6, W7 (default: the mode's; raise it when busy)",
+        help="timed samples per case in W1, W2, W5 to W9 (default: the mode's; raise it when busy)",
     )
     parser.add_argument("--out", type=Path, default=BENCH / "results.json", help="where to write the JSON")
     parser.add_argument(
         "--profile",
         nargs="?",
         const="W1",
-        choices=("W1", "W5", "W6", "W7"),
-        help="profile Aeon instead: on W1 N=100 (the default), W5 (the fan-out flow), W6 (the flow chain) or W7 "
-        "(the fan-out at K=1000)",
+        choices=("W1", "W5", "W6", "W7", "W8", "W9"),
+        help="profile Aeon instead: on W1 N=100 (the default), W5 (the fan-out flow), W6 (the flow chain), W7 "
+        "(the fan-out at K=1000), W8 (the map over 1,000 items) or W9 (the 100-round loop)",
     )
     parser.add_argument("--top", type=int, default=10, help="functions shown by --profile")
     parser.add_argument("--w4-child", nargs=3, metavar=("FRAMEWORK", "WHAT", "RUNS"), help=argparse.SUPPRESS)

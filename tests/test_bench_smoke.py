@@ -28,7 +28,7 @@ def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
     assert set(report["versions"]) == {"aeon"}
     results = report["results"]
     aeon = {workload: [r for r in rows if r["framework"] == "aeon"] for workload, rows in results.items()}
-    assert set(aeon) == {"W1", "W2", "W3", "W4", "W5", "W6", "W7"}
+    assert set(aeon) == {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9"}
     for workload, rows in aeon.items():
         assert rows, f"no Aeon row for {workload}"
         assert all("error" not in row for row in rows), rows
@@ -57,6 +57,13 @@ def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
     for row in aeon["W7"]:
         assert row["variant"] == "history" and row["per"] == "branch" and row["nodes"] == row["width"] + 4
         assert {"median", "build_ms"} <= set(row) and row["history_bytes_per_node"] > 0
+    # W8, the map over K items, and W9, the 100-round loop (issue 30): µs per node over the nodes executed
+    (mapped,) = aeon["W8"]
+    assert mapped["variant"] == "history" and mapped["items"] == 20 and mapped["nodes"] == 20 + 4
+    (looped,) = aeon["W9"]
+    assert looped["variant"] == "history" and looped["nodes"] == 2 * 100 + 2
+    for row in (mapped, looped):
+        assert {"median", "build_ms"} <= set(row) and row["history_bytes_per_node"] > 0
     # the required-work floor (bench/required_work.py) is measured beside Aeon's W1, and compared with it
     (floor,) = [row for row in results["W1"] if row["framework"] == "floor"]
     assert floor["n"] == 10 and "error" not in floor and floor["median"] > 0
@@ -65,7 +72,12 @@ def test_smoke_run_writes_every_workload_for_aeon(tmp_path: Path) -> None:
     assert goals["W1 N=10: Aeon / required-work floor"]["limit"] == "<= 2"
     assert isinstance(goals["W7: Aeon µs/branch K=50 / K=20"]["value"], float)
     assert {"W7: Aeon / fastest peer at K=20", "W7: Aeon / fastest peer at K=50"} <= set(goals)
+    # no peer ran, so W8's and W9's targets have no value, but they are there
+    assert {"W8: Aeon / fastest peer, map of K=20", "W9: Aeon / fastest peer, loop of 100 rounds"} <= set(
+        goals
+    )
     assert "Targets" in done.stdout and "Flow ratios" in done.stdout and "W7 wide fan-out" in done.stdout
+    assert "W8 map" in done.stdout and "W9 loop" in done.stdout
 
 
 def test_the_required_work_floor_runs() -> None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import jsonpointer
 
+from aeon_kernel.errors import ValidationError
+from aeon_kernel.kit import schema_errors
 from aeon_plugins.flow.manifest import (
     ROLE_FIELDS,
     ContextFile,
@@ -22,6 +24,7 @@ from aeon_plugins.flow.manifest import (
     ProfileRef,
     ProfileSpec,
 )
+from aeon_plugins.flow.templates import Template
 from aeon_plugins.flow.yamlfile import Loaded, Problem, dotted
 
 
@@ -404,6 +407,16 @@ def _node_problems(
         for tool in node.tools:
             if tool not in known.tools:
                 problem("tools", f"names tool {tool!r}, which is not enabled; have: {sorted(known.tools)}")
+    schema = schemas.get(node.output_schema) if node.output_schema else None
+    if node.example is not None and isinstance(schema, dict):
+        wrong = schema_errors(schema, node.example)
+        if wrong:
+            problem("example", f"does not match output schema {node.output_schema!r} ({wrong[0]}): fix it")
+    for i, check in enumerate(node.checks):
+        try:
+            Template(list(check.equal or check.within or ()), f"checks[{i}]")
+        except ValidationError as exc:
+            problem("checks", str(exc))
     called = node.options.get("tool") if node.impl == "call_tool" else None
     if isinstance(called, str) and called not in node.tools:
         problem(

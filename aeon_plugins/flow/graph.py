@@ -9,6 +9,9 @@ from typing import Any
 
 from aeon_plugins.flow.manifest import EdgeSpec, FlowSpec, MemoryFile, NodeSpec, ProfileRef, ProfileSpec
 
+#: the items a map's default TTL makes room for (a longer list needs ``ttl:``)
+MAP_ITEMS_ROOM = 1000
+
 
 @dataclass(frozen=True)
 class Flow:
@@ -127,7 +130,11 @@ class Flow:
     @property
     def ttl(self) -> int:
         bounds = sum(edge.max_iterations or 0 for edge in self.loops.values())
-        return self.spec.ttl or len(self.nodes) * (10 + bounds)
+        mapped = sum(  # each map's body: the nodes from its edge to the merge it meets at
+            len(self.reachable(self.successors[split][0]) - (self.reachable(meet) if meet else frozenset()))
+            for split, meet in self.maps.items()
+        )
+        return self.spec.ttl or len(self.nodes) * (10 + bounds) + MAP_ITEMS_ROOM * (mapped + len(self.maps))
 
     def schema(self, name: str | None) -> dict[str, Any] | None:
         return None if name is None else self.schemas[name]

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from aeon_kernel.errors import AeonError, ValidationError
-from aeon_kernel.kit import check_schema
+from aeon_kernel.kit import check_schema, schema_errors
 from aeon_plugins.flow.checks import DEGREES, Known, Malformed, Sources, check_flow
 from aeon_plugins.flow.graph import Flow
 from aeon_plugins.flow.manifest import ContextFile, EdgeSpec, FlowSpec, MemoryFile, NodeSpec
@@ -227,6 +227,11 @@ def _schemas(
         except ValidationError as exc:
             problems.append(Problem(shown, f"is not a valid JSON Schema: {exc}"))
             continue
+        examples = loaded.value.get("examples")
+        for i, example in enumerate(examples if isinstance(examples, list) else []):
+            wrong = schema_errors(loaded.value, example)
+            if wrong:  # a model shown an example copies it: one that is wrong is worse than none
+                problems.append(Problem(shown, f"examples[{i}] does not match the schema: {wrong[0]}"))
         schemas[path.stem] = loaded.value
         hashes[shown] = loaded.digest
     return schemas, frozenset(path.stem for path in files)

@@ -38,6 +38,23 @@ class ProfileRef(_Spec):
     profile: str
 
 
+class OutputCheck(_Spec):
+    """A check on a node's output (docs/flows.md "Checks"): two values, each a template with ``{/pointer}`` slots into
+    ``{"input", "output", "tools"}`` (``tools``: each tool's latest result in this stage), that must be ``equal``,
+    or the first's text found ``within`` the second's. A failed check fails the node."""
+
+    equal: tuple[Any, Any] | None = None
+    within: tuple[Any, Any] | None = None
+    #: what a failure says (default: both values)
+    message: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> OutputCheck:
+        if (self.equal is None) == (self.within is None):
+            raise ValueError("a check has one of equal and within")
+        return self
+
+
 class NodeSpec(_Spec):
     """One node of ``flow.yaml`` (spec 004 §2.2)."""
 
@@ -63,6 +80,8 @@ class NodeSpec(_Spec):
     #: per tool, the permissions this node's calls may use: fewer than ``[tools.<name>] grant`` gives, never more
     #: (a tool not named here keeps its whole grant)
     permissions: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: checks on the node's output; an agent node whose reply fails one is asked once more, with the finding
+    checks: tuple[OutputCheck, ...] = ()
     #: on failure, go on with the task marked ``partial`` (and the output it had before this node)
     continue_on_failure: bool = False
     #: the default: a failed node ends its task with ``failure``

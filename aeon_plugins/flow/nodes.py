@@ -194,7 +194,9 @@ def agent_schema(node: NodeSpec, schema: dict[str, Any] | None, targets: tuple[s
 def agent_prompt(
     node: NodeSpec, value: Any, context: list[dict[str, Any]], tool_results: list[ToolCall]
 ) -> str:
-    """The prompt of an agent node: the instruction, its input, its context, and the reply format."""
+    """The prompt of an agent node: the instruction, its input, its context, and the reply format. (Rendering the
+    input and context one item per line instead of as JSON was measured worse on bench/flow_routes: 20/20/15
+    of 30 right against 24/23/18, so the JSON stays.)"""
     parts = [node.instruction or "", "", "Input:", json.dumps(value, ensure_ascii=False, default=str)]
     if context:
         parts += [
@@ -216,6 +218,32 @@ def agent_prompt(
         parts += ["", f"Choose the next step by setting {node.decides_by!r}."]
     parts += ["", "Reply with one JSON object only."]
     return "\n".join(parts)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def check_output(node: NodeSpec, value: Any, output: Any, calls: list[ToolCall]) -> list[str]:
+    """The findings of the node's ``checks`` on ``output`` (none: every check passed)."""
+    document = {
+        "input": value,
+        "output": output,
+        "tools": {call.tool_name: call.result for call in calls if call.error is None},
+    }
+    findings = []
+    for i, check in enumerate(node.checks):
+        kind, pair = ("equal", check.equal) if check.equal is not None else ("within", check.within)
+        try:
+            first, second = Template(list(pair or ()), f"checks[{i}].{kind}").fill(document)
+        except ValidationError as exc:
+            findings.append(str(exc))
+            continue
+        if kind == "equal" and first != second:
+            findings.append(check.message or f"checks[{i}]: {_text(first)!r} is not {_text(second)!r}")
+        elif kind == "within" and _text(first).casefold() not in _text(second).casefold():
+            findings.append(check.message or f"checks[{i}]: {_text(first)!r} is not in {_text(second)!r}")
+    return findings
 
 
 def run_agent(
@@ -266,4 +294,11 @@ def run_agent(
     prompt = agent_prompt(node, value, context.context, context.tool_calls)
     if node.example is not None:
         prompt += "\nExample reply: " + json.dumps(node.example, ensure_ascii=False)
-    return ask(prompt, schema)
+    output = ask(prompt, schema)
+    findings = check_output(node, value, output, context.tool_calls) if node.checks else []
+    if findings:  # once more, told what was wrong (the router checks the second reply and fails the node)
+        output = ask(
+            f"{prompt}\nYour reply {json.dumps(output)} was wrong: {'; '.join(findings)}. Reply again.",
+            schema,
+        )
+    return output

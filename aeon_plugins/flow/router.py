@@ -36,6 +36,7 @@ from aeon_kernel import (
 )
 from aeon_kernel.errors import LLMError
 from aeon_kernel.kit import (
+    Check,
     begin_capture,
     captured,
     decode_own,
@@ -47,7 +48,14 @@ from aeon_kernel.kit import (
 )
 from aeon_plugins.flow.context import Layers, RetrievalPolicy, assemble
 from aeon_plugins.flow.graph import Flow
-from aeon_plugins.flow.nodes import NodeContext, NodeFunction, ToolMisuseError, agent_schema, run_agent
+from aeon_plugins.flow.nodes import (
+    NodeContext,
+    NodeFunction,
+    ToolMisuseError,
+    agent_schema,
+    check_output,
+    run_agent,
+)
 from aeon_plugins.flow.tasks import FlowBook, FlowTask, TaskBook, exhausted, route_of
 
 
@@ -68,6 +76,8 @@ class StageOutcome:
     route: list[str] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     model_calls: list[dict[str, Any]] = field(default_factory=list)
+    #: the node's declared checks on its output, as the run's verification records them
+    checks: list[Check] = field(default_factory=list)
     duration_ms: float = 0.0
 
 
@@ -156,6 +166,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             task = book.tasks[stage.task_id]
             run.record_stage(self._record(seq, stage, task, events))
             run.record_tool_calls(tuple(stage.tool_calls))
+            for check in stage.checks:
+                run.record_check(check)
             if calls is not None:
                 calls.extend(stage.model_calls)
             if not stage.succeeded:
@@ -321,6 +333,20 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
                 raise _StageFailed(
                     f"output does not match schema {node.output_schema!r}: {'; '.join(problems)}"
                 )
+            if node.checks:
+                findings = check_output(node, value, output, stage.tool_calls)
+                stage.checks.append(
+                    Check(
+                        name="node_check",
+                        subject="output",
+                        verdict="failed" if findings else "passed",
+                        detail="; ".join(findings) or None,
+                        step_id=context.stage_id,
+                        by=node.id,
+                    )
+                )
+                if findings:
+                    raise _StageFailed(f"check failed: {'; '.join(findings)}")
             route, error = route_of(flow, task, node.id, output)
             if error:
                 raise _StageFailed(error)

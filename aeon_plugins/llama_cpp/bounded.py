@@ -21,9 +21,9 @@ from typing import Any, Final
 _REPEATED: Final = re.compile(r"\^(\[(?:\\.|[^\]\\])+\]|\\.|[^\\\[\](){}|?*+^$])([+*])\$")
 
 
-#: longer length bounds are left to the kernel's validation: llama.cpp spells a bound out as that many optional
-#: repetitions, and cannot parse (or, at 100,000, crashes on) a grammar that long
-GRAMMAR_LENGTH: Final = 256
+#: longer length bounds are left to the kernel's validation: llama.cpp spells a bound out as that many nested
+#: optional repetitions, and refuses one of 1,200 (at 100,000 it crashed); 1,000 still parses
+GRAMMAR_LENGTH: Final = 1000
 #: an escaped character of a pattern that GBNF cannot escape: written as a one-character class instead
 _PUNCTUATION: Final = re.compile(r"(?<!\\)\\([$.\-/#&~!@%,;:'<>=`])")
 

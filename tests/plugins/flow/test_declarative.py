@@ -4,6 +4,7 @@ from the node's input by JSON pointers, and ``template`` reshapes fields; neithe
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def flow_of(*nodes: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(tmp_path: Path, flow: dict[str, Any], value: Any) -> TaskResult:
-    (tmp_path / "flow").mkdir(exist_ok=True)
+    (tmp_path / "flow").mkdir(parents=True, exist_ok=True)
     (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
     with Engine.from_config_dir(tmp_path / "flow", CONFIG) as engine:
         return engine.run(value)
@@ -141,3 +142,83 @@ def test_a_template_is_never_evaluated() -> None:
     }
     with pytest.raises(ValidationError, match="holds JSON values"):
         Template({"x": object()}, "output")
+
+
+# --- checks on a node's output (issue 30 item 5) -----------------------------------------------------------------
+
+
+def test_a_check_that_fails_fails_the_node_and_contradicts_the_run(tmp_path: Path) -> None:
+    checked = {
+        **TOTAL,
+        "checks": [
+            {"equal": ["{/output/total}", "{/tools/calculator/value}"]},
+            {"within": ["{/output/order}", "{/input/order}"], "message": "the order must be the input's"},
+        ],
+    }
+    good = run(tmp_path / "good", flow_of(checked), {"order": "A-17", "price": 2, "quantity": 3})
+    assert good.status == "success"
+    checks = good.run.to_dict()["verification"]["checks"]
+    assert [(c["name"], c["verdict"], c["step_id"]) for c in checks] == [("node_check", "passed", "t1/total")]
+    wrong = {**checked, "options": {**TOTAL["options"], "output": {"order": "B-1", "total": 7}}}
+    bad = run(tmp_path / "bad", flow_of(wrong), {"order": "A-17", "price": 2, "quantity": 3})
+    assert bad.status == "failure"
+    (failed,) = [r for r in bad.history if r["status"] == "failure"]
+    assert failed["error"] == "check failed: checks[0]: '7' is not '6'; the order must be the input's"
+    verification = bad.run.to_dict()["verification"]
+    assert verification["verdict"] == "contradicted" and "node_check" in verification["reason"]
+
+
+def test_an_agent_node_that_fails_its_check_is_asked_once_more_with_the_finding(tmp_path: Path) -> None:
+    flow = flow_of(
+        {
+            "id": "copy",
+            "role": "linear",
+            "kind": "agent",
+            "instruction": "Copy the name.",
+            "checks": [{"within": ["{/output/name}", "{/input/name}"], "message": "copy the input's name"}],
+        }
+    )
+    (tmp_path / "flow").mkdir()
+    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
+    replies = [{"name": "Bob"}, {"name": "Ada"}]
+    config = CONFIG.with_choice("llm", "scripted", responses=replies)
+    with Engine.from_config_dir(tmp_path / "flow", config) as engine:
+        result = engine.run({"name": "Ada"})
+        prompts = [asked["prompt"] for asked in engine.engine.llm.adapter.prompts]
+    assert result.status == "success" and result.output == {"name": "Ada"}
+    assert len(prompts) == 2 and 'Your reply {"name": "Bob"} was wrong: copy the input\'s name' in prompts[1]
+
+
+def test_bad_checks_and_examples_are_load_problems(tmp_path: Path) -> None:
+    (tmp_path / "flow" / "schemas").mkdir(parents=True)
+    schema = {
+        "type": "object",
+        "required": ["n"],
+        "properties": {"n": {"type": "integer"}},
+        "examples": [{"n": "x"}],
+    }
+    (tmp_path / "flow" / "schemas" / "count.json").write_text(json.dumps(schema))
+    flow = flow_of(
+        {
+            "id": "ask",
+            "role": "linear",
+            "kind": "agent",
+            "instruction": "Count.",
+            "output_schema": "count",
+            "example": {"n": 1.5},
+            "checks": [{"equal": ["{/output/n~9}", 1]}],
+        },
+        {"id": "both", "role": "linear", "checks": [{"equal": [1, 1], "within": [1, 1]}]},
+    )
+    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
+    with pytest.raises(FlowError) as caught:
+        Engine.from_config_dir(tmp_path / "flow", CONFIG)
+    listed = [f"{p.file} {p.key} {p.message}" for p in caught.value.problems]
+    assert any("schemas/count.json" in p and "examples[0] does not match the schema" in p for p in listed), (
+        listed
+    )
+    assert any("nodes[1].example" in p and "does not match output schema 'count'" in p for p in listed), (
+        listed
+    )
+    assert any("nodes[1].checks" in p and "is not a JSON pointer" in p for p in listed), listed
+    assert any("a check has one of equal and within" in p for p in listed), listed

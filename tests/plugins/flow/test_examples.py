@@ -120,6 +120,30 @@ CASES = (
         {"sentiment": "negative", "quote": BROKEN},
     ),
 )
+KETTLE = "The kettle leaks. Can I get my 30 euros back?"
+BLENDER = "Do you have the blender in red?"
+CASES += (
+    Case(
+        "refund-check",
+        "refund",
+        {"message": KETTLE},
+        "refund",
+        ("t1/in", "t1/extract", "t1/check", "t1/refund"),
+        {
+            "message": KETTLE,
+            "amount": 5,
+            "route": "refund",
+        },  # the 270M model's amount is the example's (README)
+    ),
+    Case(
+        "refund-check",
+        "none",
+        {"message": BLENDER},
+        "none",
+        ("t1/in", "t1/extract", "t1/check", "t1/none"),
+        {"message": BLENDER, "amount": 5, "route": "none"},
+    ),
+)
 BY_ID = {f"{case.flow}/{case.name}": case for case in CASES}
 
 
@@ -168,11 +192,13 @@ def run_case(case: Case, **options: Any) -> tuple[Flow, TaskResult]:
 # --- valid as shipped, documented (fast) ----------------------------------------------------------------------
 
 
-def test_the_examples_show_decision_split_merge_branch_and_a_context_profile() -> None:
+def test_the_examples_show_decision_split_merge_branch_a_context_profile_a_loop_and_a_check() -> None:
     roles = {name: {node.role for node in load_flow(EXAMPLES / name).spec.nodes} for name in FLOWS}
     assert any({"decision", "split", "merge"} <= found for found in roles.values()), roles
     assert any({"branch", "merge"} <= found for found in roles.values()), roles
     assert any(load_flow(EXAMPLES / name).profiles for name in FLOWS)
+    assert any(load_flow(EXAMPLES / name).loops for name in FLOWS)
+    assert any(node.checks for name in FLOWS for node in load_flow(EXAMPLES / name).spec.nodes)
     assert {case.flow for case in CASES} == set(FLOWS), "every example has a recorded case"
 
 
