@@ -228,6 +228,7 @@ class Engine:
             "config_fingerprint": fingerprint,
             "llm": self.config.choice("llm").use,  # the adapter chosen (a replay answers for it)
             "model": self.llm.model_id,
+            "model_fingerprint": getattr(self.llm.adapter, "fingerprint", None),  # the weights' hash (§10.2)
             "cassette": cassette,
         }
         if self._project is not None:  # a project `aeon init` wrote: its template and whether its lock holds

@@ -49,6 +49,8 @@ class PolicyAction(BaseModel):
     resources: dict[str, list[str]] = Field(default_factory=dict)
     #: the tools a stage may call (``stage`` only)
     tools: tuple[str, ...] = ()
+    #: the stage's assembled context items, ``{"layer", "key", "value"}`` (``stage`` only; spec 004 §10.5)
+    context: tuple[dict[str, Any], ...] = ()
 
 
 class PolicyDecision(BaseModel):

@@ -382,3 +382,46 @@ def test_a_node_may_narrow_a_grant_but_never_widen_it(tmp_path: Path) -> None:
     )
     with pytest.raises(FlowError, match=r"a node may narrow a grant, never widen it"):
         Engine.from_config_dir(directory, config, plugins=[Inbox()])
+
+
+class ContextJudge(Policy):
+    """Denies a flow stage whose assembled context holds a word (spec 004 §10.5: the evaluator sees the context)."""
+
+    def __init__(self, word: str = "secret") -> None:
+        self.word = word
+        self.stages: list[PolicyAction] = []
+
+    def evaluate(self, action: PolicyAction) -> PolicyDecision | None:
+        if action.kind != "stage":
+            return None
+        self.stages.append(action)
+        if self.word in json.dumps(action.context):
+            return PolicyDecision(allowed=False, rule="no-secret-context", reason=f"the context holds {self.word!r}")
+        return None
+
+
+class ContextJudgePlugin:
+    @hookimpl
+    def aeon_register_policies(self, register: Register) -> None:
+        register("context_judge", ContextJudge)
+
+
+def test_a_policy_sees_each_stages_assembled_context_before_the_node_runs(tmp_path: Path) -> None:
+    flow = chain(
+        START,
+        {"id": "keep", "role": "linear", "impl": "pick", "options": {"keys": ["note"]}},
+        {"id": "use", "role": "linear", "context": {"profile": "recent"}},
+        EXIT,
+    )
+    directory = write_flow(tmp_path / "flow", flow, context={"profiles": {"recent": {"layers": ["task"]}}})
+    config = parse_config({"memory": {"use": "in_memory"}, "policy": {"use": ["context_judge"]}})
+    with Engine.from_config_dir(directory, config, plugins=[ContextJudgePlugin()]) as engine:
+        fine = engine.run({"note": "lunch at noon"})
+        refused = engine.run({"note": "the secret code is 42"})
+        (judge,) = (p for _, p in engine.engine.policies)
+    assert fine.status == "success"
+    use = [a for a in judge.stages if a.node == "use"]
+    assert [item["value"] for item in use[0].context] == [{"note": "lunch at noon"}, {"note": "lunch at noon"}]
+    assert refused.status == "failure"
+    record = next(r for r in refused.history if r["node"] == "use")
+    assert "no-secret-context" in record["error"] and record["context"]  # the history keeps what was judged

@@ -293,17 +293,6 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
                 raise _StageFailed(
                     f"input does not match schema {node.input_schema!r}: {'; '.join(problems)}"
                 )
-            if setup.judges:
-                action = PolicyAction(
-                    kind="stage",
-                    run_id=run.run_id,
-                    stage=f"{task_id}/{node.id}",
-                    node=node.id,
-                    tools=node.tools,
-                )
-                refused = denial(setup.judges, action)
-                if refused is not None:
-                    raise _StageFailed(f"PolicyDeniedError: {refused}")
             lineage = book.lineage(task_id)
             try:
                 stage.context = assemble(
@@ -311,6 +300,18 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
                 )
             except Exception as exc:
                 raise _StageFailed(f"context assembly failed: {type(exc).__name__}: {exc}") from None
+            if setup.judges:  # spec 004 §10.5: the policy sees the stage's context before the node runs
+                action = PolicyAction(
+                    kind="stage",
+                    run_id=run.run_id,
+                    stage=f"{task_id}/{node.id}",
+                    node=node.id,
+                    tools=node.tools,
+                    context=tuple({k: i[k] for k in ("layer", "key", "value")} for i in stage.context),
+                )
+                refused = denial(setup.judges, action)
+                if refused is not None:
+                    raise _StageFailed(f"PolicyDeniedError: {refused}")
             context = NodeContext(
                 run.run_id,
                 task_id,

@@ -23,6 +23,8 @@ when this module is imported, so the plugin can always be listed.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
 import logging
 import os
@@ -168,6 +170,7 @@ class LlamaCppAdapter(LLMAdapter):
             install(context, llama_cpp, prefix_cache)
             self._idle.put(context)
         self.model_id = Path(path).stem
+        self._path = path
         # constrain = false turns grammars off (to measure what they buy); the kernel still validates everything.
         self.constrain: str | None = _CONSTRAIN[constrain]
         self.supports_json_schema = self.constrain is not None
@@ -175,6 +178,27 @@ class LlamaCppAdapter(LLMAdapter):
         self.seed, self.top_k, self.top_p, self.repeat_penalty = seed, top_k, top_p, repeat_penalty
         self._grammars: dict[str, str] = {}
         self._grammars_lock = threading.Lock()
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """``sha256:<hex>`` of the model file (spec 004 §10.2: runs record exactly which weights answered). Hashing
+        245 MB takes most of a second, so the digest is kept in the user's cache, keyed by the file's path, size and
+        modification time; a cache that cannot be read or written only costs the hashing again."""
+        stat = os.stat(self._path)
+        key = f"{os.path.realpath(self._path)}|{stat.st_size}|{stat.st_mtime_ns}"
+        cache = (
+            Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aeon" / "model-digests.json"
+        )
+        with contextlib.suppress(OSError, ValueError):
+            known = json.loads(cache.read_text(encoding="utf-8"))
+            if isinstance(known, dict) and isinstance(known.get(key), str):
+                return str(known[key])
+        with open(self._path, "rb") as file:
+            digest = "sha256:" + hashlib.file_digest(file, "sha256").hexdigest()
+        with contextlib.suppress(OSError):
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps({key: digest}), encoding="utf-8")
+        return digest
 
     def _grammar(self, schema: dict[str, Any]) -> str:
         """The schema as GBNF (its string lengths kept: :mod:`aeon_plugins.llama_cpp.bounded`). The grammar writes
