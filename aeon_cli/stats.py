@@ -71,11 +71,28 @@ def cycle_stats(entry: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def stage_stats(stage: Mapping[str, Any]) -> dict[str, Any]:
+    """A flow stage's figures (spec 004 §10.4): its time, CPU time, the process's peak RSS, context size, queue wait."""
+    profile = stage.get("profile") or {}
+    return {
+        "seq": stage.get("seq"),
+        "task": str(stage.get("task")),
+        "node": stage.get("node"),
+        "status": stage.get("status"),
+        "duration_ms": round(_number(stage.get("duration_ms")), 3),
+        "cpu_ms": round(_number(profile.get("cpu_ms")), 3),
+        "rss_peak_kb": profile.get("rss_peak_kb"),
+        "context_chars": int(_number(profile.get("context_chars"))),
+        "queued_ms": profile.get("queued_ms"),
+    }
+
+
 def run_stats(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Per cycle, per tool (calls, failures, time) and the run's totals, from its cycle records in order."""
     cycles: list[dict[str, Any]] = []
     tools: dict[str, dict[str, Any]] = {}
-    for entry in entries:
+    entries_seen = list(entries)
+    for entry in entries_seen:
         cycles.append(cycle_stats(entry))
         for call in entry.get("tool_calls") or []:
             tool = tools.setdefault(
@@ -101,8 +118,19 @@ def run_stats(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     totals = {key: round(value, 3) if isinstance(value, float) else value for key, value in totals.items()}
     totals["prompt_tokens_per_s"] = _rate(totals["prompt_eval_tokens"], totals["prompt_eval_ms"])
     totals["decode_tokens_per_s"] = _rate(totals["completion_tokens"], totals["decode_ms"])
+    stages = [stage_stats(stage) for entry in entries_seen for stage in entry.get("stages") or ()]
+    tasks: dict[str, dict[str, Any]] = {}
+    for stage in stages:  # spec 004 §10.4: per task too
+        task = tasks.setdefault(
+            stage["task"], {"task": stage["task"], "stages": 0, "total_ms": 0.0, "cpu_ms": 0.0}
+        )
+        task["stages"] += 1
+        task["total_ms"] = round(task["total_ms"] + stage["duration_ms"], 3)
+        task["cpu_ms"] = round(task["cpu_ms"] + stage["cpu_ms"], 3)
     return {
         "cycles": cycles,
+        "stages": stages,
+        "tasks": list(tasks.values()),
         "tools": [
             {"tool": name, **{k: round(v, 3) for k, v in figures.items()}}
             | {"mean_ms": round(figures["total_ms"] / figures["calls"], 3)}
@@ -119,6 +147,10 @@ def _rate(tokens: int, ms: int) -> float | None:
 
 def _ms(value: float) -> str:
     return f"{value / 1000:.2f}s" if value >= 1000 else f"{value:.1f}ms"
+
+
+def _kb(value: Any) -> str:
+    return "-" if not isinstance(value, int) else f"{value / 1024:.0f}MB"
 
 
 def _share(part: float, whole: float) -> str:
@@ -146,6 +178,18 @@ def render(run_id: str, stats: Mapping[str, Any]) -> str:
             f"{c['step_status'] or '-':<9} {_ms(c['duration_ms']):>9} {_ms(c['model_ms']):>9} "
             f"{_ms(c['tool_ms']):>9} {_ms(c['kernel_ms']):>9} {c['llm_calls']:>5} {tokens:>7}"
         )
+    if stats.get("stages"):
+        lines += [
+            "",
+            f"{'stage':>5}  {'task/node':<24} {'status':<9} {'total':>9} {'cpu':>9} {'peak rss':>9} "
+            f"{'context':>8} {'queued':>9}",
+        ]
+        lines += [
+            f"{s['seq']!s:>5}  {(s['task'] + '/' + str(s['node']))[:24]:<24} {s['status'] or '-':<9} "
+            f"{_ms(s['duration_ms']):>9} {_ms(s['cpu_ms']):>9} {_kb(s['rss_peak_kb']):>9} {s['context_chars']:>8} "
+            f"{'-' if s['queued_ms'] is None else _ms(s['queued_ms']):>9}"
+            for s in stats["stages"]
+        ]
     if stats["tools"]:
         lines += ["", f"{'tool':<24} {'calls':>5} {'failed':>6} {'total':>9} {'mean':>9} {'max':>9}"]
         lines += [

@@ -396,7 +396,9 @@ class ContextJudge(Policy):
             return None
         self.stages.append(action)
         if self.word in json.dumps(action.context):
-            return PolicyDecision(allowed=False, rule="no-secret-context", reason=f"the context holds {self.word!r}")
+            return PolicyDecision(
+                allowed=False, rule="no-secret-context", reason=f"the context holds {self.word!r}"
+            )
         return None
 
 
@@ -421,7 +423,10 @@ def test_a_policy_sees_each_stages_assembled_context_before_the_node_runs(tmp_pa
         (judge,) = (p for _, p in engine.engine.policies)
     assert fine.status == "success"
     use = [a for a in judge.stages if a.node == "use"]
-    assert [item["value"] for item in use[0].context] == [{"note": "lunch at noon"}, {"note": "lunch at noon"}]
+    assert [item["value"] for item in use[0].context] == [
+        {"note": "lunch at noon"},
+        {"note": "lunch at noon"},
+    ]
     assert refused.status == "failure"
     record = next(r for r in refused.history if r["node"] == "use")
     assert "no-secret-context" in record["error"] and record["context"]  # the history keeps what was judged

@@ -16,6 +16,7 @@ Between cycles, :meth:`FlowScheduler.preview` tells which stages run next, each 
 from __future__ import annotations
 
 import contextvars
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +80,8 @@ class StageOutcome:
     #: the node's declared checks on its output, as the run's verification records them
     checks: list[Check] = field(default_factory=list)
     duration_ms: float = 0.0
+    #: spec 004 §10.4: CPU time, the process's peak RSS, the context's size, the time it waited in the queue
+    profile: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
         #: the task layer is written only when some node reads it (no reader, no use: a write per stage saved)
         self._writes_task_layer = setup.flow.reads_task_layer
         self._pool: ThreadPoolExecutor | None = None
+        #: when each ready task joined the queue (this process only: a resumed run's first stages have none)
+        self._queued_at: dict[str, float] = {}
 
     def start(self, run: RunContext, *, resumed: bool) -> None:
         saved = self.memo(run)
@@ -116,6 +121,7 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             return
         self.book = TaskBook(self.flow, FlowBook(flow=self.flow.name))
         self.book.begin(self._start, self._value)
+        self._queued_at[self.book.root["id"]] = time.perf_counter()
         self._save(run)
 
     def status(self, run: RunContext) -> Verdict | None:
@@ -162,7 +168,11 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             if stage.succeeded and self._writes_task_layer:
                 self.setup.layers.write_stage(run.run_id, stage.task_id, seq, stage.node_id, stage.output)
             route = stage.route if stage.succeeded else list(self.flow.successors[stage.node_id])
+            waiting = len(book.queue)
             events = book.advance(stage.task_id, stage.succeeded, stage.output, route, stage.error)
+            now = time.perf_counter()
+            for ready in book.queue[waiting:]:
+                self._queued_at[ready] = now
             task = book.tasks[stage.task_id]
             run.record_stage(self._record(seq, stage, task, events))
             run.record_tool_calls(tuple(stage.tool_calls))
@@ -285,7 +295,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
         value = _copy(task["output"])  # the node may change its input; the task's output stays as recorded
         iteration = task.get("visits", {}).get(node.id, 1)
         stage = StageOutcome(task_id, node.id, task["output"], [], utc_now(), iteration)
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
+        queued = self._queued_at.pop(task_id, None)
         token = begin_capture(stage.model_calls)
         try:
             problems = schema_errors(flow.schemas[node.input_schema], value) if node.input_schema else []
@@ -363,6 +374,12 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
         finally:
             end_capture(token)
             stage.duration_ms = round((time.perf_counter() - began) * 1000, 3)
+            stage.profile = {
+                "cpu_ms": round((time.thread_time() - cpu) * 1000, 3),
+                "rss_peak_kb": _peak_rss_kb(),
+                "context_chars": len(_encode(stage.context)) if stage.context else 0,
+                "queued_ms": None if queued is None else round((began - queued) * 1000, 3),
+            }
         return stage
 
     def _execute(self, task: FlowTask, value: Any, context: NodeContext, run: RunContext) -> Any:
@@ -397,6 +414,7 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             "task_status": task["status"],
             "started": stage.started,
             "duration_ms": stage.duration_ms,
+            "profile": stage.profile,  # measurements, like started and duration_ms: not part of a replay's sameness
         }
         if stage.node_id in self.flow.in_loop:
             record["iteration"] = stage.iteration
@@ -427,6 +445,16 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
 
 
 _encode = json_encoder(allow_nan=False, ensure_ascii=False)
+
+
+def _peak_rss_kb() -> int | None:
+    """The process's peak resident set so far, in KiB (None where the platform has no ``resource``)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak // 1024 if sys.platform == "darwin" else peak)  # macOS counts bytes, Linux KiB
 
 
 def _copy(value: Any) -> Any:

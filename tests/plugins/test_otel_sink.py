@@ -433,6 +433,13 @@ def test_a_flow_run_has_a_span_per_node_stage(tmp_path: Path) -> None:
         "decision",
         "success",
     )
+    # spec 004 §10.4: each stage's resource usage, context size and queue wait
+    assert (
+        pick["aeon.stage.cpu_ms"] >= 0
+        and pick["aeon.stage.rss_peak_kb"] > 0
+        and pick["aeon.stage.queued_ms"] >= 0
+    )
+    assert pick["aeon.stage.context_chars"] == 0
     ((tool,), (chat,)) = children(spans, nodes[1]), children(spans, nodes[2])
     assert (
         tool.name == "execute_tool calculator" and (tool.attributes or {})["gen_ai.tool.call.id"] == "t1/calc"

@@ -146,7 +146,8 @@ def comparable(result: TaskResult | dict[str, Any]) -> dict[str, Any]:
     """What must not differ between an interrupted and an uninterrupted run: no times, no run id."""
     data = result.to_dict() if isinstance(result, TaskResult) else dict(result)
     history = [
-        {k: v for k, v in stage.items() if k not in ("started", "duration_ms")} for stage in data["history"]
+        {k: v for k, v in stage.items() if k not in ("started", "duration_ms", "profile")}
+        for stage in data["history"]
     ]
     return {
         "status": data["status"],

@@ -338,7 +338,10 @@ def stored_run_id(root: Path) -> str:
 
 def comparable(result: TaskResult | dict[str, Any]) -> dict[str, Any]:
     data = result.to_dict() if isinstance(result, TaskResult) else dict(result)
-    history = [{k: v for k, v in s.items() if k not in ("started", "duration_ms")} for s in data["history"]]
+    history = [
+        {k: v for k, v in s.items() if k not in ("started", "duration_ms", "profile")}
+        for s in data["history"]
+    ]
     return {"status": data["status"], "output": data["output"], "tasks": data["tasks"], "history": history}
 
 
@@ -455,7 +458,10 @@ def test_a_recorded_agent_loop_replays_offline_to_a_byte_identical_history(tmp_p
 
     def without_times(result: TaskResult) -> bytes:
         return json.dumps(
-            [{k: v for k, v in s.items() if k not in ("started", "duration_ms")} for s in result.history]
+            [
+                {k: v for k, v in s.items() if k not in ("started", "duration_ms", "profile")}
+                for s in result.history
+            ]
         ).encode()
 
     assert without_times(replayed) == without_times(recorded)

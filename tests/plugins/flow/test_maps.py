@@ -80,9 +80,11 @@ def test_a_map_makes_one_subtask_per_item_and_merges_them_in_item_order(tmp_path
     assert [t["task"] for t in created["tasks"]] == ["t1.1", "t1.2", "t1.3", "t1.4", "t1.5"]
     # the same run one stage at a time
     one = run(tmp_path / "one", squares(parallelism=1), {"numbers": numbers})
-    strip = [{k: v for k, v in r.items() if k not in ("started", "duration_ms")} for r in one.history]
+    strip = [
+        {k: v for k, v in r.items() if k not in ("started", "duration_ms", "profile")} for r in one.history
+    ]
     assert strip == [
-        {k: v for k, v in r.items() if k not in ("started", "duration_ms")} for r in result.history
+        {k: v for k, v in r.items() if k not in ("started", "duration_ms", "profile")} for r in result.history
     ]
 
 
@@ -224,7 +226,9 @@ def resumed(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, TaskResul
 
 
 def without_times(result: TaskResult) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k not in ("started", "duration_ms")} for r in result.history]
+    return [
+        {k: v for k, v in r.items() if k not in ("started", "duration_ms", "profile")} for r in result.history
+    ]
 
 
 def test_kill_at_every_stage_of_a_map_then_resume_gives_each_item_once(

@@ -295,7 +295,7 @@ def run_engine(directory: Path, value: Any) -> Any:
 
 
 def stripped(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in record.items() if k not in ("started", "duration_ms")}
+    return {k: v for k, v in record.items() if k not in ("started", "duration_ms", "profile")}
 
 
 def task_view(task: Any) -> dict[str, Any]:

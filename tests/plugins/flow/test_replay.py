@@ -96,7 +96,10 @@ def offline(flow: Path) -> None:
 
 def without_times(history: Any) -> bytes:
     """The history as bytes, timestamps and durations removed (key order kept: byte-identical means that too)."""
-    stripped = [{k: v for k, v in stage.items() if k not in ("started", "duration_ms")} for stage in history]
+    stripped = [
+        {k: v for k, v in stage.items() if k not in ("started", "duration_ms", "profile")}
+        for stage in history
+    ]
     return json.dumps(stripped, ensure_ascii=False).encode()
 
 
