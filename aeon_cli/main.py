@@ -35,6 +35,7 @@ ARTIFACT_KINDS: Final = (
     "tool_result",
     "step_output",
     "stage_output",
+    "memory_snapshot",
     "answer",
     "telemetry",
     "model_call",

@@ -23,14 +23,15 @@ from aeon_kernel.models import FrozenModel, LogEntry, OrchestrationState, StepSt
 from aeon_kernel.secrets import scrub_secrets_data
 
 #: What an artifact is: the plan a cycle accepted, a tool call's result, a step's or a flow stage's output, the
-#: run's answer, a cycle's telemetry record, a model call (its request, prompt included, and its output), a
-#: multi-pass run's event (spec 003: pass, profile, TTL, report, assessment, refinement), or an evaluation
-#: case's outcome (``aeon eval``).
+#: memory a flow stage read, the run's answer, a cycle's telemetry record, a model call (its request, prompt
+#: included, and its output), a multi-pass run's event (spec 003: pass, profile, TTL, report, assessment,
+#: refinement), or an evaluation case's outcome (``aeon eval``).
 ArtifactKind = Literal[
     "plan",
     "tool_result",
     "step_output",
     "stage_output",
+    "memory_snapshot",
     "answer",
     "telemetry",
     "model_call",
@@ -157,6 +158,11 @@ def cycle_artifacts(entry: LogEntry, state: OrchestrationState) -> list[Artifact
         if step is not None:
             found.append(Artifact(kind="step_output", node=step.step_id, value=step.result, **common))
     for stage in entry.stages:
+        if stage.get("context"):  # the memory the stage read, as it read it (spec 004 §10.10)
+            node, task = stage.get("node"), stage.get("task")
+            found.append(
+                Artifact(kind="memory_snapshot", node=node, task=task, value=stage["context"], **common)
+            )
         if stage.get("status") == "success":
             found.append(
                 Artifact(

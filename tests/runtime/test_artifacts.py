@@ -121,6 +121,24 @@ def test_a_flow_keeps_each_stage_output_with_its_schema_and_task(tmp_path: Path)
     ]
 
 
+def test_a_flow_stage_keeps_the_memory_it_read_as_an_artifact(tmp_path: Path) -> None:
+    """Spec 004 §10.10: each stage's memory snapshot (the context items it read) indexed by run, task and node."""
+    look = {"id": "look", "role": "linear", "context": {"profile": "recent"}}
+    directory = write_flow(
+        tmp_path / "flow", chain(START, look, EXIT), context={"profiles": {"recent": {"layers": ["task"]}}}
+    )
+    config = parse_config({"memory": {"use": "in_memory"}, "artifacts": {"path": str(tmp_path / "a.db")}})
+    with Engine.from_config_dir(directory, config, plugins=[Demo()]) as flows:
+        result = flows.run({"text": "hi"})
+        store = flows.engine.artifact_store
+        assert store is not None
+        snapshots = store.find(result.run.run_id, kind="memory_snapshot")
+    (snapshot,) = snapshots
+    assert (snapshot.node, snapshot.task) == ("look", "t1")
+    look_record = next(r for r in result.history if r["node"] == "look")
+    assert snapshot.value == look_record["context"] and snapshot.value[0]["value"] == {"text": "hi"}
+
+
 def test_no_secret_is_stored(tmp_path: Path) -> None:
     register_secret(CANARY)
     the_plan = plan(tool_step("1", "echo", {"message": f"the key is {CANARY}"}), goal=f"echo {CANARY}")
