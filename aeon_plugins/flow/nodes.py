@@ -51,6 +51,8 @@ class NodeContext:
     tool_calls: list[ToolCall] = field(default_factory=list)
     #: the task's how-manieth stage at this node (above 1 only inside a loop)
     iteration: int = 1
+    #: why the node's output is only partial (:meth:`mark_partial`); None: it is whole
+    partial: str | None = None
 
     @property
     def stage_id(self) -> str:
@@ -89,6 +91,11 @@ class NodeContext:
             redacted(tool, record)
         )  # the history never keeps a secret; the node's code may
         return record
+
+    def mark_partial(self, reason: str) -> None:
+        """Say the output is usable but incomplete: the stage succeeds and its task becomes ``partial`` (spec 004
+        §3.4), with ``reason`` in the history."""
+        self.partial = reason
 
     def remember(self, key: str, value: Any, layer: Layer = "project") -> None:
         """Keep ``value`` under ``key`` in the ``project`` or ``global`` layer (or this task's)."""
@@ -161,9 +168,19 @@ def call_tool(tool: str, arguments: dict[str, Any] | None = None, output: Any = 
         call = context.call_tool(tool, **given)
         if call.error is not None:
             raise ValidationError(f"tool {tool!r} failed: {call.error.get('message') or call.error}")
+        if tool_status(call) == "partial":
+            context.mark_partial(f"tool {tool!r} reported a partial result")
         return call.result if shape is None else shape.fill({"input": value, "result": call.result})
 
     return run
+
+
+def tool_status(call: ToolCall) -> str:
+    """A tool call in the universal status model (spec 004 §5): ``failure`` with an error, ``partial`` when the
+    tool's result says ``"partial": true`` (it did part of what was asked), else ``success``."""
+    if call.error is not None:
+        return "failure"
+    return "partial" if isinstance(call.result, dict) and call.result.get("partial") is True else "success"
 
 
 def template(output: Any) -> NodeFunction:

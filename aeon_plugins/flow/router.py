@@ -56,6 +56,7 @@ from aeon_plugins.flow.nodes import (
     agent_schema,
     check_output,
     run_agent,
+    tool_status,
 )
 from aeon_plugins.flow.tasks import FlowBook, FlowTask, TaskBook, exhausted, route_of
 
@@ -80,6 +81,8 @@ class StageOutcome:
     #: the node's declared checks on its output, as the run's verification records them
     checks: list[Check] = field(default_factory=list)
     duration_ms: float = 0.0
+    #: why the node's output is partial (``NodeContext.mark_partial``)
+    partial: str | None = None
     #: spec 004 §10.4: CPU time, the process's peak RSS, the context's size, the time it waited in the queue
     profile: dict[str, Any] = field(default_factory=dict)
 
@@ -169,7 +172,9 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
                 self.setup.layers.write_stage(run.run_id, stage.task_id, seq, stage.node_id, stage.output)
             route = stage.route if stage.succeeded else list(self.flow.successors[stage.node_id])
             waiting = len(book.queue)
-            events = book.advance(stage.task_id, stage.succeeded, stage.output, route, stage.error)
+            events = book.advance(
+                stage.task_id, stage.succeeded, stage.output, route, stage.error, partial=stage.partial
+            )
             now = time.perf_counter()
             for ready in book.queue[waiting:]:
                 self._queued_at[ready] = now
@@ -362,7 +367,7 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             route, error = route_of(flow, task, node.id, output)
             if error:
                 raise _StageFailed(error)
-            stage.succeeded, stage.output, stage.route = True, output, route
+            stage.succeeded, stage.output, stage.route, stage.partial = True, output, route, context.partial
         except LLMError:
             raise
         except _StageFailed as exc:
@@ -425,7 +430,10 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             record["context"] = stage.context
         if stage.tool_calls:
             record["tool_calls"] = [
-                call.model_dump(mode="json", exclude={"timestamp", "duration_ms"})
+                {
+                    **call.model_dump(mode="json", exclude={"timestamp", "duration_ms"}),
+                    "status": tool_status(call),
+                }
                 for call in stage.tool_calls
             ]
         if stage.error is not None:

@@ -131,7 +131,14 @@ class TaskBook:
         return claimed
 
     def advance(
-        self, task_id: str, succeeded: bool, output: Any, route: list[str], error: str | None
+        self,
+        task_id: str,
+        succeeded: bool,
+        output: Any,
+        route: list[str],
+        error: str | None,
+        *,
+        partial: str | None = None,
     ) -> list[dict[str, Any]]:
         """A stage of ``task_id`` ended; move the task on and return the routing events, for the history.
 
@@ -143,6 +150,9 @@ class TaskBook:
         events: list[dict[str, Any]] = []
         if succeeded:
             task["output"] = output
+            if partial is not None:  # the node said its output is incomplete (e.g. its tool's was)
+                task["status"] = "partial"
+                events.append({"event": "partial", "task": task_id, "node": node.id, "reason": partial})
         else:
             task["error"] = error
             if not node.continue_on_failure or node.role in ("decision", "exit") or node.over:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from aeon_kernel import Engine
+from aeon_kernel import Engine, hookimpl, tool
 from aeon_kernel.config import AeonConfig
 from aeon_kernel.errors import ValidationError
 from aeon_plugins.flow.engine import TaskResult
@@ -222,3 +222,53 @@ def test_bad_checks_and_examples_are_load_problems(tmp_path: Path) -> None:
     )
     assert any("nodes[1].checks" in p and "is not a JSON pointer" in p for p in listed), listed
     assert any("a check has one of equal and within" in p for p in listed), listed
+
+
+# --- tools in the universal status model (spec 004 §5) -----------------------------------------------------------
+
+
+class PartialTools:
+    """A search tool that finds only some of what it is asked for, and says so."""
+
+    @hookimpl
+    def aeon_register_tools(self, register: Any) -> None:
+        @tool(name="lookup")
+        def lookup(names: list[str]) -> dict[str, Any]:
+            """Look names up in a small directory."""
+            known = {"ada": "ada@example.org"}
+            found = {name: known[name] for name in names if name in known}
+            return {"found": found, "partial": len(found) < len(names)}
+
+        register("lookup", lambda: lookup)
+
+
+def test_a_tool_reports_partial_and_its_node_makes_the_task_partial(tmp_path: Path) -> None:
+    node = {
+        "id": "find",
+        "role": "linear",
+        "impl": "call_tool",
+        "tools": ["lookup"],
+        "options": {"tool": "lookup", "arguments": {"names": "{/names}"}},
+    }
+    (tmp_path / "flow").mkdir()
+    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow_of(node), sort_keys=False))
+    with Engine.from_config_dir(tmp_path / "flow", CONFIG, plugins=[PartialTools()]) as engine:
+        whole = engine.run({"names": ["ada"]})
+        part = engine.run({"names": ["ada", "bob"]})
+    assert whole.status == "success"
+    assert [c["status"] for c in next(r for r in whole.history if r["node"] == "find")["tool_calls"]] == [
+        "success"
+    ]
+    assert part.status == "partial" and part.output["found"] == {"ada": "ada@example.org"}
+    record = next(r for r in part.history if r["node"] == "find")
+    assert record["status"] == "success" and record["task_status"] == "partial"
+    assert [c["status"] for c in record["tool_calls"]] == ["partial"]
+    assert {
+        "event": "partial",
+        "task": "t1",
+        "node": "find",
+        "reason": "tool 'lookup' reported a partial result",
+    } in (record["events"])
+    failed = run(tmp_path / "failed", flow_of(TOTAL), {"order": "A", "price": 1, "quantity": "0 / 0"})
+    (call,) = next(r for r in failed.history if r["node"] == "total")["tool_calls"]
+    assert call["status"] == "failure"
