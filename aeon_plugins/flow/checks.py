@@ -208,55 +208,44 @@ def _loop_problems(
     """The rules of loop edges (docs/flows.md "Loops"), which make every run end: a loop edge is a decision's, goes
     back, and encloses only linear and decision nodes; its ``otherwise`` is another edge of the decision."""
     problems: list[Problem] = []
+    plain = {(e.source, e.target) for e in spec.edges if e.max_iterations is None}
     for i, edge in enumerate(spec.edges):
         source, target = edge.source, edge.target
-        if edge.max_iterations is None:
-            if edge.otherwise is not None:
-                problems.append(
-                    loaded.problem(
-                        ("edges", i, "otherwise"), "only a loop edge (max_iterations) takes otherwise", source
-                    )
-                )
-            continue
-        if source not in index or target not in index or source == target:
-            continue  # reported above
+
+        def refuse(
+            message: str, key: str | None = "max_iterations", edge_at: int = i, at: str = source
+        ) -> None:
+            problems.append(
+                loaded.problem(("edges", edge_at, key) if key else ("edges", edge_at), message, at)
+            )
+
+        if edge.max_iterations is None or source not in index or target not in index or source == target:
+            if edge.max_iterations is None and edge.otherwise is not None:
+                refuse("only a loop edge (max_iterations) takes otherwise", "otherwise")
+            continue  # an ordinary edge, or one reported above
         role = spec.nodes[index[source]].role
-        if role != "decision":
-            message = (
-                f"max_iterations is for an edge a decision chooses; {source!r} is a {role} node, whose edge is "
-                "always taken"
-            )
-            problems.append(loaded.problem(("edges", i, "max_iterations"), message, source))
-            continue
-        if not forward[source]:
-            message = (
-                f"{source!r} has only loop edges; a decision with a loop edge needs a way on without one"
-            )
-            problems.append(loaded.problem(("edges", i, "max_iterations"), message, source))
-            continue
         body = {n for n in _reach([target], forward) if source in _reach([n], forward)}
-        if not body:
-            message = (
-                f"goes forward ({target!r} does not lead back to {source!r}); max_iterations is for an edge "
-                "that goes back"
+        if role != "decision":
+            refuse(
+                f"max_iterations is for an edge a decision chooses; {source!r} is a {role} node, always left"
             )
-            problems.append(loaded.problem(("edges", i, "max_iterations"), message, source))
-            continue
-        for node in spec.nodes:
-            if node.id in body and node.role not in ("linear", "decision"):
-                message = (
-                    f"encloses {node.role} node {node.id!r}; a loop holds only linear and decision nodes"
+        elif not forward[source]:
+            refuse(f"{source!r} has only loop edges; a decision with a loop edge needs a way on without one")
+        elif not body:
+            refuse(f"goes forward ({target!r} does not lead back to {source!r}); a loop edge goes back")
+        else:
+            for node in spec.nodes:
+                if node.id in body and node.role not in ("linear", "decision"):
+                    refuse(
+                        f"encloses {node.role} node {node.id!r}; a loop holds only linear and decision nodes",
+                        None,
+                    )
+            if edge.otherwise is not None and (
+                edge.otherwise == target or (source, edge.otherwise) not in plain
+            ):
+                refuse(
+                    f"names {edge.otherwise!r}; otherwise is another, forward edge of {source!r}", "otherwise"
                 )
-                problems.append(loaded.problem(("edges", i), message, source))
-        if edge.otherwise is not None and (
-            edge.otherwise == target
-            or (source, edge.otherwise)
-            not in {(e.source, e.target) for e in spec.edges if e.max_iterations is None}
-        ):
-            message = (
-                f"names {edge.otherwise!r}; otherwise is the target of another, forward edge of {source!r}"
-            )
-            problems.append(loaded.problem(("edges", i, "otherwise"), message, source))
     return problems
 
 
@@ -274,38 +263,34 @@ def _map_problems(
     for i, node in enumerate(spec.nodes):
         if node.over is None or node.role != "split" or index[node.id] != i:
             continue
+
+        def refuse(message: str, map_id: str = node.id) -> None:
+            problems.append(loaded.problem(at(map_id, "over"), message, map_id))
+
         try:
             jsonpointer.JsonPointer(node.over)
         except jsonpointer.JsonPointerException as exc:
-            problems.append(loaded.problem(at(node.id, "over"), f"is not a JSON pointer: {exc}", node.id))
+            refuse(f"is not a JSON pointer: {exc}")
         if len(forward[node.id]) != 1:
-            message = (
-                f"a map (a split with over) has one outbound edge, where each item's subtask starts; this one "
-                f"has {len(forward[node.id])}"
-            )
-            problems.append(loaded.problem(at(node.id, "over"), message, node.id))
+            refuse(f"a map (a split with over) has one outbound edge; this one has {len(forward[node.id])}")
             continue
         merges, todo, seen = set(), list(forward[node.id]), set()
         while todo:
             current = todo.pop()
-            if current in seen:
-                continue
-            seen.add(current)
             role = spec.nodes[index[current]].role
-            if role == "merge":
-                merges.add(current)
+            if current in seen or role == "merge":
+                merges |= {current} if role == "merge" else set()
             elif role in ("branch", "split"):
-                message = (
+                refuse(
                     f"its subtasks reach {role} node {current!r} before a merge; a map's path holds no fork"
                 )
-                problems.append(loaded.problem(at(node.id, "over"), message, node.id))
             else:
                 todo.extend(forward[current])
+            seen.add(current)
         if len(merges) > 1:
-            message = (
+            refuse(
                 f"its subtasks would meet at several merges ({', '.join(sorted(merges))}); a map meets at one"
             )
-            problems.append(loaded.problem(at(node.id, "over"), message, node.id))
         met |= merges
     return met
 

@@ -154,8 +154,7 @@ class Flow:
 
 
 def meets(successors: Mapping[str, Sequence[str]], nodes: Mapping[str, NodeSpec], split: str) -> str | None:
-    """The merge a map's subtasks meet at: the first merge on the paths from its edge (the load checks make it
-    one, with no fork before it); None when every path ends at an exit."""
+    """The merge a map's subtasks meet at, the first on its path (the load checks make it one); None: exits only."""
     found: set[str] = set()
     todo, seen = list(successors[split]), set()
     while todo:

@@ -39,9 +39,8 @@ class ProfileRef(_Spec):
 
 
 class OutputCheck(_Spec):
-    """A check on a node's output (docs/flows.md "Checks"): two values, each a template with ``{/pointer}`` slots into
-    ``{"input", "output", "tools"}`` (``tools``: each tool's latest result in this stage), that must be ``equal``,
-    or the first's text found ``within`` the second's. A failed check fails the node."""
+    """A check on a node's output (docs/flows.md "Checks"): two templates over ``{"input", "output", "tools"}``
+    that must be ``equal``, or the first's text found ``within`` the second's. A failed check fails the node."""
 
     equal: tuple[Any, Any] | None = None
     within: tuple[Any, Any] | None = None

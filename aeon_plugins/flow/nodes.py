@@ -21,7 +21,7 @@ from aeon_kernel.errors import AeonError, ValidationError
 from aeon_kernel.kit import RecordAction, ask_json, checked, redacted, schema_errors
 from aeon_plugins.flow.context import Layers
 from aeon_plugins.flow.manifest import Layer, NodeSpec
-from aeon_plugins.flow.templates import Template
+from aeon_plugins.flow.templates import Template, text
 
 if TYPE_CHECKING:
     from aeon_kernel.kit import Components
@@ -237,10 +237,6 @@ def agent_prompt(
     return "\n".join(parts)
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
 def check_output(node: NodeSpec, value: Any, output: Any, calls: list[ToolCall]) -> list[str]:
     """The findings of the node's ``checks`` on ``output`` (none: every check passed)."""
     document = {
@@ -257,9 +253,9 @@ def check_output(node: NodeSpec, value: Any, output: Any, calls: list[ToolCall])
             findings.append(str(exc))
             continue
         if kind == "equal" and first != second:
-            findings.append(check.message or f"checks[{i}]: {_text(first)!r} is not {_text(second)!r}")
-        elif kind == "within" and _text(first).casefold() not in _text(second).casefold():
-            findings.append(check.message or f"checks[{i}]: {_text(first)!r} is not in {_text(second)!r}")
+            findings.append(check.message or f"checks[{i}]: {text(first)!r} is not {text(second)!r}")
+        elif kind == "within" and text(first).casefold() not in text(second).casefold():
+            findings.append(check.message or f"checks[{i}]: {text(first)!r} is not in {text(second)!r}")
     return findings
 
 

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Final, Literal, NotRequired
 
-import jsonpointer
 from pydantic import Field
 from typing_extensions import TypedDict
 
 from aeon_kernel import SchedulerMemo
+from aeon_kernel.errors import ValidationError
 from aeon_plugins.flow.graph import Flow
+from aeon_plugins.flow.templates import Template
 
 #: ``cancelled``: a clone whose sibling won a ``first_success`` branch
 TaskStatus = Literal["success", "failure", "partial", "cancelled"]
@@ -260,8 +261,7 @@ class TaskBook:
             self._settle(self.tasks[task["parent"]], events, task)
 
     def _settle(self, parent: FlowTask, events: list[dict[str, Any]], child: FlowTask) -> None:
-        """``child`` of ``parent`` parked or ended. When the last one has: merge them, or end the parent by its
-        fork's rule; at once when it succeeded in a ``first_success`` branch."""
+        """``child`` of ``parent`` parked or ended: merge or settle the fork once all have (or a first success)."""
         if child["status"] == "success" and self.flow.nodes[parent["node"]].first_success:
             self._win(parent, child, events)
             return
@@ -309,8 +309,7 @@ class TaskBook:
         self._end(parent, status, events)
 
     def _win(self, parent: FlowTask, winner: FlowTask, events: list[dict[str, Any]]) -> None:
-        """``winner`` settles its ``first_success`` branch: its siblings (and their tasks) are cancelled where they
-        are, and the parent goes on with the winner alone: merged, or ended with its output."""
+        """``winner`` settles its ``first_success`` branch: its siblings are cancelled, the parent goes on with it."""
         for sibling in parent["children"]:
             if sibling != winner["id"]:
                 self._cancel(self.tasks[sibling], winner["id"], events)
@@ -375,8 +374,7 @@ class TaskBook:
 
 
 def route_of(flow: Flow, task: FlowTask, node_id: str, output: Any) -> tuple[list[str], str | None]:
-    """Where the role of ``node_id`` sends ``task`` whose output is ``output``; an error for an invalid decision
-    (or one that chose a loop edge the task has used up, when the edge names no ``otherwise``)."""
+    """Where the role of ``node_id`` sends ``task`` whose output is ``output``; an error for an invalid decision."""
     node = flow.nodes[node_id]
     targets = list(flow.successors[node_id])
     if node.role == "decision":
@@ -398,7 +396,7 @@ def route_of(flow: Flow, task: FlowTask, node_id: str, output: Any) -> tuple[lis
     if node.over is not None:
         try:
             return targets * len(map_items(node.over, output)), None
-        except ValueError as exc:
+        except ValidationError as exc:
             return [], f"map {node_id!r}: {exc}"
     return targets, None
 
@@ -408,16 +406,11 @@ MAX_ITEMS: Final = 100_000
 
 
 def map_items(pointer: str, output: Any) -> list[Any]:
-    """The list a map's ``over`` points to in its node's output; ``ValueError`` saying why there is none."""
-    try:
-        items = jsonpointer.resolve_pointer(output, pointer)
-    except jsonpointer.JsonPointerException:
-        have = sorted(output) if isinstance(output, dict) else type(output).__name__
-        raise ValueError(f"over {pointer!r} is not in the node's output (it has {have})") from None
-    if not isinstance(items, list):
-        raise ValueError(f"over {pointer!r} names a {type(items).__name__}, not a list")
-    if len(items) > MAX_ITEMS:
-        raise ValueError(f"over {pointer!r} names {len(items):,} items; a map creates at most {MAX_ITEMS:,}")
+    """The list a map's ``over`` points to in its node's output; ``ValidationError`` saying why there is none."""
+    items = Template(f"{{{pointer}}}", "over", of="the node's output").fill(output)
+    if not isinstance(items, list) or len(items) > MAX_ITEMS:
+        got = f"{len(items):,} items" if isinstance(items, list) else f"a {type(items).__name__}, not a list"
+        raise ValidationError(f"over {pointer!r} names {got}; a map takes a list of at most {MAX_ITEMS:,}")
     return items
 
 

@@ -22,8 +22,8 @@ _SLOT = re.compile(r"\{(/[^{}]*)\}")
 class Template:
     """A JSON value with slots, filled from a document by :meth:`fill`; ``where`` names it in errors."""
 
-    def __init__(self, value: Any, where: str) -> None:
-        self.value, self.where = value, where
+    def __init__(self, value: Any, where: str, of: str = "the input") -> None:
+        self.value, self.where, self.of = value, where, of
         self._pointers: dict[str, jsonpointer.JsonPointer] = {}
         self._parse(value, where)
 
@@ -57,15 +57,16 @@ class Template:
         whole = _SLOT.fullmatch(value)
         if whole:
             return self._at(whole.group(1), document, where)
-        return _SLOT.sub(lambda slot: _text(self._at(slot.group(1), document, where)), value)
+        return _SLOT.sub(lambda slot: text(self._at(slot.group(1), document, where)), value)
 
     def _at(self, pointer: str, document: Any, where: str) -> Any:
         try:
             return self._pointers[pointer].resolve(document)
         except jsonpointer.JsonPointerException:
             have = sorted(document) if isinstance(document, dict) else type(document).__name__
-            raise ValidationError(f"{where}: {{{pointer}}} is not in the input (it has {have})") from None
+            raise ValidationError(f"{where}: {{{pointer}}} is not in {self.of} (it has {have})") from None
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """A value as text: a string as it is, anything else as compact JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -280,11 +280,11 @@ BAD = {
     ),
     "otherwise naming no edge of the decision": (
         lambda f: f["edges"][2].__setitem__("otherwise", "gave_up"),
-        "names 'gave_up'; otherwise is the target of another, forward edge of 'check'",
+        "names 'gave_up'; otherwise is another, forward edge of 'check'",
     ),
     "otherwise naming the loop's own target": (
         lambda f: f["edges"][2].__setitem__("otherwise", "draft"),
-        "names 'draft'; otherwise is the target of another, forward edge of 'check'",
+        "names 'draft'; otherwise is another, forward edge of 'check'",
     ),
     "a loop around a split": (
         lambda f: (
