@@ -2,7 +2,7 @@
 
 Permissions say what a tool *can* be asked to do at all; policies judge each request as it comes, from what it
 touches: the tool, its arguments, the paths and hosts it names (``Tool.resources``), the flow node asking. Every
-policy ``[policy] use`` names is asked before every tool call and every flow stage; one denial is enough. A denial
+policy ``[policy] use`` names is asked before every tool call, flow stage and model step; one denial is enough. A denial
 is a failed tool call (or a failed stage) carrying the policy and the rule that denied it, recorded like any other
 failure — it never changes where a run or a flow goes next.
 
@@ -18,15 +18,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from aeon_kernel.errors import PolicyDeniedError
 from aeon_kernel.invocation import ToolContext, describe, failed_call_error
 from aeon_kernel.markers import hookimpl
-from aeon_kernel.models import ToolCall, utc_now
+from aeon_kernel.models import PlanStep, StepExecutionResult, ToolCall, utc_now
 from aeon_kernel.tools import Tool, judged_by
+
+if TYPE_CHECKING:
+    from aeon_kernel.steps import StepContext
 
 
 class PolicyAction(BaseModel):
@@ -34,8 +37,9 @@ class PolicyAction(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    #: ``tool_call`` (a tool about to be invoked) or ``stage`` (a flow node about to run)
-    kind: Literal["tool_call", "stage"]
+    #: ``tool_call`` (a tool about to be invoked), ``stage`` (a flow node about to run) or ``model_step`` (a plan
+    #: step the model is about to answer)
+    kind: Literal["tool_call", "stage", "model_step"]
     run_id: str
     #: the plan step, or ``task/node`` for a flow stage
     stage: str
@@ -49,7 +53,8 @@ class PolicyAction(BaseModel):
     resources: dict[str, list[str]] = Field(default_factory=dict)
     #: the tools a stage may call (``stage`` only)
     tools: tuple[str, ...] = ()
-    #: the stage's assembled context items, ``{"layer", "key", "value"}`` (``stage`` only; spec 004 §10.5)
+    #: what the node or model will be shown, ``{"layer", "key", "value"}``: a stage's assembled context (spec 004
+    #: §10.5); for a model step, the request, the step and the results of the steps before it
     context: tuple[dict[str, Any], ...] = ()
 
 
@@ -85,7 +90,11 @@ def denial(policies: Sequence[tuple[str, Policy]], action: PolicyAction) -> Poli
                 rule="error",
             )
         if decision is not None and not decision.allowed:
-            what = f"{action.tool} call" if action.kind == "tool_call" else f"stage {action.stage}"
+            what = (
+                f"{action.tool} call"
+                if action.kind == "tool_call"
+                else f"{action.kind.replace('_', ' ')} {action.stage}"
+            )
             because = f": {decision.reason}" if decision.reason else ""
             return PolicyDeniedError(
                 f"the {what} was denied by rule {decision.rule!r} of the policy {name!r}{because}",
@@ -124,6 +133,28 @@ class PolicyGate:
 
         with judged_by(judge):
             return (yield)
+
+    @hookimpl(tryfirst=True)
+    def aeon_execute_step(self, step: PlanStep, context: StepContext) -> StepExecutionResult | None:
+        """A step the model answers is judged before the model is asked (a tool step's call is judged as one)."""
+        if step.tool is not None:
+            return None
+        state = context.snapshot()
+        shown = [("request", state.request), ("step", step.description)]
+        done = [s for s in (state.plan.steps if state.plan else ()) if s.result is not None]
+        shown += [(f"result of step {s.step_id}", s.result) for s in done]
+        action = PolicyAction(
+            kind="model_step",
+            run_id=context.run_id,
+            stage=step.step_id,
+            context=tuple({"layer": "run", "key": key, "value": value} for key, value in shown),
+        )
+        refused = denial(self.policies, action)
+        return (
+            None
+            if refused is None
+            else StepExecutionResult(success=False, error=str(refused), execution_mode="llm")
+        )
 
     @hookimpl(tryfirst=True)
     def aeon_invoke_tool(
