@@ -90,7 +90,7 @@ class RulesPolicy(Policy):
         for rule in self.deny:
             if rule.matches(action):
                 return PolicyDecision(allowed=False, rule=rule.name, reason=rule.reason)
-        if action.kind == "stage":
+        if action.kind != "tool_call":  # default = "deny" is about tool calls: stages and model steps run
             return None
         unbound = self._unbound_paths(action)
         if unbound is not None:

@@ -484,3 +484,19 @@ def test_a_policy_judges_a_plain_runs_model_step_with_what_the_model_would_see(
         assert step["status"] == "failed" and "no-salary" in json.dumps(result)
     else:
         assert step["status"] == "complete"
+
+
+def test_default_deny_is_about_tool_calls_not_model_steps(tmp_path: Path) -> None:
+    the_plan = plan(tool_step("1", "calculator", {"expression": "2 + 2"}), llm_step("2", "Report the sum"))
+    config = parse_config(
+        {
+            "llm": scripted(tmp_path, the_plan, {"answer": "The sum is 4."}),
+            "policy": {
+                "use": ["rules"],
+                "rules": {"default": "deny", "allow": [{"name": "calc", "tool": "calculator"}]},
+            },
+        }
+    )
+    with Engine(config) as engine:
+        result = engine.run("add 2 and 2")
+    assert [s["status"] for s in result["plan"]["steps"]] == ["complete", "complete"]
