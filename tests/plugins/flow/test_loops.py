@@ -5,11 +5,7 @@ edge; ``kill -9`` inside a loop resumes with each iteration's side effect once."
 from __future__ import annotations
 
 import json
-import os
 import signal
-import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +20,7 @@ from aeon_plugins.flow.graph import dot, mermaid
 from aeon_plugins.flow.loader import FlowError, load_flow
 from aeon_plugins.scripted import ScriptedLLM
 from tests.plugins.flow import crash_nodes
+from tests.plugins.flow.test_durable import child, stored_run_id
 
 CHILD = Path(crash_nodes.__file__).resolve()
 
@@ -317,23 +314,6 @@ def test_a_loop_edge_does_not_count_as_its_targets_way_in(tmp_path: Path) -> Non
 
 #: (task, node, iteration) of the uninterrupted run of loop_flow(rounds=3)
 LOOP_STAGES = 8
-
-
-def child(root: Path, *args: str, block: str | None = None) -> subprocess.Popen[str]:
-    env = {**os.environ, crash_nodes.DIR_ENV: str(root / "files"), crash_nodes.BLOCK_ENV: block or ""}
-    return subprocess.Popen(
-        [sys.executable, str(CHILD), str(root / "flow"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def stored_run_id(root: Path) -> str:
-    with sqlite3.connect(root / "state.db") as db:
-        (row,) = db.execute("SELECT run_id FROM runs").fetchall()
-    return str(row[0])
 
 
 def comparable(result: TaskResult | dict[str, Any]) -> dict[str, Any]:

@@ -5,11 +5,8 @@ and the split's failure rules; ``kill -9`` inside a map resumes with each item's
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ from aeon_plugins.flow.engine import TaskResult
 from aeon_plugins.flow.graph import mermaid
 from aeon_plugins.flow.loader import FlowError, load_flow
 from tests.plugins.flow import crash_nodes
+from tests.plugins.flow.test_durable import child
 
 CONFIG = AeonConfig().with_choice("memory", "in_memory")
 NUMBER = {"type": "object", "required": ["n"], "properties": {"n": {"type": "number"}}}
@@ -200,18 +198,6 @@ def crash_root(root: Path) -> Path:
     (directory / "flow.yaml").write_text(yaml.safe_dump(CRASH_MAP, sort_keys=False))
     (directory / "aeon.toml").write_text(f'[state]\nuse = "sqlite"\npath = "{root / "state.db"}"\n')
     return directory
-
-
-def child(root: Path, *args: str, block: str = "") -> subprocess.Popen[str]:
-    env = {**os.environ, crash_nodes.DIR_ENV: str(root / "files"), crash_nodes.BLOCK_ENV: block}
-    script = str(Path(crash_nodes.__file__).resolve())
-    return subprocess.Popen(
-        [sys.executable, script, str(root / "flow"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
 
 
 def resumed(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, TaskResult]:
