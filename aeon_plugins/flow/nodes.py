@@ -22,6 +22,7 @@ from aeon_kernel.kit import RecordAction, ask_json, checked, redacted, schema_er
 from aeon_plugins.flow.context import Layers
 from aeon_plugins.flow.manifest import Layer, NodeSpec
 from aeon_plugins.flow.templates import Template, text
+from aeon_plugins.planning import facts_in, unsupported_numbers
 
 if TYPE_CHECKING:
     from aeon_kernel.kit import Components
@@ -237,8 +238,14 @@ def agent_prompt(
     return "\n".join(parts)
 
 
+def grounded(node: NodeSpec, calls: list[ToolCall]) -> bool:
+    """Whether an agent node's output is held to its tools' results (it called one), as a plain run's answer is."""
+    return node.kind == "agent" and any(call.error is None for call in calls)
+
+
 def check_output(node: NodeSpec, value: Any, output: Any, calls: list[ToolCall]) -> list[str]:
-    """The findings of the node's ``checks`` on ``output`` (none: every check passed)."""
+    """The findings of the node's ``checks`` on ``output``, and for an agent node that used a tool, the numbers it
+    states that neither its input nor a tool's result holds (none: every check passed)."""
     document = {
         "input": value,
         "output": output,
@@ -256,6 +263,11 @@ def check_output(node: NodeSpec, value: Any, output: Any, calls: list[ToolCall])
             findings.append(check.message or f"checks[{i}]: {text(first)!r} is not {text(second)!r}")
         elif kind == "within" and text(first).casefold() not in text(second).casefold():
             findings.append(check.message or f"checks[{i}]: {text(first)!r} is not in {text(second)!r}")
+    if grounded(node, calls):
+        facts = facts_in([value, *(call.result for call in calls if call.error is None)])
+        unsupported = unsupported_numbers(json.dumps(output), facts)
+        if unsupported:
+            findings.append(f"{', '.join(unsupported)} is in neither the input nor a tool's result")
     return findings
 
 
@@ -308,7 +320,8 @@ def run_agent(
     if node.example is not None:
         prompt += "\nExample reply: " + json.dumps(node.example, ensure_ascii=False)
     output = ask(prompt, schema)
-    findings = check_output(node, value, output, context.tool_calls) if node.checks else []
+    checked = node.checks or grounded(node, context.tool_calls)
+    findings = check_output(node, value, output, context.tool_calls) if checked else []
     if findings:  # once more, told what was wrong (the router checks the second reply and fails the node)
         output = ask(
             f"{prompt}\nYour reply {json.dumps(output)} was wrong: {'; '.join(findings)}. Reply again.",

@@ -55,6 +55,7 @@ from aeon_plugins.flow.nodes import (
     ToolMisuseError,
     agent_schema,
     check_output,
+    grounded,
     run_agent,
     tool_status,
 )
@@ -350,8 +351,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
                 raise _StageFailed(
                     f"output does not match schema {node.output_schema!r}: {'; '.join(problems)}"
                 )
-            if node.checks:
-                findings = check_output(node, value, output, stage.tool_calls)
+            if node.checks or grounded(node, stage.tool_calls):
+                findings = check_output(node, stage.input, output, stage.tool_calls)
                 stage.checks.append(
                     Check(
                         name="node_check",

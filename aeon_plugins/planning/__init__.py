@@ -17,7 +17,7 @@ from aeon_kernel.kit import Lazy, lazy_getattr
 
 if TYPE_CHECKING:
     from aeon_plugins.planning.executor import KernelStepExecutor
-    from aeon_plugins.planning.grounding import facts_in, numbers_in, unused_numbers
+    from aeon_plugins.planning.grounding import facts_in, numbers_in, unsupported_numbers, unused_numbers
     from aeon_plugins.planning.linear import LinearPlanScheduler
     from aeon_plugins.planning.parse import (
         PlanParse,
@@ -40,7 +40,9 @@ _EXPORTS: Final[dict[str, str]] = {
     name: module
     for module, names in {
         "aeon_plugins.planning.executor": ("KernelStepExecutor",),
-        "aeon_plugins.planning.grounding": ("facts_in", "numbers_in", "unused_numbers",),
+        "aeon_plugins.planning.grounding": (
+            "facts_in", "numbers_in", "unsupported_numbers", "unused_numbers",
+        ),
         "aeon_plugins.planning.linear": ("LinearPlanScheduler",),
         "aeon_plugins.planning.parse": (
             "PlanParse", "normalize_plan", "parse_plan", "plan_repair_scope", "repair_json_text",
@@ -54,7 +56,7 @@ _EXPORTS: Final[dict[str, str]] = {
 __all__ = [
     "KernelStepExecutor", "LinearPlanScheduler", "ModelPlanner", "PlanParse", "compact", "facts_in",
     "normalize_plan", "numbers_in", "parse_plan", "plan_repair_scope", "repair_json_text", "tool_call_scope",
-    "unused_numbers",
+    "unsupported_numbers", "unused_numbers",
 ]
 # fmt: on
 # --- end of exports

@@ -272,3 +272,37 @@ def test_a_tool_reports_partial_and_its_node_makes_the_task_partial(tmp_path: Pa
     failed = run(tmp_path / "failed", flow_of(TOTAL), {"order": "A", "price": 1, "quantity": "0 / 0"})
     (call,) = next(r for r in failed.history if r["node"] == "total")["tool_calls"]
     assert call["status"] == "failure"
+
+
+@pytest.mark.parametrize("second", [{"sum": 42}, {"sum": 1500000000000000}])
+def test_an_agent_nodes_numbers_are_held_to_its_tools_results(tmp_path: Path, second: dict[str, Any]) -> None:
+    """Issue 30: an agent answered 17 + 25 as 1500000000000000 and the flow still ended success. Now a number in
+    neither the input nor a tool's result is asked about once more, then fails the node."""
+    flow = flow_of(
+        {
+            "id": "add",
+            "role": "linear",
+            "kind": "agent",
+            "instruction": "Add a and b.",
+            "tools": ["calculator"],
+        }
+    )
+    (tmp_path / "flow").mkdir()
+    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
+    replies = [
+        {"tool": "calculator", "arguments": {"expression": "17 + 25"}},
+        {"sum": 1500000000000000},
+        second,
+    ]
+    with Engine.from_config_dir(
+        tmp_path / "flow", CONFIG.with_choice("llm", "scripted", responses=replies)
+    ) as engine:
+        result = engine.run({"a": 17, "b": 25})
+        prompts = [asked["prompt"] for asked in engine.engine.llm.adapter.prompts]
+    assert "1500000000000000 is in neither the input nor a tool's result" in prompts[2]
+    if second["sum"] == 42:
+        assert result.status == "success" and result.output == {"sum": 42}
+    else:
+        assert result.status == "failure"
+        assert "check failed: 1500000000000000 is in neither" in result.history[-1]["error"]
+        assert result.run.to_dict()["verification"]["verdict"] == "contradicted"
