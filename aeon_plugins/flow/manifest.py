@@ -155,6 +155,8 @@ class FlowSpec(_Spec):
     ttl: Annotated[int, Field(ge=1)] | None = None
     #: how many clones or subtasks run at once
     parallelism: int = Field(default=1, ge=1, le=64)
+    #: record each stage's CPU time and the process's peak RSS too (spec 004 §10.4; a few µs a stage)
+    profile: bool = False
     nodes: tuple[NodeSpec, ...] = Field(min_length=1)
     edges: tuple[Annotated[EdgeSpec, WithJsonSchema(_EDGE_JSON_SCHEMA)], ...] = ()
 

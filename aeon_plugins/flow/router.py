@@ -176,9 +176,10 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             events = book.advance(
                 stage.task_id, stage.succeeded, stage.output, route, stage.error, partial=stage.partial
             )
-            now = time.perf_counter()
-            for ready in book.queue[waiting:]:
-                self._queued_at[ready] = now
+            if self.flow.spec.profile:
+                now = time.perf_counter()
+                for ready in book.queue[waiting:]:
+                    self._queued_at[ready] = now
             task = book.tasks[stage.task_id]
             run.record_stage(self._record(seq, stage, task, events))
             run.record_tool_calls(tuple(stage.tool_calls))
@@ -301,8 +302,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
         value = _copy(task["output"])  # the node may change its input; the task's output stays as recorded
         iteration = task.get("visits", {}).get(node.id, 1)
         stage = StageOutcome(task_id, node.id, task["output"], [], utc_now(), iteration)
-        began, cpu = time.perf_counter(), time.thread_time()
-        queued = self._queued_at.pop(task_id, None)
+        began, cpu = time.perf_counter(), time.thread_time() if flow.spec.profile else 0.0
+        queued = self._queued_at.pop(task_id, None) if flow.spec.profile else None
         token = begin_capture(stage.model_calls)
         try:
             problems = schema_errors(flow.schemas[node.input_schema], value) if node.input_schema else []
@@ -380,12 +381,13 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
         finally:
             end_capture(token)
             stage.duration_ms = round((time.perf_counter() - began) * 1000, 3)
-            stage.profile = {
-                "cpu_ms": round((time.thread_time() - cpu) * 1000, 3),
-                "rss_peak_kb": _peak_rss_kb(),
-                "context_chars": len(_encode(stage.context)) if stage.context else 0,
-                "queued_ms": None if queued is None else round((began - queued) * 1000, 3),
-            }
+            if flow.spec.profile:  # a few µs a stage (clock reads, a getrusage, a bigger record): asked for
+                stage.profile = {
+                    "cpu_ms": round((time.thread_time() - cpu) * 1000, 3),
+                    "rss_peak_kb": _peak_rss_kb(),
+                    "context_chars": len(_encode(stage.context)) if stage.context else 0,
+                    "queued_ms": None if queued is None else round((began - queued) * 1000, 3),
+                }
         return stage
 
     def _execute(self, task: FlowTask, value: Any, context: NodeContext, run: RunContext) -> Any:
@@ -420,8 +422,11 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             "task_status": task["status"],
             "started": stage.started,
             "duration_ms": stage.duration_ms,
-            "profile": stage.profile,  # measurements, like started and duration_ms: not part of a replay's sameness
         }
+        if (
+            stage.profile
+        ):  # measurements (profile: true), like started and duration_ms: not part of a replay's sameness
+            record["profile"] = stage.profile
         if stage.node_id in self.flow.in_loop:
             record["iteration"] = stage.iteration
         schema = self.flow.nodes[stage.node_id].output_schema

@@ -185,6 +185,7 @@ def test_a_flow_runs_stats_show_each_stage_and_task_profile(tmp_path: Path) -> N
 
     flow = {
         "name": "profiled",
+        "profile": True,
         "nodes": [
             {"id": "in", "role": "start"},
             {"id": "fork", "role": "split"},

@@ -393,6 +393,7 @@ def test_a_flow_run_has_a_span_per_node_stage(tmp_path: Path) -> None:
     schemas = {"route": {"type": "object", "properties": {"team": {"type": "string"}}, "required": ["team"]}}
     flow = {
         "name": "triage",
+        "profile": True,
         "nodes": [
             START,
             {
