@@ -79,11 +79,9 @@ class StageOutcome:
     route: list[str] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     model_calls: list[dict[str, Any]] = field(default_factory=list)
-    #: the node's declared checks on its output, as the run's verification records them
-    checks: list[Check] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)  # of the output, for the run's verification
     duration_ms: float = 0.0
-    #: why the node's output is partial (``NodeContext.mark_partial``)
-    partial: str | None = None
+    partial: str | None = None  # why the output is partial (``NodeContext.mark_partial``)
     #: spec 004 §10.4: CPU time, the process's peak RSS, the context's size, the time it waited in the queue
     profile: dict[str, Any] = field(default_factory=dict)
 
