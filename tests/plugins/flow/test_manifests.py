@@ -572,3 +572,27 @@ edges: [[in, broken], [broken, fork], [fork, a], [a, out], [fork, out], [in, out
         by_key["nodes[0].role"]["line"] == line_of(text, "{id: in,")
         and by_key["nodes[0].role"]["node"] == "in"
     )
+
+
+def test_the_flows_docs_yaml_examples_parse_and_their_flows_load(tmp_path: Path) -> None:
+    """Every ```yaml block of docs/flows.md is YAML; each that is a whole flow's nodes and edges loads."""
+    import re
+
+    import yaml
+
+    from aeon_plugins.flow.loader import load_flow
+
+    docs = Path(__file__).resolve().parents[3] / "docs" / "flows.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", docs.read_text(encoding="utf-8"), re.DOTALL)
+    flows = 0
+    for i, block in enumerate(blocks):
+        value = yaml.safe_load(block)
+        if isinstance(value, dict) and {"nodes", "edges"} <= set(value) and "name" not in value:
+            directory = tmp_path / f"doc{i}"
+            (directory / "schemas").mkdir(parents=True)
+            for name in re.findall(r"_schema: (\w+)", block):
+                (directory / "schemas" / f"{name}.json").write_text('{"type": "object"}')
+            (directory / "flow.yaml").write_text(f"name: doc{i}\n{block}")
+            load_flow(directory)
+            flows += 1
+    assert flows >= 2, "the Maps and Loops examples are whole flows"
