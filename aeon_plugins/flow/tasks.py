@@ -8,13 +8,15 @@ named by lineage — the root is ``t1``, its clones or subtasks ``t1.1``, ``t1.2
 order — and ready tasks wait in one FIFO queue, so a run takes the same stages in the same order whether they run
 one at a time or several at once.
 
-Routing, by the role of the node a task just finished (the DAG is the only routing structure):
+Routing, by the role of the node a task just finished (the DAG and its bounded loop edges are the only routing
+structure):
 
 - ``start``, ``linear``, ``merge``: on to the one successor.
 - ``decision``: on to the successor the output names (``route_key``, default ``route``); any other value fails
-  the node.
+  the node. A loop edge is counted per task; used up, its ``otherwise`` is taken (decision 0019).
 - ``branch`` / ``split``: the task waits, and one clone / subtask per outbound edge starts at that edge's target
-  with the node's output.
+  with the node's output — a map (``over``) makes one per item of its list instead. A ``first_success`` branch
+  settles at its first successful clone and cancels the others (decision 0020).
 - ``exit``: the task ends with the status it already has, or ``failure`` when the exit says ``always_fail``.
 
 A task routed to a merge node parks there. When every task of its fork (its parent's children) has parked or
@@ -215,17 +217,10 @@ class TaskBook:
             events.append({"event": "loop_exhausted", "task": task["id"], "edge": edge, "instead": taken})
         loop = self.flow.loops.get((decision, taken))
         if loop is not None:
-            counts = task.setdefault("loops", {})
-            edge = loop_key(decision, taken)
-            counts[edge] = counts.get(edge, 0) + 1
+            counts, edge = task.setdefault("loops", {}), loop_key(decision, taken)
+            n = counts[edge] = counts.get(edge, 0) + 1
             events.append(
-                {
-                    "event": "loop",
-                    "task": task["id"],
-                    "edge": edge,
-                    "iteration": counts[edge],
-                    "of": loop.max_iterations,
-                }
+                {"event": "loop", "task": task["id"], "edge": edge, "iteration": n, "of": loop.max_iterations}
             )
 
     def _arrive(self, task: FlowTask, target: str, source: str, events: list[dict[str, Any]]) -> None:
