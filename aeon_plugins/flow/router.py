@@ -159,9 +159,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
         for stage in outcome:
             self._claimed.remove(stage.task_id)
             task = book.tasks[stage.task_id]
-            if (
-                task["state"] == "done"
-            ):  # cancelled by an earlier stage of this cycle: it ran, and counts for nothing
+            # cancelled by an earlier stage of this cycle (its branch was won): it ran, and counts for nothing
+            if task["state"] == "done":
                 record = self._record(None, stage, task, [])
                 run.record_stage({**record, "status": "cancelled", "error": task["error"]})
                 run.record_tool_calls(tuple(stage.tool_calls))
@@ -421,9 +420,7 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             "started": stage.started,
             "duration_ms": stage.duration_ms,
         }
-        if (
-            stage.profile
-        ):  # measurements (profile: true), like started and duration_ms: not part of a replay's sameness
+        if stage.profile:  # measured (profile: true): like started, not for a replay to repeat
             record["profile"] = stage.profile
         if stage.node_id in self.flow.in_loop:
             record["iteration"] = stage.iteration
