@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aeon_kernel import Engine, hookimpl, tool
 from aeon_kernel.config import AeonConfig
@@ -306,3 +308,27 @@ def test_an_agent_nodes_numbers_are_held_to_its_tools_results(tmp_path: Path, se
         assert result.status == "failure"
         assert "check failed: 1500000000000000 is in neither" in result.history[-1]["error"]
         assert result.run.to_dict()["verification"]["verdict"] == "contradicted"
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    key=st.text(alphabet=st.characters(blacklist_characters="{}", blacklist_categories=("Cs",)), max_size=6),
+    value=JSON,
+)
+def test_a_slot_is_the_value_at_its_pointer_and_nothing_is_evaluated(key: str, value: Any) -> None:
+    """RFC 6901 escapes (``~0`` for ``~``, ``~1`` for ``/``) reach any key; a slot alone keeps the value's type, a slot
+    in a longer string its text."""
+    document = {key: value, "other": 1}
+    pointer = "/" + key.replace("~", "~0").replace("/", "~1")
+    assert Template({"v": "{" + pointer + "}"}, "t").fill(document) == {"v": value}
+    expected = (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    )
+    assert Template("<{" + pointer + "}>", "t").fill(document) == f"<{expected}>"

@@ -347,6 +347,12 @@ def test_engine_matches_reference_and_parallelism(flow: dict[str, Any]) -> None:
         one = run_engine(write(Path(tmp) / "one", {**flow, "parallelism": 1}), INPUT)
         note(f"engine history: {[(r['task'], r['node'], r['status']) for r in one.history]}")
         compare(one, flow, INPUT)
+        # decision 0019's termination bound: a task takes at most nodes x (1 + the loop edges' bounds) stages
+        bounds = sum(e["max_iterations"] for e in flow["edges"] if isinstance(e, dict))
+        per_task: dict[str, int] = {}
+        for record in one.history:
+            per_task[record["task"]] = per_task.get(record["task"], 0) + 1
+        assert max(per_task.values()) <= len(flow["nodes"]) * (1 + bounds), per_task
         four = run_engine(write(Path(tmp) / "four", {**flow, "parallelism": 4}), INPUT)
         # a stage that ran beside the one winning its branch is recorded as cancelled (it ran); nothing else differs
         ran = [stripped(r) for r in four.history if r["status"] != "cancelled"]
