@@ -15,6 +15,7 @@ import jsonpointer
 
 from aeon_kernel.errors import ValidationError
 from aeon_kernel.kit import schema_errors
+from aeon_plugins.flow.graph import loop_body, map_path, reach
 from aeon_plugins.flow.manifest import (
     ROLE_FIELDS,
     ContextFile,
@@ -176,17 +177,17 @@ def check_flow(
     if not starts and graph_known:
         problems.append(loaded.problem(("nodes",), "no start node: a flow begins at a node with role: start"))
     if spec.start is not None and (spec.start not in index or spec.nodes[index[spec.start]].role != "start"):
-        near = difflib.get_close_matches(spec.start, starts, n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else f"; the start nodes are {starts}"
+        meant = near(spec.start, starts)
+        hint = f"; did you mean {meant!r}?" if meant else f"; the start nodes are {starts}"
         problems.append(loaded.problem(("start",), f"names {spec.start!r}, which is not a start node{hint}"))
     if graph_known:
-        reached = _reach(starts, successors)
+        reached = reach(successors, starts)
         for node_id in index:
             if node_id not in reached:
                 problems.append(loaded.problem(at(node_id), "cannot be reached from any start node", node_id))
         exits = {node.id for node in spec.nodes if node.role == "exit"}
         for start in starts:
-            if not _reach([start], successors) & exits:
+            if not reach(successors, [start]) & exits:
                 problems.append(loaded.problem(at(start), "reaches no exit node", start))
     for layer, choice in memory.layers.items():
         if known.memory_backends is not None and choice.use not in known.memory_backends:
@@ -224,7 +225,7 @@ def _loop_problems(
                 refuse("only a loop edge (max_iterations) takes otherwise", "otherwise")
             continue  # an ordinary edge, or one reported above
         role = spec.nodes[index[source]].role
-        body = {n for n in _reach([target], forward) if source in _reach([n], forward)}
+        body = loop_body(forward, source, target)
         if role != "decision":
             refuse(
                 f"max_iterations is for an edge a decision chooses; {source!r} is a {role} node, always left"
@@ -260,6 +261,7 @@ def _map_problems(
     """The rules of maps (splits with ``over``, docs/flows.md "Maps"): a JSON pointer, one outbound edge, and a path
     to at most one merge with no fork before it. Returns the merges maps meet at (one inbound edge is enough)."""
     met: set[str] = set()
+    roles = {node_id: spec.nodes[i].role for node_id, i in index.items()}
     for i, node in enumerate(spec.nodes):
         if node.over is None or node.role != "split" or index[node.id] != i:
             continue
@@ -274,25 +276,25 @@ def _map_problems(
         if len(forward[node.id]) != 1:
             refuse(f"a map (a split with over) has one outbound edge; this one has {len(forward[node.id])}")
             continue
-        merges, todo, seen = set(), list(forward[node.id]), set()
-        while todo:
-            current = todo.pop()
-            role = spec.nodes[index[current]].role
-            if current in seen or role == "merge":
-                merges |= {current} if role == "merge" else set()
-            elif role in ("branch", "split"):
-                refuse(
-                    f"its subtasks reach {role} node {current!r} before a merge; a map's path holds no fork"
-                )
-            else:
-                todo.extend(forward[current])
-            seen.add(current)
+        merges, forks = map_path(forward, roles, node.id)
+        for fork in forks:
+            refuse(
+                f"its subtasks reach {roles[fork]} node {fork!r} before a merge; a map's path holds no fork"
+            )
         if len(merges) > 1:
             refuse(
                 f"its subtasks would meet at several merges ({', '.join(sorted(merges))}); a map meets at one"
             )
         met |= merges
     return met
+
+
+def near(word: Any, choices: list[Any], cutoff: float = 0.6) -> str | None:
+    """The choice ``word`` most likely misspells, if any."""
+    if not isinstance(word, str):
+        return None
+    found = difflib.get_close_matches(word, [c for c in choices if isinstance(c, str)], n=1, cutoff=cutoff)
+    return found[0] if found else None
 
 
 def _place(malformed: Malformed, i: int) -> int:
@@ -314,19 +316,19 @@ def _dangling_problems(
     orphans = [node for node in successors if not successors[node] and not predecessors[node]]
     for name, ends in dangling.items():
         edges = ", ".join(f"edges[{i}]" for i, _ in ends)
-        orphan = difflib.get_close_matches(name, orphans, n=1)
+        orphan = near(name, orphans)
         if orphan:
             message = (
-                f"no edge names {orphan[0]!r}, while {edges} name{'s' if len(ends) == 1 else ''} {name!r}, "
+                f"no edge names {orphan!r}, while {edges} name{'s' if len(ends) == 1 else ''} {name!r}, "
                 f"which no node has: is one of them misspelt?"
             )
-            problems.append(loaded.problem(at(orphan[0], "id"), message, orphan[0]))
+            problems.append(loaded.problem(at(orphan, "id"), message, orphan))
             continue
-        near = difflib.get_close_matches(name, list(successors), n=1)
-        if idless and not near:
+        meant = near(name, list(successors))
+        if idless and not meant:
             continue  # a node without a usable id is reported already; it is likely the one meant
         first, key = ends[0]
-        message = f"{key} names no node: {name!r}" + (f"; did you mean {near[0]!r}?" if near else "")
+        message = f"{key} names no node: {name!r}" + (f"; did you mean {meant!r}?" if meant else "")
         if len(ends) > 1:
             message += f" (so do {', '.join(f'edges[{i}]' for i, _ in ends[1:])})"
         problems.append(loaded.problem(("edges", first), message))
@@ -417,17 +419,6 @@ def _node_problems(
                 f"(aeon_register_nodes); have: {sorted(known.nodes)}",
             )
     return problems
-
-
-def _reach(starts: list[str], successors: Mapping[str, list[str]]) -> set[str]:
-    seen: set[str] = set()
-    todo = list(starts)
-    while todo:
-        node = todo.pop()
-        if node not in seen:
-            seen.add(node)
-            todo.extend(successors.get(node, ()))
-    return seen
 
 
 def _cycle(nodes: list[str], successors: Mapping[str, list[str]]) -> list[str] | None:

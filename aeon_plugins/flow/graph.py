@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,17 +44,14 @@ class Flow:
         object.__setattr__(
             self, "forward", {k: tuple(t for t in v if (k, t) not in loops) for k, v in successors.items()}
         )
-        body = {
-            node
-            for source, target in loops
-            for node in self.reachable(target)
-            if source in self.reachable(node)
-        }
+        body = {node for source, target in loops for node in loop_body(self.forward, source, target)}
         object.__setattr__(self, "in_loop", frozenset(body))
+        roles = {node_id: node.role for node_id, node in nodes.items()}
+        meeting = {
+            node.id: map_path(self.forward, roles, node.id)[0] for node in self.spec.nodes if node.over
+        }
         object.__setattr__(
-            self,
-            "maps",
-            {node.id: meets(self.forward, nodes, node.id) for node in self.spec.nodes if node.over},
+            self, "maps", {split: min(merges, default=None) for split, merges in meeting.items()}
         )
 
     nodes: dict[str, NodeSpec] = field(init=False)
@@ -76,14 +73,7 @@ class Flow:
         at every merge)."""
         cache: dict[str, frozenset[str]] = self.__dict__.setdefault("_reachable", {})
         if node_id not in cache:
-            found: set[str] = set()
-            todo = [node_id]
-            while todo:
-                node = todo.pop()
-                if node not in found:
-                    found.add(node)
-                    todo.extend(self.forward[node])
-            cache[node_id] = frozenset(found)
+            cache[node_id] = frozenset(reach(self.forward, [node_id]))
         return cache[node_id]
 
     def joins(self, fork: str, merge: str) -> bool:
@@ -153,20 +143,44 @@ class Flow:
         }
 
 
-def meets(successors: Mapping[str, Sequence[str]], nodes: Mapping[str, NodeSpec], split: str) -> str | None:
-    """The merge a map's subtasks meet at, the first on its path (the load checks make it one); None: exits only."""
+def reach(successors: Mapping[str, Sequence[str]], starts: Iterable[str]) -> set[str]:
+    """``starts`` and every node a path along ``successors`` leads to from them."""
     found: set[str] = set()
-    todo, seen = list(successors[split]), set()
+    todo = list(starts)
+    while todo:
+        node = todo.pop()
+        if node not in found:
+            found.add(node)
+            todo.extend(successors.get(node, ()))
+    return found
+
+
+def loop_body(successors: Mapping[str, Sequence[str]], source: str, target: str) -> set[str]:
+    """The nodes on a path from a loop edge's ``target`` back to its ``source`` (``successors``: no loop edges)."""
+    return {node for node in reach(successors, [target]) if source in reach(successors, [node])}
+
+
+def map_path(
+    successors: Mapping[str, Sequence[str]], roles: Mapping[str, str], split: str
+) -> tuple[set[str], list[str]]:
+    """Where a map's subtasks go from ``split``'s edge: the merges they first reach, and the forks they reach before
+    one (the load checks allow one merge and no fork)."""
+    merges: set[str] = set()
+    forks: list[str] = []
+    seen: set[str] = set()
+    todo = list(successors[split])
     while todo:
         node = todo.pop()
         if node in seen:
             continue
         seen.add(node)
-        if nodes[node].role == "merge":
-            found.add(node)
+        if roles[node] == "merge":
+            merges.add(node)
+        elif roles[node] in ("branch", "split"):
+            forks.append(node)
         else:
             todo.extend(successors[node])
-    return min(found) if found else None
+    return merges, forks
 
 
 def mermaid(flow: Flow) -> str:

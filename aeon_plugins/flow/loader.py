@@ -8,7 +8,6 @@ together instead of one per attempt.
 from __future__ import annotations
 
 import contextlib
-import difflib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,7 +16,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from aeon_kernel.errors import AeonError, ValidationError
 from aeon_kernel.kit import check_schema, schema_errors
-from aeon_plugins.flow.checks import DEGREES, Known, Malformed, Sources, check_flow
+from aeon_plugins.flow.checks import DEGREES, Known, Malformed, Sources, check_flow, near
 from aeon_plugins.flow.graph import Flow
 from aeon_plugins.flow.manifest import ContextFile, EdgeSpec, FlowSpec, MemoryFile, NodeSpec
 from aeon_plugins.flow.yamlfile import Loaded, Problem, load_file
@@ -150,9 +149,9 @@ def _model(model: type[M], loaded: Loaded, problems: list[Problem]) -> M | None:
         for error in errors:
             path = tuple(error["loc"])
             if error["type"] == "extra_forbidden":
-                near = _near(path[-1], [m[-1] for m in missing if m[:-1] == path[:-1]], cutoff=0.5)
-                if near:
-                    meant[path] = near
+                key = near(path[-1], [m[-1] for m in missing if m[:-1] == path[:-1]], cutoff=0.5)
+                if key:
+                    meant[path] = key
         told = {(*path[:-1], key) for path, key in meant.items()}
         for error in errors:
             path = tuple(error["loc"])
@@ -175,18 +174,10 @@ def _phrase(error: Any) -> str:
         expected = [
             part.strip(" '") for part in str(error["ctx"]["expected"]).replace(" or ", ", ").split(",")
         ]
-        meant = _near(error["input"], expected)
+        meant = near(error["input"], expected)
         if meant:
             return f"{error['input']!r} is not one of {expected}; did you mean {meant!r}?"
     return str(error["msg"])
-
-
-def _near(word: Any, choices: list[Any], cutoff: float = 0.6) -> str | None:
-    """The choice ``word`` most likely misspells, if any."""
-    if not isinstance(word, str):
-        return None
-    found = difflib.get_close_matches(word, [c for c in choices if isinstance(c, str)], n=1, cutoff=cutoff)
-    return found[0] if found else None
 
 
 def _node_id(value: Any, path: tuple[Any, ...]) -> str | None:
