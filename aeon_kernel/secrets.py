@@ -150,7 +150,8 @@ def scrub_secrets(text: str) -> str:
 
 def scrub_hold(text: str) -> int:
     """How many characters at the end of ``text``, a text still growing (a streamed reply), may yet turn out to be
-    part of a secret: ``scrub_secrets(text)`` less that many characters at its end is final, and can be passed on.
+    part of a secret. The count is in ``text``, not in ``text`` scrubbed: scrub the start before them on its own,
+    and pass it on while it is the start of ``scrub_secrets(text)`` (a piece scrubbed across the cut waits).
 
     A piece that more text could make long enough to be scrubbed is a run of some form of a secret that reaches
     the end, so the longest end of ``text`` found inside a form is the most that can change (usually a character

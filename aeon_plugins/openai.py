@@ -362,8 +362,12 @@ class _Release:
 
     def add(self, piece: str) -> None:
         self.rest += piece
-        text = scrub_secrets(self.rest)
-        self._pass(text[: len(text) - scrub_hold(self.rest)])
+        # What may yet change is counted in the text as it came, so the final part is scrubbed on its own; it is
+        # passed on only while it is the start of the whole text scrubbed (a secret's piece that the held end
+        # would complete, or that overlaps it, waits until it is settled).
+        ready = scrub_secrets(self.rest[: len(self.rest) - scrub_hold(self.rest)])
+        if scrub_secrets(self.rest).startswith(ready):
+            self._pass(ready)
         if self.shown and self.rest.startswith(self.shown):
             self.settled.append(self.shown)
             self.rest, self.shown = self.rest[len(self.shown) :], ""
