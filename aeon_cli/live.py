@@ -37,7 +37,7 @@ _STATUS_STYLE = {
     StepStatus.FAILED: ("✘", "bold red"),
     StepStatus.INVALID: ("!", "bold magenta"),
 }
-_RUN_STYLE = {"completed": "green", "failed": "red", "ttl_expired": "yellow"}
+_RUN_STYLE = {"completed": "green", "failed": "red", "ttl_expired": "yellow", "waiting": "cyan"}
 _VERDICT_STYLE = {"verified": "green", "unverified": "yellow", "contradicted": "red"}
 
 

@@ -28,7 +28,7 @@ from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
 from aeon_kernel.version import __version__
 
-EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3}
+EXIT_CODES: Final = {"completed": 0, "failed": 1, "ttl_expired": 3, "waiting": 4}
 #: ``aeon_kernel.runtime.artifacts.ArtifactKind``, written out: the CLI does not import the data model to start
 ARTIFACT_KINDS: Final = (
     "plan",
@@ -178,12 +178,26 @@ def _drive(
             engine.close()
     if not no_log:  # with_default_store gave the run a store
         click.echo(recording.note(chosen, result["run_id"], Path(log) if log else None), err=True)
+    if result["status"] == "waiting":
+        _show_request(result.get("approval") or {}, result["run_id"])
     if result["status"] == "ttl_expired" and interrupt.store is not None:
         click.echo(
             f"The TTL expired; {interrupt.command} {result['run_id']} --ttl N gives the run N more cycles.",
             err=True,
         )
     sys.exit(EXIT_CODES.get(result["status"], 1))
+
+
+def _show_request(request: dict[str, Any], run_id: str) -> None:
+    """What a waiting run waits on, and the commands that answer it (on stderr: stdout holds the result)."""
+    arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
+    expires = f" It expires at {request['expires_at']}." if request.get("expires_at") else ""
+    click.echo(
+        f"Waiting for approval: {request.get('message', '')}\n  call: {request.get('tool')} {arguments}\n"
+        f"  approve: aeon approve {run_id}   edit: aeon approve {run_id} --edit-arguments '{{...}}'   refuse: "
+        f"aeon approve {run_id} --deny REASON.{expires}",
+        err=True,
+    )
 
 
 def _stepped(orchestrator: Any, start: Callable[[], Any]) -> Iterator[Any]:
@@ -229,8 +243,9 @@ def run(
 ) -> None:
     """Plan REQUEST with the model, execute the plan step by step, and report the answer.
 
-    Exit status: 0 completed, 1 failed, 3 TTL expired, 2 could not start, 130 interrupted (Ctrl-C, or Stop with
-    --inspect: the run is kept, `aeon resume RUN_ID` goes on).
+    Exit status: 0 completed, 1 failed, 3 TTL expired, 4 waiting for approval (`aeon approve RUN_ID` answers), 2
+    could not start, 130 interrupted (Ctrl-C, or Stop with --inspect: the run is kept, `aeon resume RUN_ID` goes
+    on).
     """
 
     def cycles(orchestrator: Any) -> Iterator[Any]:
@@ -287,6 +302,60 @@ def resume(
         )
 
     _drive(f"resume {run_id}", cycles, run_id=run_id, **options)
+
+
+def _arguments(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    try:
+        arguments = json.loads(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}") from None
+    if not isinstance(arguments, dict):
+        raise click.BadParameter("the arguments must be a JSON object, as the tool's input schema has them")
+    return arguments
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--deny", "deny_reason", metavar="REASON", help="Refuse the call: it fails with REASON.")
+@click.option(
+    "--edit-arguments",
+    "arguments",
+    metavar="JSON",
+    callback=_arguments,
+    help="Approve the call with these arguments instead (checked against the tool's input schema).",
+)
+@click.option("--by", default="", help="Who answers, as the run's history should record it.")
+@take_over_option
+@_run_options
+def approve(
+    run_id: str,
+    deny_reason: str | None,
+    arguments: dict[str, Any] | None,
+    by: str,
+    take_over: bool,
+    **options: Any,
+) -> None:
+    """Answer the call the waiting run RUN_ID waits on, then continue the run to its end.
+
+    The answer is recorded in the run's history (who, when, what was changed) before the run goes on, in this
+    process, whichever process asked. Exit status as for `aeon run` (4: it waits again, for another call).
+    """
+    if deny_reason is not None and arguments is not None:
+        raise click.UsageError("--deny and --edit-arguments cannot go together: refuse the call, or edit it")
+    from aeon_kernel.approvals import Approval
+
+    approval = (
+        Approval.deny(deny_reason, by) if deny_reason is not None else Approval(by=by, arguments=arguments)
+    )
+
+    def cycles(orchestrator: Any) -> Iterator[Any]:
+        return _stepped(
+            orchestrator, lambda: orchestrator.start_resume(run_id, take_over=take_over, approval=approval)
+        )
+
+    _drive(f"approve {run_id}", cycles, run_id=run_id, **options)
 
 
 @cli.command()

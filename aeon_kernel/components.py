@@ -213,6 +213,7 @@ class ComponentSet:
         registry = self.registries["tools"]
         options = dict(self.config.tool_options.get(name, {}))
         grant = _grant(name, options.pop("grant", None))
+        ask = _grant(name, options.pop("ask", None), "ask")
         declared = _declared_permissions(registry.get(name).factory)
         if declared and not grant:
             return self._ungranted(name, declared)
@@ -236,6 +237,14 @@ class ComponentSet:
                 )
             if tool.permissions and not tool.granted:
                 return self._ungranted(name, tool.permissions)
+        if ask is not None:  # every use of these permissions waits for a person's approval
+            for tool in tools:
+                if unknown := sorted(ask - set(tool.permissions)):
+                    raise ConfigError(
+                        f"[tools.{name}] ask names {', '.join(map(repr, unknown))}, which {tool.name} does not "
+                        f"declare (it has: {', '.join(sorted(tool.permissions)) or 'none'})"
+                    )
+            tools = [tool.model_copy(update={"ask": ask}) for tool in tools]
         return tools
 
     def _ungranted(self, name: str, permissions: dict[str, str]) -> list[Tool]:
@@ -404,12 +413,12 @@ _BUILDERS: Final = {"depth_heuristic": "depth_heuristics", "semantic_validator":
 _BUILT_ABOVE = frozenset({"llm_adapters", "validators", "memory_backends", "schedulers"})
 
 
-def _grant(name: str, grant: Any) -> frozenset[str] | None:
-    """``[tools.<name>] grant`` as a set of permission names (None when absent)."""
+def _grant(name: str, grant: Any, key: str = "grant") -> frozenset[str] | None:
+    """``[tools.<name>] grant`` (or ``ask``) as a set of permission names (None when absent)."""
     if grant is None:
         return None
     if not isinstance(grant, list) or not all(isinstance(p, str) and p for p in grant):
-        raise ConfigError(f"[tools.{name}] grant must be a list of permission names, got {grant!r}")
+        raise ConfigError(f"[tools.{name}] {key} must be a list of permission names, got {grant!r}")
     return frozenset(grant)
 
 

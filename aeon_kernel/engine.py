@@ -32,6 +32,7 @@ from aeon_kernel.version import __version__
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from aeon_kernel.approvals import Approval
     from aeon_kernel.contracts import ConvergenceEngine, Memory, Planner, Supervisor, TelemetrySink, Validator
     from aeon_kernel.llm.client import ModelClient
     from aeon_kernel.models import Plan
@@ -286,6 +287,24 @@ class Engine:
             pass
         assert orchestrator.result is not None
         return orchestrator.result
+
+    def approve(self, run_id: str, approval: Approval | None = None) -> dict[str, Any]:
+        """Answer the call the ``waiting`` run ``run_id`` waits on — approved as proposed by default; ``Approval(
+        arguments=...)`` edits them, ``Approval.deny(reason)`` refuses — and continue it to the end, in this process
+        whichever process asked (decision 0021); the result dict, ``waiting`` again if a later call asks too."""
+        from aeon_kernel.approvals import Approval
+
+        orchestrator = self.orchestrator()
+        for _ in orchestrator.resume(run_id, approval=approval or Approval()):
+            pass
+        assert orchestrator.result is not None
+        return orchestrator.result
+
+    def deny(self, run_id: str, reason: str, by: str = "") -> dict[str, Any]:
+        """:meth:`approve` with a refusal: the call fails with ``reason``, and the run goes on to its end."""
+        from aeon_kernel.approvals import Approval
+
+        return self.approve(run_id, Approval.deny(reason, by))
 
     # --- many runs at once (spec 004 §10.8): the executor [executor] chooses ------------------------------------
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final, NamedTuple
 
+from aeon_kernel.approvals import ApprovalRequired, ask
 from aeon_kernel.errors import AeonError, DeadlineError, PermissionDeniedError, ValidationError
 from aeon_kernel.idempotency import idempotency_scope
 from aeon_kernel.markers import hookimpl
@@ -186,13 +187,27 @@ def invoke_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> 
     error: dict[str, Any] | None = None
     try:
         if tool.permissions:
-            missing = tool.required_permissions(arguments) - tool.granted
+            used = tool.required_permissions(arguments)
+            missing = used - tool.granted
             if missing:
                 raise PermissionDeniedError(tool.name, sorted(missing))
+            if used & tool.ask:  # the run waits for a person (ApprovalRequired), or they answered
+                asked = ", ".join(map(repr, sorted(used & tool.ask)))
+                reason = f"the {tool.name} tool's {asked} permission needs approval at every use"
+                ask(
+                    tool.name,
+                    arguments,
+                    context.step_id,
+                    policy=f"tools.{tool.name}",
+                    rule="ask",
+                    reason=reason,
+                )
         with idempotency_scope(context.run_id, context.step_id):
             result = tool.invoke(**arguments) if tool.timeout is None else _within(tool, arguments)
         if not isinstance(result, dict):
             raise ValidationError(f"{tool.name} returned {_kind(result)}, not an object")
+    except ApprovalRequired:
+        raise
     except Exception as exc:
         result = None
         error = failed_call_error(tool.name, exc)

@@ -363,7 +363,8 @@ class MemoryEntry(FrozenModel):
     metadata: dict[str, Any] | None = None
 
 
-RunStatus = Literal["running", "completed", "failed", "ttl_expired"]
+#: ``waiting``: stopped until a person answers a call that needs approval (decision 0021); not an end
+RunStatus = Literal["running", "waiting", "completed", "failed", "ttl_expired"]
 #: What a cycle did: write the plan or execute a step; multi-pass runs (spec 003) also infer the task's profile,
 #: validate the plan or the results, assess convergence, refine the plan, and update the profile.
 #: A flow run (spec 004) runs node stages.

@@ -12,14 +12,16 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from functools import partial
 from typing import Any, Final
 
+from aeon_kernel.approvals import Approval, answered, decided, waiting_on
 from aeon_kernel.contracts import ConvergenceEngine, LLMAdapter, Memory, Planner, Supervisor, Validator
 from aeon_kernel.errors import OrchestrationError, RunStoreError, ValidationError
 from aeon_kernel.hookspecs import HOOKSPEC_VERSION
 from aeon_kernel.kinds import default
 from aeon_kernel.llm.client import ModelClient
-from aeon_kernel.models import LogEntry, OrchestrationState, Plan
+from aeon_kernel.models import LogEntry, OrchestrationState, Plan, utc_now
 from aeon_kernel.output_types import output_type as typed
 from aeon_kernel.plugins import AeonPluginManager, Registries, build_plugin_manager, loaded_plugins
 from aeon_kernel.runtime.context import Components
@@ -166,7 +168,14 @@ class Orchestrator:
         )
         return self._new_run(state, output_schema=output_schema)
 
-    def start_resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> Run:
+    def start_resume(
+        self,
+        run_id: str,
+        *,
+        take_over: bool = False,
+        ttl: int | None = None,
+        approval: Approval | None = None,
+    ) -> Run:
         """The interrupted run ``run_id``, claimed from the state store and ready to continue.
 
         Completed steps are never executed again; a step that was running when the process died is executed
@@ -177,6 +186,10 @@ class Orchestrator:
 
         ``ttl``: that many more cycles, recorded in the run's history (``runtime.run.extend_ttl``): how a run whose
         TTL expired goes on (an interrupted one gets them on top). A completed or failed run cannot be continued.
+
+        ``approval``: a person's answer to the call a ``waiting`` run waits on (decision 0021), recorded in its
+        history before it goes on. A waiting run resumed without one goes on only when its request has expired (the
+        call then fails); else ``RunStoreError`` says how to answer.
         """
         store = self.state_store
         if store is None:
@@ -191,9 +204,13 @@ class Orchestrator:
         except RunStoreError as refused:
             stored = _peek(store, run_id)
             status = stored.state.status if stored is not None else "running"
-            if stored is None or status == "running" or (status != "ttl_expired" and ttl is None):
+            if status == "waiting" and stored is not None:
+                self._check_scheduler(run_id, stored)
+                self._answer(store, stored, approval)
+                self._claim(run_id, take_over)
+            elif stored is None or status == "running" or (status != "ttl_expired" and ttl is None):
                 raise
-            if ttl is None or status != "ttl_expired":
+            elif ttl is None or status != "ttl_expired":
                 how = "aeon flow resume" if stored.manifest.get("scheduler") == "flow" else "aeon resume"
                 why = (
                     f"its TTL expired after {stored.state.cycle} cycles. Give it more and it goes on: {how} "
@@ -203,15 +220,20 @@ class Orchestrator:
                     "expired (run the request again)"
                 )
                 raise RunStoreError(f"{refused}: {why}") from None
-            # No claim can hold a finished run: the extension, committed unclaimed, makes it running again (the
-            # store refuses a second extension of the same cycles), and the claim follows.
-            self._check_scheduler(run_id, stored)
-            extend_ttl(store, stored, ttl)
-            extended = True
-            self._claim(run_id, take_over)
+            else:
+                # No claim can hold a finished run: the extension, committed unclaimed, makes it running again (the
+                # store refuses a second extension of the same cycles), and the claim follows.
+                self._check_scheduler(run_id, stored)
+                extend_ttl(store, stored, ttl)
+                extended = True
+                self._claim(run_id, take_over)
         try:
             stored = store.load(run_id)
             self._check_scheduler(run_id, stored)
+            if approval is not None and not answered(stored.state):
+                raise RunStoreError(
+                    f"run {run_id!r} is not waiting for approval; resume it: aeon resume {run_id}"
+                )
             if ttl is not None and not extended:
                 stored = extend_ttl(store, stored, ttl)
         except BaseException:
@@ -260,10 +282,18 @@ class Orchestrator:
         with self._active(lambda: self.start(user_request, initial_plan, output_type=output_type)) as run:
             yield from run
 
-    def resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> Iterator[LogEntry]:
+    def resume(
+        self,
+        run_id: str,
+        *,
+        take_over: bool = False,
+        ttl: int | None = None,
+        approval: Approval | None = None,
+    ) -> Iterator[LogEntry]:
         """Continue an interrupted run from its state store, one cycle at a time (like :meth:`iter`); ``ttl``: with
-        that many more cycles (see :meth:`start_resume`)."""
-        with self._active(lambda: self.start_resume(run_id, take_over=take_over, ttl=ttl)) as run:
+        that many more cycles; ``approval``: the answer a waiting run waits for (see :meth:`start_resume`)."""
+        start = partial(self.start_resume, run_id, take_over=take_over, ttl=ttl, approval=approval)
+        with self._active(start) as run:
             yield from run
 
     def get_state(self) -> OrchestrationState:
@@ -324,6 +354,30 @@ class Orchestrator:
             self.state_store.claim(run_id, take_over=True)
         else:  # a third-party store written before take_over need not know the keyword
             self.state_store.claim(run_id)
+
+    def _answer(self, store: StateStore, stored: StoredRun, approval: Approval | None) -> None:
+        """Record a person's answer to the call the waiting run ``stored`` waits on (committed unclaimed, as a TTL
+        extension is: the store refuses a second answer to the same request). Without ``approval``, only an expired
+        request is answered (the call fails); else the refusal says how to answer."""
+        state = stored.state
+        request = waiting_on(state) or {}
+        if approval is None:
+            expires = request.get("expires_at")
+            if expires is None or utc_now() <= expires:
+                raise RunStoreError(
+                    f"run {state.run_id!r} waits for approval: {request.get('message', 'a call needs approval')}. "
+                    f"Answer it: aeon approve {state.run_id} (--deny REASON refuses it; in Python, "
+                    "Engine.approve(run_id) or Engine.deny(run_id, reason))"
+                )
+            approval = Approval.deny("")  # recorded as expired
+        new, entry = decided(state, approval, self.components.tools)
+        try:
+            store.commit_cycle(new, entry, [])
+        except RunStoreError as exc:
+            raise RunStoreError(
+                f"the answer to run {state.run_id!r} could not be recorded: {exc} (did another process answer it "
+                "meanwhile? aeon runs shows it)"
+            ) from None
 
     def _check_scheduler(self, run_id: str, stored: StoredRun) -> None:
         started_by, mine = stored.manifest.get("scheduler"), (self.manifest or {}).get("scheduler")

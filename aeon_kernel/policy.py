@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from aeon_kernel.approvals import ask
 from aeon_kernel.errors import PolicyDeniedError
 from aeon_kernel.invocation import ToolContext, describe, failed_call_error
 from aeon_kernel.markers import hookimpl
@@ -59,7 +60,8 @@ class PolicyAction(BaseModel):
 
 
 class PolicyDecision(BaseModel):
-    """A policy's verdict on an action: allowed or not, and by which rule."""
+    """A policy's verdict on an action: allowed or not, and by which rule; or, with ``ask``, allowed once a person
+    approves it (:mod:`aeon_kernel.approvals`: the run waits for the answer)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -67,6 +69,10 @@ class PolicyDecision(BaseModel):
     #: the rule that decided, as the user named it (``deny[0]``, ``no-secrets``, ``default``)
     rule: str
     reason: str = ""
+    #: the action may go on only once a person approves it (tool calls; any other action asked about is refused)
+    ask: bool = False
+    #: seconds a person has to answer, counted from the request; an answer after that fails the call
+    expires_in: float | None = Field(default=None, gt=0)
 
 
 class Policy(ABC):
@@ -78,7 +84,20 @@ class Policy(ABC):
 
 
 def denial(policies: Sequence[tuple[str, Policy]], action: PolicyAction) -> PolicyDeniedError | None:
-    """The first denial of ``action`` by ``policies`` (``(name, policy)`` pairs), or None when all allow it."""
+    """The first denial of ``action`` by ``policies`` (``(name, policy)`` pairs), or None when all allow it. A
+    policy that asks for approval denies here: only a tool call, judged by :func:`judged`, can wait for one."""
+    refused, asked = judged(policies, action)
+    if refused is None and asked is not None:
+        name, decision = asked
+        return _refusal(name, decision, action, "; approval is asked for tool calls only, so it was refused")
+    return refused
+
+
+def judged(
+    policies: Sequence[tuple[str, Policy]], action: PolicyAction
+) -> tuple[PolicyDeniedError | None, tuple[str, PolicyDecision] | None]:
+    """The first denial of ``action`` by ``policies``, and the first policy that asks for a person's approval."""
+    asked = None
     for name, policy in policies:
         try:
             decision = policy.evaluate(action)
@@ -88,20 +107,26 @@ def denial(policies: Sequence[tuple[str, Policy]], action: PolicyAction) -> Poli
                 "so it was refused",
                 policy=name,
                 rule="error",
-            )
-        if decision is not None and not decision.allowed:
-            what = (
-                f"{action.tool} call"
-                if action.kind == "tool_call"
-                else f"{action.kind.replace('_', ' ')} {action.stage}"
-            )
-            because = f": {decision.reason}" if decision.reason else ""
-            return PolicyDeniedError(
-                f"the {what} was denied by rule {decision.rule!r} of the policy {name!r}{because}",
-                policy=name,
-                rule=decision.rule,
-            )
-    return None
+            ), None
+        if decision is not None and decision.ask:
+            asked = asked or (name, decision)
+        elif decision is not None and not decision.allowed:
+            return _refusal(name, decision, action), None
+    return None, asked
+
+
+def _refusal(name: str, decision: PolicyDecision, action: PolicyAction, more: str = "") -> PolicyDeniedError:
+    what = (
+        f"{action.tool} call"
+        if action.kind == "tool_call"
+        else f"{action.kind.replace('_', ' ')} {action.stage}"
+    )
+    because = f": {decision.reason}" if decision.reason else ""
+    return PolicyDeniedError(
+        f"the {what} was denied by rule {decision.rule!r} of the policy {name!r}{because}{more}",
+        policy=name,
+        rule=decision.rule,
+    )
 
 
 class PolicyGate:
@@ -179,7 +204,21 @@ class PolicyGate:
                 rule="resources",
             )
         else:
-            refused = denial(self.policies, action)
+            refused, asked = judged(self.policies, action)
+            if refused is None and asked is not None:
+                name, decision = asked
+                try:
+                    ask(
+                        tool.name,
+                        arguments,
+                        context.step_id,
+                        policy=name,
+                        rule=decision.rule,
+                        reason=decision.reason,
+                        expires_in=decision.expires_in,
+                    )
+                except PolicyDeniedError as answered:
+                    refused = answered
         if refused is None:
             return None
         return ToolCall(

@@ -75,6 +75,9 @@ class Tool(BaseModel, ABC):
     permissions: dict[str, str] = {}
     #: the permissions this instance was granted (the engine passes ``[tools.<name>] grant``)
     granted: frozenset[str] = frozenset()
+    #: the permissions whose every use needs a person's approval: the run waits for it (:mod:`aeon_kernel.approvals`;
+    #: a tool may declare some by default, ``[tools.<name>] ask`` chooses)
+    ask: frozenset[str] = frozenset()
 
     # Validators rather than Field constraints: a subclass that redeclares ``name: str = "echo"`` keeps them.
     @field_validator("name")
@@ -102,7 +105,7 @@ class Tool(BaseModel, ABC):
 
     @model_validator(mode="after")
     def _granted_declared(self) -> Tool:
-        unknown = sorted(self.granted - set(self.permissions))
+        unknown = sorted((self.granted | self.ask) - set(self.permissions))
         if unknown:
             offered = ", ".join(sorted(self.permissions)) or "none"
             raise ValueError(

@@ -12,10 +12,17 @@
     path = "secrets/*"
     reason = "the secrets directory is off limits"
 
+    [[policy.rules.ask]]            # the call waits for a person: aeon approve RUN_ID (decision 0021)
+    name = "writes-need-a-person"
+    tool = "files"
+    arguments = { operation = "^write$" }
+    expires_in = 3600               # seconds to answer; later, the call fails (optional)
+
 A rule matches an action when every condition it sets holds: ``tool`` and ``node`` (globs, ``*`` and ``?``),
 ``path`` and ``host`` (globs against what the call touches, as the tool reports it — a path already normalised
 relative to its root — where ``*`` also crosses ``/``; hosts ignore case), and ``arguments`` (argument name ->
 regular expression searched in the value, text as it is, anything else as JSON). A deny rule that matches wins;
+then an ask rule, which holds a tool call until a person answers (on a stage or a model step it refuses);
 ``default`` applies to tool calls only, so a flow stage is refused only by a deny rule naming its ``node``.
 
 A path rule binds only what a tool can name, so while one applies to a call (its ``tool`` and ``node``, if set,
@@ -31,7 +38,7 @@ import re
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aeon_kernel import ConfigError, Policy, PolicyAction, PolicyDecision, Register, hookimpl
 
@@ -48,6 +55,8 @@ class Rule(BaseModel):
     host: str | None = None
     arguments: dict[str, str] = {}
     reason: str = ""
+    #: an ask rule's seconds to answer
+    expires_in: float | None = Field(default=None, gt=0)
 
     def applies_to(self, action: PolicyAction) -> bool:
         """Whether the rule's ``tool`` and ``node`` hold for ``action`` (its other conditions aside)."""
@@ -78,11 +87,15 @@ class RulesPolicy(Policy):
         deny: list[dict[str, Any]] | None = None,
         allow: list[dict[str, Any]] | None = None,
         default: Literal["allow", "deny"] = "allow",
+        ask: list[dict[str, Any]] | None = None,
     ) -> None:
         if default not in ("allow", "deny"):
             raise ConfigError(f'[policy.rules] default must be "allow" or "deny", got {default!r}')
         self.deny = _rules(deny or [], "deny")
         self.allow = _rules(allow or [], "allow")
+        self.ask = _rules(ask or [], "ask")
+        if timed := [rule.name for rule in (*self.deny, *self.allow) if rule.expires_in is not None]:
+            raise ConfigError(f"[policy.rules] expires_in is for ask rules; {timed[0]!r} is not one")
         self.default = default
         self._path_rules = tuple(rule for rule in (*self.deny, *self.allow) if rule.path is not None)
 
@@ -90,11 +103,15 @@ class RulesPolicy(Policy):
         for rule in self.deny:
             if rule.matches(action):
                 return PolicyDecision(allowed=False, rule=rule.name, reason=rule.reason)
+        if action.kind == "tool_call" and (unbound := self._unbound_paths(action)) is not None:
+            return unbound
+        for rule in self.ask:
+            if rule.matches(action):
+                return PolicyDecision(
+                    allowed=False, ask=True, rule=rule.name, reason=rule.reason, expires_in=rule.expires_in
+                )
         if action.kind != "tool_call":  # default = "deny" is about tool calls: stages and model steps run
             return None
-        unbound = self._unbound_paths(action)
-        if unbound is not None:
-            return unbound
         if self.default == "allow":
             return None
         for rule in self.allow:

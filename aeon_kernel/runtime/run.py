@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from aeon_kernel.approvals import Approval, ApprovalRequired, decided, deciding, decisions, waiting_on
 from aeon_kernel.errors import AeonError, DeadlineError, LLMError, OrchestrationError, RunStoreError
 from aeon_kernel.llm.client import REQUEST, STARTED, begin_capture, end_capture, total_usage
 from aeon_kernel.models import ConvergenceAssessment, LogEntry, OrchestrationState, RunStatus, utc_now
@@ -130,6 +131,8 @@ class Run:
         #: the name of the ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``)
         #: that stopped the run mid-way, or None: nothing of the cycle it cut short was committed (see ``next``)
         self.interrupted: str | None = None
+        #: a person's answers to the calls that needed approval, by step (:mod:`aeon_kernel.approvals`)
+        self._decisions = decisions(state.errors)
 
     # --- public API ----------------------------------------------------------------------------------------------
 
@@ -193,6 +196,9 @@ class Run:
         try:
             if not self._started:
                 self._start()
+            if self._context.state.status == "waiting":
+                self._wait()
+                return None
             verdict = self._verdict()
             if verdict is not None:
                 self._finish(verdict)
@@ -226,6 +232,27 @@ class Run:
             pass
         assert self.result is not None
         return self.result
+
+    def approve(self, approval: Approval | None = None) -> None:
+        """Answer the call this ``waiting`` run waits on (approved as proposed by default; ``Approval(arguments=...)``
+        edits them, ``Approval.deny(reason)`` refuses): the answer is recorded — committed, with a store — and the
+        run goes on at the next ``next()``. Raises ``RunStoreError`` when the run is not waiting, and
+        ``ValidationError`` for edited arguments the tool refuses. From another process: ``aeon approve RUN_ID``."""
+        if self.result is None or self.result.status != "waiting" or self._closed:
+            raise RunStoreError(f"run {self.run_id} is not waiting for approval")
+        state, entry = decided(self.state, approval or Approval(), self._context.components.tools)
+        if self.store is not None:
+            self.store.commit_cycle(state, entry, [])
+            self.store.claim(self.run_id)
+        self._context.state.restore(state)
+        self._decisions = decisions(state.errors)
+        self.result = None
+        if self._context.hooks.listens("aeon_cycle_end"):
+            self._context.emit("aeon_cycle_end", entry=entry, state=state)
+
+    def deny(self, reason: str, by: str = "") -> None:
+        """Refuse the call this run waits on (:meth:`approve` with ``Approval.deny``): it fails with ``reason``."""
+        self.approve(Approval.deny(reason, by))
 
     def close(self) -> None:
         """Stop here: an unfinished run is released in its store and stays resumable."""
@@ -285,6 +312,28 @@ class Run:
                 log.warning("could not release interrupted run %s: %s", self.run_id, failed)
         self._closed = True
 
+    def _wait(self) -> None:
+        """Stop until a person answers (decision 0021): the result says so and how, and the claim is released."""
+        state = self._context.state.snapshot()
+        request = waiting_on(state) or {}
+        message = (
+            f"waiting for approval: {request.get('message', 'a call needs approval')}. Approve it with: aeon approve "
+            f"{self.run_id} (--deny REASON refuses it; in Python, run.approve() or run.deny(reason))"
+        )
+        self.result = RunResult(
+            run_id=state.run_id,
+            status="waiting",
+            answer=None,
+            message=message,
+            errors=state.errors,
+            convergence=None,
+            state=state,
+            final_state=state.model_dump(mode="json"),
+            details={"approval": request},
+        )
+        if self._claimed and self.store is not None:
+            self.store.release(self.run_id)
+
     def _verdict(self) -> Verdict | None:
         """Whether the run is over: the model or the store failed (FR-049), the scheduler says so, or the TTL."""
         if self._fatal:
@@ -322,10 +371,17 @@ class Run:
             try:
                 work = self._scheduler.next_work(context)
                 cycle.phase, cycle.step_id = work.phase, work.step_id
-                outcome = self._scheduler.perform(work, context)
+                if self._decisions:
+                    with deciding(self._decisions):
+                        outcome = self._scheduler.perform(work, context)
+                else:
+                    outcome = self._scheduler.perform(work, context)
                 self._scheduler.apply(work, outcome, context)
             finally:
                 end_capture(capture)
+        except ApprovalRequired as asked:  # not a failure: the step stays running, and the run waits
+            cycle.errors.append(asked.to_dict())
+            context.state.finish("waiting")
         except Exception as exc:
             # Nothing escapes a cycle: the scheduler settles its state (a running step fails, FR-054) and the
             # error is logged (FR-039). A model that stays unavailable ends the run with a structured error (FR-049).

@@ -121,6 +121,10 @@ class RunState:
         self._use_plan(state.plan)
         self._snapshot = state
 
+    def restore(self, state: OrchestrationState) -> None:
+        """Start again from ``state`` (a waiting run given a person's answer), keeping this object."""
+        self.__init__(state)  # type: ignore[misc]
+
     # --- snapshots ---------------------------------------------------------------------------------------------
 
     def plan(self) -> Plan | None:

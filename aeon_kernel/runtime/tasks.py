@@ -27,11 +27,16 @@ from aeon_kernel.runtime.run import Run
 
 log = logging.getLogger("aeon")
 
-#: ``queued`` → ``running`` → how it ended: the run's own status (``completed``, ``failed``, ``ttl_expired``),
+#: ``queued`` → ``running`` → how it ended: the run's own status (``completed``, ``failed``, ``ttl_expired``, or
+#: ``waiting``: it stopped for a person's approval, its worker freed, and ``Engine.approve`` goes on),
 #: ``cancelled`` (never started, or stopped at a cycle boundary), or ``error`` (it raised instead of ending:
 #: the run could not be started, say)
-TaskStatus = Literal["queued", "running", "completed", "failed", "ttl_expired", "cancelled", "error"]
-FINISHED: Final[frozenset[str]] = frozenset({"completed", "failed", "ttl_expired", "cancelled", "error"})
+TaskStatus = Literal[
+    "queued", "running", "waiting", "completed", "failed", "ttl_expired", "cancelled", "error"
+]
+FINISHED: Final[frozenset[str]] = frozenset(
+    {"waiting", "completed", "failed", "ttl_expired", "cancelled", "error"}
+)
 
 
 class TaskCancelledError(AeonError):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aeon_kernel import (
+    ApprovalRequired,
     Conclusion,
     OrchestrationState,
     Policy,
@@ -373,6 +374,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             stage.error = str(exc)
         except ToolMisuseError as exc:
             stage.error = f"tool misuse: {exc}"
+        except ApprovalRequired as exc:  # decision 0021: only a plan run can wait
+            stage.error = f"{exc}; a flow's stage cannot wait for approval yet, so it failed"
         except Exception as exc:
             stage.error = f"{type(exc).__name__}: {exc}"
         finally:

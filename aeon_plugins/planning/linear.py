@@ -29,6 +29,7 @@ from aeon_kernel import (
     Verdict,
     Work,
 )
+from aeon_kernel.approvals import ApprovalRequired
 from aeon_kernel.errors import LLMError, SupervisorError, ValidationError
 from aeon_kernel.kit import (
     StepContext,
@@ -198,7 +199,7 @@ def _execute_step(step: PlanStep, context: StepContext, run: RunContext) -> Step
     """FR-052: execute the running step through the ``aeon_execute_step`` hook; any failure fails only the step."""
     try:
         result = run.hooks.caller("aeon_execute_step")(step=step, context=context)
-    except (LLMError, SupervisorError):
+    except (LLMError, SupervisorError, ApprovalRequired):  # the run fails, or waits for a person
         raise
     except Exception as exc:
         # FR-054: a failing step is marked failed and the run goes on.

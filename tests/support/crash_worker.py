@@ -1,7 +1,10 @@
 """A process for the crash tests: runs (or resumes) the ten-step ledger plan with a SQLite state store and a
 JSONL log, and kills itself with SIGKILL at a chosen point when ``AEON_CRASH_AT`` says so.
 
-    python tests/crash_worker.py DIR run|resume [RUN_ID]
+    python tests/crash_worker.py DIR run|resume|approve|deny [RUN_ID]
+
+With ``AEON_ASK=N`` the ledger call of step N needs a person's approval (a ``rules`` ask rule): the run stops
+``waiting``; ``approve`` and ``deny`` answer it and go on (issue 29).
 
 ``AEON_CRASH_AT``: ``commit:K`` (right after cycle K is committed, before its log line), ``torn:K`` (halfway
 through writing cycle K's log line), ``tool:K`` (inside step K's tool, after its side effect). Prints
@@ -19,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from aeon_kernel import Engine, LogEntry, hookimpl
+from aeon_kernel import Approval, Engine, LogEntry, hookimpl
 from aeon_kernel.config import AeonConfig, Choice
 from aeon_plugins import jsonl, sqlite_state
 from tests.support import ledger
@@ -83,18 +86,34 @@ class Components:
 def main() -> None:
     directory, mode = Path(sys.argv[1]), sys.argv[2]
     os.environ[ledger.LEDGER_ENV] = str(directory / "ledger.txt")
+    ask = os.environ.get("AEON_ASK")
+    rules = [{"name": "a-person", "tool": "ledger", "arguments": {"n": f"^{ask}$"}}] if ask else []
     config = AeonConfig(
         ttl=40,
         state=Choice("crashing", {"path": str(directory / "state.db")}),
         telemetry=(Choice("crashing_jsonl", {"path": str(directory / "run.jsonl")}),),
+        policies=(Choice("rules", {"ask": rules}),) if ask else (),
     ).with_choice("llm", "scripted", responses=[PLAN])
-    from aeon_plugins import in_memory, plan_finished, schema_validator, scripted, supervisor
+    from aeon_plugins import in_memory, plan_finished, policy_rules, schema_validator, scripted, supervisor
 
-    builtins = [scripted, in_memory, schema_validator, supervisor, plan_finished, jsonl, sqlite_state]
+    builtins = [
+        scripted,
+        in_memory,
+        schema_validator,
+        supervisor,
+        plan_finished,
+        jsonl,
+        sqlite_state,
+        policy_rules,
+    ]
     with Engine(config, plugins=[*builtins, Components()], autoload=False) as engine:
         orchestrator = engine.orchestrator()
         print("READY", flush=True)
-        cycles = orchestrator.iter("record ten things") if mode == "run" else orchestrator.resume(sys.argv[3])
+        answer = {"approve": Approval(by="tester"), "deny": Approval.deny("not today", "tester")}.get(mode)
+        if mode == "run":
+            cycles = orchestrator.iter("record ten things")
+        else:
+            cycles = orchestrator.resume(sys.argv[3], approval=answer)
         for _ in cycles:
             pass
         print(json.dumps(orchestrator.result), flush=True)

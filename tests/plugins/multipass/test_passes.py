@@ -142,9 +142,9 @@ class Components:
 
 
 def engine_for(
-    script: Script, ttl: int = 40, state_db: Any = None, **reasoning: Any
+    script: Script, ttl: int = 40, state_db: Any = None, policies: tuple[Any, ...] = (), **reasoning: Any
 ) -> tuple[Engine, RecordingSink]:
-    config = AeonConfig(ttl=ttl).with_choice("llm", "scripted", responses=[])
+    config = AeonConfig(ttl=ttl, policies=policies).with_choice("llm", "scripted", responses=[])
     for role in ("depth", "semantic_validator", "planner", "convergence"):
         config = config.with_choice(role, "scripted")
     config = config.multipass(**reasoning)
@@ -152,7 +152,8 @@ def engine_for(
         config = config.with_choice(role, "scripted")
     if state_db is not None:
         config = config.with_choice("state", "sqlite", path=str(state_db))
-    builtins = [importlib.import_module(name) for name in (*BUILTIN_PLUGINS, "aeon_plugins.sqlite_state")]
+    extra = ("aeon_plugins.sqlite_state", "aeon_plugins.policy_rules")
+    builtins = [importlib.import_module(name) for name in (*BUILTIN_PLUGINS, *extra)]
     engine = Engine(config, plugins=[*builtins, Components(script)], autoload=False)
     sink = RecordingSink()
     engine.pm.register(sink, name="sink:recording")
@@ -515,3 +516,23 @@ def test_a_one_step_plan_is_shallow_whatever_the_profile_says() -> None:
     assert phases(sink) == ["profile", "plan", "step:1", "evaluate"]
     assert script.calls == ["profile", "plan:depth=4", "assess"]
     assert [c.get("shallow") for c in script.criteria] == [True]
+
+
+def test_a_multipass_step_that_needs_approval_waits_and_goes_on_once_approved(tmp_path: Any) -> None:
+    """The waiting cycle keeps the pass and stage; the approved step runs, and the passes go on from there."""
+    from aeon_kernel.config import Choice
+
+    script = Script(depth=3, plan=TWO_STEPS, assessments=[CONVERGED])
+    ask = Choice("rules", {"ask": [{"name": "b", "tool": "echo", "arguments": {"message": "^b$"}}]})
+    engine, sink = engine_for(script, state_db=tmp_path / "runs.db", policies=(ask,))
+    with engine:
+        waiting = engine.run("say a then b")
+        assert waiting["status"] == "waiting" and waiting["approval"]["arguments"] == {"message": "b"}
+        done = engine.approve(waiting["run_id"])
+    assert done["status"] == "completed", done["message"]
+    assert [c["arguments"]["message"] for c in done["final_state"]["tool_history"]] == ["a", "b"]
+    # cycle 5 asked; cycle 6, the answer, was committed before the run went on (events are for cycles run)
+    assert phases(sink) == ["profile", "plan", "validate", "step:1", "step:2", "step:2", "evaluate"]
+    assert [e.step_number for e in sink.entries] == [1, 2, 3, 4, 5, 7, 8]
+    assert [e["type"] for e in done["errors"]] == ["ApprovalRequested", "ApprovalDecided"]
+    assert script.calls.count("profile") == 1 and script.calls.count("plan:depth=3") == 1
