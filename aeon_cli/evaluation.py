@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 SUITE_FILE: Final = "suite.yaml"
 #: how a case's run ends: ``aeon run``'s statuses, and a flow task's (spec 004 §3.4)
-RUN_STATUSES: Final = ("completed", "failed", "ttl_expired")
+RUN_STATUSES: Final = ("completed", "failed", "ttl_expired", "waiting")
 FLOW_STATUSES: Final = ("success", "partial", "failure")
 #: a value quoted in a failure message is cut to this many characters
 _SHOWN: Final = 200

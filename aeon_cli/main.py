@@ -41,6 +41,7 @@ ARTIFACT_KINDS: Final = (
     "model_call",
     "pass_event",
     "evaluation",
+    "approval",
 )
 EXIT_SETUP_ERROR: Final = 2
 
@@ -344,7 +345,7 @@ def approve(
     """
     if deny_reason is not None and arguments is not None:
         raise click.UsageError("--deny and --edit-arguments cannot go together: refuse the call, or edit it")
-    from aeon_kernel.approvals import Approval
+    from aeon_kernel.kit import Approval
 
     approval = (
         Approval.deny(deny_reason, by) if deny_reason is not None else Approval(by=by, arguments=arguments)

@@ -73,7 +73,7 @@ RUN_OUTPUT_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
         "run_id": {"type": "string"},
-        "status": {"enum": ["completed", "failed", "ttl_expired"]},
+        "status": {"enum": ["completed", "failed", "ttl_expired", "waiting"]},
         "answer": {},
         "message": {"type": "string"},
         "errors": {"type": "array", "items": {"type": "object"}},
@@ -82,7 +82,8 @@ RUN_OUTPUT_SCHEMA: Final[dict[str, Any]] = {
 }
 RUN_DESCRIPTION: Final = (
     "Run a request through Aeon: a plan is made, its steps call the configured tools, and the answer comes back "
-    "with the run's status (completed, failed, ttl_expired) and a message saying why it ended so."
+    "with the run's status (completed, failed, ttl_expired; or waiting, for a person's approval: aeon approve RUN_ID) "
+    "and a message saying why it ended so."
 )
 
 

@@ -19,7 +19,6 @@ from aeon_kernel.exports import lazy_getattr
 from aeon_kernel.version import __version__
 
 if TYPE_CHECKING:
-    from aeon_kernel.approvals import Approval, ApprovalRequired
     from aeon_kernel.config import AeonConfig
     from aeon_kernel.contracts import (
         ConvergenceEngine,
@@ -89,7 +88,6 @@ if TYPE_CHECKING:
 _EXPORTS: Final[dict[str, str]] = {
     name: module
     for module, names in {
-        "aeon_kernel.approvals": ("Approval", "ApprovalRequired",),
         "aeon_kernel.config": ("AeonConfig",),
         "aeon_kernel.contracts": (
             "ConvergenceEngine", "LLMAdapter", "LLMResponse", "Memory", "Planner", "SecretProvider",
@@ -129,18 +127,17 @@ _EXPORTS: Final[dict[str, str]] = {
     for name in names
 }
 __all__ = [
-    "HOOKSPEC_VERSION", "AdaptiveDepth", "AeonConfig", "AeonError", "Approval", "ApprovalRequired",
-    "Artifact", "ArtifactStore", "BackpressureError", "Conclusion", "ConfigError", "ConvergenceAssessment",
-    "ConvergenceEngine", "DeadlineError", "Engine", "FunctionTool", "LLMAdapter", "LLMError", "LLMResponse",
-    "LLMTransientError", "LogEntry", "Memory", "MemoryStoreError", "OrchestrationError",
-    "OrchestrationState", "Orchestrator", "OutputType", "PermissionDeniedError", "Plan", "PlanStep",
-    "Planner", "Policy", "PolicyAction", "PolicyDecision", "PolicyDeniedError", "Preview",
-    "RecursivePlanner", "RefinementAction", "Register", "Run", "RunContext", "RunResult", "RunStatus",
-    "RunStoreError", "Scheduler", "SchedulerMemo", "SecretProvider", "SemanticValidationReport",
-    "SemanticValidator", "StateStore", "StepExecutionResult", "StepStatus", "Supervisor", "SupervisorAction",
-    "SupervisorError", "TaskHandle", "TaskProfile", "TelemetrySink", "Tool", "ToolCall", "ToolContext",
-    "ToolError", "ToolRegistry", "ValidationError", "ValidationIssue", "Validator", "Verdict", "Work",
-    "__version__", "hookimpl", "output_type", "tool",
+    "HOOKSPEC_VERSION", "AdaptiveDepth", "AeonConfig", "AeonError", "Artifact", "ArtifactStore",
+    "BackpressureError", "Conclusion", "ConfigError", "ConvergenceAssessment", "ConvergenceEngine",
+    "DeadlineError", "Engine", "FunctionTool", "LLMAdapter", "LLMError", "LLMResponse", "LLMTransientError",
+    "LogEntry", "Memory", "MemoryStoreError", "OrchestrationError", "OrchestrationState", "Orchestrator",
+    "OutputType", "PermissionDeniedError", "Plan", "PlanStep", "Planner", "Policy", "PolicyAction",
+    "PolicyDecision", "PolicyDeniedError", "Preview", "RecursivePlanner", "RefinementAction", "Register",
+    "Run", "RunContext", "RunResult", "RunStatus", "RunStoreError", "Scheduler", "SchedulerMemo",
+    "SecretProvider", "SemanticValidationReport", "SemanticValidator", "StateStore", "StepExecutionResult",
+    "StepStatus", "Supervisor", "SupervisorAction", "SupervisorError", "TaskHandle", "TaskProfile",
+    "TelemetrySink", "Tool", "ToolCall", "ToolContext", "ToolError", "ToolRegistry", "ValidationError",
+    "ValidationIssue", "Validator", "Verdict", "Work", "__version__", "hookimpl", "output_type", "tool",
 ]
 # fmt: on
 # --- end of exports

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from aeon_kernel.errors import AeonError, PolicyDeniedError, RunStoreError, ValidationError
+from aeon_kernel.errors import ApprovalRequired, PolicyDeniedError, RunStoreError, ValidationError
 from aeon_kernel.models import LogEntry, OrchestrationState, StepStatus, utc_now
 
 if TYPE_CHECKING:
@@ -32,17 +32,6 @@ DECIDED: Final = "ApprovalDecided"
 
 #: the answers recorded for the run whose cycle runs in this context, by step (see :func:`deciding`)
 _DECISIONS: ContextVar[Mapping[str, dict[str, Any]] | None] = ContextVar("aeon_approvals", default=None)
-
-
-class ApprovalRequired(AeonError):
-    """A call needs a person's approval that it does not have: the run waits (it is not a failure)."""
-
-    def __init__(self, request: dict[str, Any]) -> None:
-        self.request = request
-        super().__init__(request["message"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.request)
 
 
 @dataclass(frozen=True)

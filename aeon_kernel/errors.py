@@ -127,6 +127,18 @@ class PolicyDeniedError(ToolError):
         return {**super().to_dict(), "policy": self.policy, "rule": self.rule}
 
 
+class ApprovalRequired(AeonError):
+    """A call needs a person's approval that it does not have: the run waits for it (decision 0021), it has not
+    failed. ``request`` is what the run records (``aeon_kernel.approvals``)."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
+        super().__init__(request["message"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.request)
+
+
 class ToolRegistrationError(ToolError, ValueError):
     """A tool could not be registered: duplicate name or invalid schema."""
 

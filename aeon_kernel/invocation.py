@@ -23,8 +23,14 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final, NamedTuple
 
-from aeon_kernel.approvals import ApprovalRequired, ask
-from aeon_kernel.errors import AeonError, DeadlineError, PermissionDeniedError, ValidationError
+from aeon_kernel.approvals import ask
+from aeon_kernel.errors import (
+    AeonError,
+    ApprovalRequired,
+    DeadlineError,
+    PermissionDeniedError,
+    ValidationError,
+)
 from aeon_kernel.idempotency import idempotency_scope
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.memory_values import is_utf8

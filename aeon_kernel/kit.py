@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 from aeon_kernel.exports import lazy_getattr
 
 if TYPE_CHECKING:
+    from aeon_kernel.approvals import Approval
     from aeon_kernel.contracts import RecordAction, StepToolCheck, plan_progress
     from aeon_kernel.exports import lazy_getattr
     from aeon_kernel.idempotency import current_idempotency_key
@@ -130,6 +131,7 @@ if TYPE_CHECKING:
 _EXPORTS: Final[dict[str, str]] = {
     name: module
     for module, names in {
+        "aeon_kernel.approvals": ("Approval",),
         "aeon_kernel.contracts": ("RecordAction", "StepToolCheck", "plan_progress",),
         "aeon_kernel.exports": ("lazy_getattr",),
         "aeon_kernel.idempotency": ("current_idempotency_key",),
@@ -191,10 +193,10 @@ _EXPORTS: Final[dict[str, str]] = {
 }
 __all__ = [
     "DEFAULT_CONCURRENCY", "INT64_MAX", "INT64_MIN", "MAX_REPAIR_CHARS", "PLAN_CHANGES", "SEVERITY_ORDER",
-    "SYSTEM_PROMPT", "ArtifactType", "AsyncRunStream", "Check", "CheckVerdict", "ClarityState", "Components",
-    "ExecutionHistory", "ExecutionPass", "Executor", "ExecutorSettings", "FlowTasks", "IssueType", "Lazy",
-    "LocalExecutor", "MemoryEntry", "ModelBacked", "ModelClient", "OnFull", "PassPhase", "Phase",
-    "RecordAction", "Registries", "RepairScope", "RequestTasks", "Review", "RunOwner", "RunState",
+    "SYSTEM_PROMPT", "Approval", "ArtifactType", "AsyncRunStream", "Check", "CheckVerdict", "ClarityState",
+    "Components", "ExecutionHistory", "ExecutionPass", "Executor", "ExecutorSettings", "FlowTasks",
+    "IssueType", "Lazy", "LocalExecutor", "MemoryEntry", "ModelBacked", "ModelClient", "OnFull", "PassPhase",
+    "Phase", "RecordAction", "Registries", "RepairScope", "RequestTasks", "Review", "RunOwner", "RunState",
     "RunStream", "RunSummary", "Severity", "StepContext", "StepToolCheck", "StoredRun", "StreamCancelled",
     "SupervisorActionType", "TaskCancelledError", "TaskStatus", "Tasks", "TextListener", "Verification",
     "about", "admit_repair", "ask_json", "begin_capture", "begin_listening", "canonical_json", "captured",

@@ -19,10 +19,10 @@ import aeon_kernel.kit
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("aeon_kernel", "aeon_plugins", "aeon_cli")
 #: lines of Python per package (decision 0015); the kernel's is the promise, the others keep growth visible
-LINE_BUDGET = {"aeon_kernel": 11_290, "aeon_plugins": 17_800, "aeon_cli": 8_500}
+LINE_BUDGET = {"aeon_kernel": 11_750, "aeon_plugins": 17_850, "aeon_cli": 8_600}
 #: the wiring module stays wiring (the issue asked for about 350 lines): components.py builds the components, the
 #: orchestrator runs them
-ENGINE_BUDGET = 400
+ENGINE_BUDGET = 410
 #: what neither ``import aeon_kernel`` nor an embedding on the scripted model may load
 HEAVY = ("click", "rich", "jinja2", "yaml", "platformdirs", "httpx", "ssl", "asyncio")
 #: what a plugin may import from the kernel: the public API, the helpers for plugin authors, every error

@@ -69,6 +69,7 @@ _STATUS_CLASS: Final = {
     "ttl_expired": "warn",
     "partial": "warn",
     "running": "info",
+    "waiting": "warn",
     "pending": "idle",
     "not-reached": "idle",
 }

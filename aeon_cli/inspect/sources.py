@@ -387,10 +387,13 @@ def _flow_input(entries: Sequence[dict[str, Any]]) -> str | None:
 
 def _status(entries: Sequence[dict[str, Any]], plans: LoggedPlans) -> str:
     """How a logged run ended, as far as its last cycle tells: a flow by its root task's last stage; a plan run
-    by its plan (every step complete, a step failed); out of cycles when its TTL reached 0; else unknown."""
+    by its plan (every step complete, a step failed); waiting when its last cycle asked for approval; out of cycles
+    when its TTL reached 0; else unknown."""
     if not entries:
         return "unknown"
     last = entries[-1]
+    if any(error.get("type") == "ApprovalRequested" for error in last.get("errors") or ()):
+        return "waiting"  # its last cycle asked a person (decision 0021)
     stages = [stage for entry in entries for stage in entry.get("stages") or ()]
     if stages:
         root = [stage for stage in stages if stage.get("task") == "t1"]

@@ -25,7 +25,8 @@ from aeon_kernel.secrets import scrub_secrets_data
 #: What an artifact is: the plan a cycle accepted, a tool call's result, a step's or a flow stage's output, the
 #: memory a flow stage read, the run's answer, a cycle's telemetry record, a model call (its request, prompt
 #: included, and its output), a multi-pass run's event (spec 003: pass, profile, TTL, report, assessment,
-#: refinement), or an evaluation case's outcome (``aeon eval``).
+#: refinement), an evaluation case's outcome (``aeon eval``), or a call's request for approval and a person's
+#: answer (decision 0021).
 ArtifactKind = Literal[
     "plan",
     "tool_result",
@@ -37,6 +38,7 @@ ArtifactKind = Literal[
     "model_call",
     "pass_event",
     "evaluation",
+    "approval",
 ]
 #: the model a multi-pass event's record is (``aeon_pass_event``), as its artifact's schema
 PASS_SCHEMAS: dict[str, str] = {
@@ -99,7 +101,12 @@ class ArtifactCollector:
 
     @hookimpl
     def aeon_run_resumed(self, run_id: str, state: OrchestrationState, entries: tuple[LogEntry, ...]) -> None:
+        """Cycles committed while nobody collected (a crash before the cycle's event, a person's answer recorded
+        by another process) get their record and approvals now."""
         self._cycles[run_id] = state.cycle
+        kept = {artifact.cycle for artifact in self.store.find(run_id, kind="telemetry")}
+        missed = [entry for entry in entries if entry.step_number not in kept]
+        self.store.put([_scrubbed(a) for entry in missed for a in (*_approvals(entry), _telemetry(entry))])
 
     @hookimpl
     def aeon_cycle_end(self, entry: LogEntry, state: OrchestrationState) -> None:
@@ -174,16 +181,36 @@ def cycle_artifacts(entry: LogEntry, state: OrchestrationState) -> list[Artifact
                     **common,
                 )
             )
-    found.append(
+    return [*found, *_approvals(entry), _telemetry(entry)]
+
+
+def _approvals(entry: LogEntry) -> list[Artifact]:
+    """A call's request for approval and the answer, as the cycle recorded them (decision 0021)."""
+    return [
         Artifact(
-            kind="telemetry",
-            node=entry.step_id,
-            schema_name="LogEntry",
-            value=entry.model_dump(mode="json", exclude={"plan_state"}),
-            **common,
+            run_id=entry.run_id,
+            kind="approval",
+            node=record.get("step_id"),
+            schema_name=record["type"],
+            cycle=entry.step_number,
+            timestamp=entry.timestamp,
+            value=record,
         )
+        for record in entry.errors
+        if record.get("type") in ("ApprovalRequested", "ApprovalDecided")
+    ]
+
+
+def _telemetry(entry: LogEntry) -> Artifact:
+    return Artifact(
+        run_id=entry.run_id,
+        kind="telemetry",
+        node=entry.step_id,
+        schema_name="LogEntry",
+        cycle=entry.step_number,
+        timestamp=entry.timestamp,
+        value=entry.model_dump(mode="json", exclude={"plan_state"}),
     )
-    return found
 
 
 def _scrubbed(artifact: Artifact) -> Artifact:

@@ -22,8 +22,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from aeon_kernel.approvals import Approval, ApprovalRequired, decided, deciding, decisions, waiting_on
-from aeon_kernel.errors import AeonError, DeadlineError, LLMError, OrchestrationError, RunStoreError
+from aeon_kernel.approvals import Approval, decided, deciding, decisions, waiting_on
+from aeon_kernel.errors import (
+    AeonError,
+    ApprovalRequired,
+    DeadlineError,
+    LLMError,
+    OrchestrationError,
+    RunStoreError,
+)
 from aeon_kernel.llm.client import REQUEST, STARTED, begin_capture, end_capture, total_usage
 from aeon_kernel.models import ConvergenceAssessment, LogEntry, OrchestrationState, RunStatus, utc_now
 from aeon_kernel.runtime.context import Components, Cycle, Deferred, Hooks, RunContext, error_record
@@ -233,14 +240,21 @@ class Run:
         assert self.result is not None
         return self.result
 
-    def approve(self, approval: Approval | None = None) -> None:
-        """Answer the call this ``waiting`` run waits on (approved as proposed by default; ``Approval(arguments=...)``
-        edits them, ``Approval.deny(reason)`` refuses): the answer is recorded — committed, with a store — and the
-        run goes on at the next ``next()``. Raises ``RunStoreError`` when the run is not waiting, and
-        ``ValidationError`` for edited arguments the tool refuses. From another process: ``aeon approve RUN_ID``."""
+    def approve(self, arguments: dict[str, Any] | None = None, *, by: str = "") -> None:
+        """Approve the call this ``waiting`` run waits on (``arguments``: edited, checked against the tool's input
+        schema), recorded — and committed, with a store — before the run goes on at the next ``next()``. Raises
+        ``RunStoreError`` when it is not waiting. From another process: ``aeon approve RUN_ID``."""
+        self.answer(Approval(arguments=arguments, by=by))
+
+    def deny(self, reason: str, *, by: str = "") -> None:
+        """Refuse the call this ``waiting`` run waits on: it fails with ``reason``, and the run goes on."""
+        self.answer(Approval.deny(reason, by))
+
+    def answer(self, approval: Approval) -> None:
+        """:meth:`approve` or :meth:`deny`, given as one :class:`~aeon_kernel.kit.Approval`."""
         if self.result is None or self.result.status != "waiting" or self._closed:
             raise RunStoreError(f"run {self.run_id} is not waiting for approval")
-        state, entry = decided(self.state, approval or Approval(), self._context.components.tools)
+        state, entry = decided(self.state, approval, self._context.components.tools)
         if self.store is not None:
             self.store.commit_cycle(state, entry, [])
             self.store.claim(self.run_id)
@@ -249,10 +263,6 @@ class Run:
         self.result = None
         if self._context.hooks.listens("aeon_cycle_end"):
             self._context.emit("aeon_cycle_end", entry=entry, state=state)
-
-    def deny(self, reason: str, by: str = "") -> None:
-        """Refuse the call this run waits on (:meth:`approve` with ``Approval.deny``): it fails with ``reason``."""
-        self.approve(Approval.deny(reason, by))
 
     def close(self) -> None:
         """Stop here: an unfinished run is released in its store and stays resumable."""

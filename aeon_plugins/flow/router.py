@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aeon_kernel import (
-    ApprovalRequired,
     Conclusion,
     OrchestrationState,
     Policy,
@@ -36,7 +35,7 @@ from aeon_kernel import (
     Verdict,
     Work,
 )
-from aeon_kernel.errors import LLMError
+from aeon_kernel.errors import ApprovalRequired, LLMError
 from aeon_kernel.kit import (
     Check,
     begin_capture,

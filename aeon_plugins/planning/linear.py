@@ -29,8 +29,7 @@ from aeon_kernel import (
     Verdict,
     Work,
 )
-from aeon_kernel.approvals import ApprovalRequired
-from aeon_kernel.errors import LLMError, SupervisorError, ValidationError
+from aeon_kernel.errors import ApprovalRequired, LLMError, SupervisorError, ValidationError
 from aeon_kernel.kit import (
     StepContext,
     describe,

@@ -953,3 +953,36 @@ def test_listing_plugins_does_not_import_the_client_library() -> None:
 
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
     _worker(*sys.argv[2:])
+
+
+def test_a_run_waiting_for_approval_is_answered_from_another_engine(
+    redis_url: str,  # noqa: F811
+    namespace: str,
+    workdir: Path,
+) -> None:
+    """Decision 0021 on the shared store: one engine's run waits; another (another machine's, say) answers it and
+    finishes it; the approved call runs once; a second answer finds nothing waiting."""
+    ask = Choice("rules", {"ask": [{"name": "two", "tool": "ledger", "arguments": {"n": "^2$"}}]})
+
+    def engine() -> Engine:
+        config = AeonConfig(
+            ttl=20,
+            state=Choice("redis", {"url": redis_url, "namespace": namespace}),
+            policies=(ask,),
+        ).with_choice("llm", "scripted", responses=[THREE])
+        return Engine(config, plugins=[ledger])
+
+    with engine() as first:
+        waiting = first.run("record three things")
+        assert waiting["status"] == "waiting"
+        assert [s.status for s in store_of(first).list_runs()] == ["waiting"]
+    run_id = waiting["run_id"]
+    assert ledger_lines(workdir) == [f"{run_id}:1"]
+    with engine() as second:
+        done = second.approve(run_id, by="ops")
+        with pytest.raises(RunStoreError, match="already finished"):
+            second.approve(run_id)
+    assert done["status"] == "completed"
+    assert ledger_lines(workdir) == [f"{run_id}:{i}" for i in range(1, 4)]
+    decided = [e for e in done["errors"] if e["type"] == "ApprovalDecided"]
+    assert [(e["decision"], e["by"]) for e in decided] == [("approved", "ops")]

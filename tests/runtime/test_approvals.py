@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 import pytest
 
 from aeon_kernel import (
-    Approval,
     ConfigError,
     Engine,
     PolicyAction,
@@ -64,7 +63,8 @@ def kinds(result: dict[str, Any]) -> list[str]:
 
 
 def test_an_asked_call_waits_and_runs_once_approved(tmp_path: Path) -> None:
-    with Engine(config(tmp_path)) as engine:
+    artifacts = {"artifacts": {"path": str(tmp_path / "artifacts.db")}}
+    with Engine(config(tmp_path, **artifacts)) as engine:
         waiting = engine.run("add 2 and 3")
     assert waiting["status"] == "waiting" and waiting["answer"] is None
     request = waiting["approval"]
@@ -78,10 +78,15 @@ def test_an_asked_call_waits_and_runs_once_approved(tmp_path: Path) -> None:
     assert waiting["final_state"]["tool_history"] == []  # the call did not run
     assert [s["status"] for s in waiting["plan"]["steps"]] == ["running", "pending"]
 
-    with Engine(config(tmp_path)) as engine:  # another engine, as another process would be
+    with Engine(config(tmp_path, **artifacts)) as engine:  # another engine, as another process would be
         with pytest.raises(RunStoreError, match=r"waits for approval.*aeon approve"):
             engine.resume(waiting["run_id"])
-        done = engine.approve(waiting["run_id"], Approval(by="ann"))
+        done = engine.approve(waiting["run_id"], by="ann")
+        kept = engine.artifact_store.find(done["run_id"], kind="approval")
+    assert [(a.schema_name, a.node, a.value.get("decision")) for a in kept] == [
+        ("ApprovalRequested", "1", None),
+        ("ApprovalDecided", "1", "approved"),
+    ]
     assert done["status"] == "completed" and done["answer"] == "2 + 3 is 5."
     assert [c["result"]["value"] for c in done["final_state"]["tool_history"]] == [5]
     assert kinds(done) == ["ApprovalRequested", "ApprovalDecided"]
@@ -108,10 +113,10 @@ def test_edited_arguments_are_checked_then_used(tmp_path: Path) -> None:
     with Engine(config(tmp_path)) as engine:
         run_id = engine.run("add 2 and 3")["run_id"]
         with pytest.raises(ValidationError, match="not of type 'string'"):
-            engine.approve(run_id, Approval(arguments={"expression": 5}))
+            engine.approve(run_id, {"expression": 5})
         with pytest.raises(RunStoreError, match="waits for approval"):  # nothing was recorded
             engine.resume(run_id)
-        done = engine.approve(run_id, Approval(arguments={"expression": "3 + 2"}))
+        done = engine.approve(run_id, {"expression": "3 + 2"})
     (call,) = done["final_state"]["tool_history"]
     assert call["arguments"] == {"expression": "3 + 2"} and call["result"]["value"] == 5
     assert done["plan"]["steps"][0]["arguments"] == {"expression": "3 + 2"}
@@ -148,6 +153,7 @@ def test_two_answers_to_one_request_record_one(tmp_path: Path) -> None:
     with Engine(config(tmp_path)) as engine:
         run_id = engine.run("add 2 and 3")["run_id"]
     from aeon_kernel.approvals import decided
+    from aeon_kernel.kit import Approval
     from aeon_plugins.sqlite_state import SqliteStateStore
 
     with Engine(config(tmp_path)) as engine:

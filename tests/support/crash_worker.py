@@ -22,8 +22,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from aeon_kernel import Approval, Engine, LogEntry, hookimpl
+from aeon_kernel import Engine, LogEntry, hookimpl
 from aeon_kernel.config import AeonConfig, Choice
+from aeon_kernel.kit import Approval
 from aeon_plugins import jsonl, sqlite_state
 from tests.support import ledger
 
