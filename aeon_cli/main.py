@@ -560,6 +560,7 @@ def main() -> None:
 
 def _add_flow_commands() -> None:
     from aeon_cli.batch import batch  # the executor and rich are imported only when it runs
+    from aeon_cli.chat import chat, list_sessions  # aeon chat, aeon sessions
     from aeon_cli.evaluate import evaluate  # the suite runner and rich are imported only when it runs
     from aeon_cli.flow import flow
     from aeon_cli.init.command import init_project  # Jinja and package metadata are read when it runs
@@ -568,6 +569,8 @@ def _add_flow_commands() -> None:
     from aeon_cli.runs import runs  # aeon runs, aeon runs prune
 
     cli.add_command(batch)
+    cli.add_command(chat)
+    cli.add_command(list_sessions)
     cli.add_command(evaluate)
     cli.add_command(flow)
     cli.add_command(init_project)

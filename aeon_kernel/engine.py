@@ -279,7 +279,12 @@ class Engine:
         return self.start(request, ttl, deadline=deadline, output_type=output_type).astream()
 
     def resume(
-        self, run_id: str, *, take_over: bool = False, ttl: int | None = None, approval: Approval | None = None
+        self,
+        run_id: str,
+        *,
+        take_over: bool = False,
+        ttl: int | None = None,
+        approval: Approval | None = None,
     ) -> dict[str, Any]:
         """Continue an interrupted run from the state store to the end; the result dict (``take_over``, ``approval``:
         see ``Orchestrator.start_resume``). ``ttl``: give it that many more cycles, recorded in its history — how a
@@ -290,7 +295,9 @@ class Engine:
         assert orchestrator.result is not None
         return orchestrator.result
 
-    def approve(self, run_id: str, arguments: dict[str, Any] | None = None, *, by: str = "") -> dict[str, Any]:
+    def approve(
+        self, run_id: str, arguments: dict[str, Any] | None = None, *, by: str = ""
+    ) -> dict[str, Any]:
         """Approve the call the ``waiting`` run ``run_id`` waits on (``arguments``: edited) and continue it here to
         the end, whichever process asked (decision 0021); the result dict."""
         from aeon_kernel.approvals import Approval

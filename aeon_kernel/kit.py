@@ -117,11 +117,14 @@ if TYPE_CHECKING:
     from aeon_kernel.steps import StepContext, memory_key
     from aeon_kernel.tools import workspace_root
     from aeon_kernel.verification import (
+        ASKED_HEAD,
+        GIVEN_HEAD,
         Check,
         CheckVerdict,
         Review,
         Verification,
         request_for,
+        request_parts,
         tool_reviews,
         verify,
     )
@@ -186,30 +189,32 @@ _EXPORTS: Final[dict[str, str]] = {
         "aeon_kernel.steps": ("StepContext", "memory_key",),
         "aeon_kernel.tools": ("workspace_root",),
         "aeon_kernel.verification": (
-            "Check", "CheckVerdict", "Review", "Verification", "request_for", "tool_reviews", "verify",
+            "ASKED_HEAD", "Check", "CheckVerdict", "GIVEN_HEAD", "Review", "Verification", "request_for",
+            "request_parts", "tool_reviews", "verify",
         ),
     }.items()
     for name in names
 }
 __all__ = [
-    "DEFAULT_CONCURRENCY", "INT64_MAX", "INT64_MIN", "MAX_REPAIR_CHARS", "PLAN_CHANGES", "SEVERITY_ORDER",
-    "SYSTEM_PROMPT", "Approval", "ArtifactType", "AsyncRunStream", "Check", "CheckVerdict", "ClarityState",
-    "Components", "ExecutionHistory", "ExecutionPass", "Executor", "ExecutorSettings", "FlowTasks",
-    "IssueType", "Lazy", "LocalExecutor", "MemoryEntry", "ModelBacked", "ModelClient", "OnFull", "PassPhase",
-    "Phase", "RecordAction", "Registries", "RepairScope", "RequestTasks", "Review", "RunOwner", "RunState",
-    "RunStream", "RunSummary", "Severity", "StepContext", "StepToolCheck", "StoredRun", "StreamCancelled",
-    "SupervisorActionType", "TaskCancelledError", "TaskStatus", "Tasks", "TextListener", "Verification",
-    "about", "admit_repair", "ask_json", "begin_capture", "begin_listening", "canonical_json", "captured",
-    "changed_steps", "check_amount", "check_claim", "check_depth", "check_key", "check_prefix",
-    "check_schema", "checked", "clean_secret", "compiled_validator", "current_idempotency_key", "decode_own",
-    "decode_value", "denial", "describe", "drive", "dumps_lenient", "encode_value", "end_capture",
-    "end_listening", "ensure_repairable", "error_outcome", "error_record", "expand_log", "failure_text",
-    "ignore_action", "increment_error", "is_utf8", "json_encoder", "json_problem", "lazy_getattr",
-    "loads_strict", "memory_key", "parse_json", "plan_progress", "plan_snapshots", "read_log", "redacted",
-    "register_secret", "request_for", "safe_text", "schema_errors", "scrub_hold", "scrub_secrets",
-    "scrub_secrets_data", "scrub_secrets_json", "storable_json", "storable_model_json", "storable_result",
-    "storable_text", "stored_state", "structure", "tasks_for", "tool_names", "tool_reviews", "use_wal",
-    "utc_now", "validate_against", "verify", "was_checked", "watching", "workspace_root",
+    "ASKED_HEAD", "DEFAULT_CONCURRENCY", "GIVEN_HEAD", "INT64_MAX", "INT64_MIN", "MAX_REPAIR_CHARS",
+    "PLAN_CHANGES", "SEVERITY_ORDER", "SYSTEM_PROMPT", "Approval", "ArtifactType", "AsyncRunStream", "Check",
+    "CheckVerdict", "ClarityState", "Components", "ExecutionHistory", "ExecutionPass", "Executor",
+    "ExecutorSettings", "FlowTasks", "IssueType", "Lazy", "LocalExecutor", "MemoryEntry", "ModelBacked",
+    "ModelClient", "OnFull", "PassPhase", "Phase", "RecordAction", "Registries", "RepairScope",
+    "RequestTasks", "Review", "RunOwner", "RunState", "RunStream", "RunSummary", "Severity", "StepContext",
+    "StepToolCheck", "StoredRun", "StreamCancelled", "SupervisorActionType", "TaskCancelledError",
+    "TaskStatus", "Tasks", "TextListener", "Verification", "about", "admit_repair", "ask_json",
+    "begin_capture", "begin_listening", "canonical_json", "captured", "changed_steps", "check_amount",
+    "check_claim", "check_depth", "check_key", "check_prefix", "check_schema", "checked", "clean_secret",
+    "compiled_validator", "current_idempotency_key", "decode_own", "decode_value", "denial", "describe",
+    "drive", "dumps_lenient", "encode_value", "end_capture", "end_listening", "ensure_repairable",
+    "error_outcome", "error_record", "expand_log", "failure_text", "ignore_action", "increment_error",
+    "is_utf8", "json_encoder", "json_problem", "lazy_getattr", "loads_strict", "memory_key", "parse_json",
+    "plan_progress", "plan_snapshots", "read_log", "redacted", "register_secret", "request_for",
+    "request_parts", "safe_text", "schema_errors", "scrub_hold", "scrub_secrets", "scrub_secrets_data",
+    "scrub_secrets_json", "storable_json", "storable_model_json", "storable_result", "storable_text",
+    "stored_state", "structure", "tasks_for", "tool_names", "tool_reviews", "use_wal", "utc_now",
+    "validate_against", "verify", "was_checked", "watching", "workspace_root",
 ]
 # fmt: on
 # --- end of exports

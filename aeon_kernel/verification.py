@@ -21,8 +21,8 @@ from typing import Any, Final, Literal
 from aeon_kernel.models import Check, CheckVerdict, FrozenModel
 
 __all__ = [
-    "CONTRADICTED", "UNVERIFIED", "VERIFIED", "Check", "CheckVerdict", "Review", "Verification", "request_for",
-    "reviews", "tool_reviews", "verify",
+    "ASKED_HEAD", "CONTRADICTED", "GIVEN_HEAD", "UNVERIFIED", "VERIFIED", "Check", "CheckVerdict", "Review",
+    "Verification", "request_for", "request_parts", "reviews", "tool_reviews", "verify",
 ]  # fmt: skip
 
 #: a run's overall verdict
@@ -130,6 +130,22 @@ def reviews(request: str, calls: Sequence[Any], tools: Any) -> list[Check]:
             found = " ".join(review.findings) or None
             checks.append(_review_check(name, "passed" if review.approved else "failed", found))
     return checks
+
+
+#: how a request starts when its caller puts context before what is asked (a session's earlier turns); the asked
+#: part follows the first line that starts with :data:`ASKED_HEAD`
+GIVEN_HEAD: Final = "Earlier in this conversation:\n"
+ASKED_HEAD: Final = "\nNow: "
+
+
+def request_parts(request: str) -> tuple[str, str]:
+    """``(given, asked)``: the context a caller put before the request (facts a check may use) and what is asked
+    (what the plan and the calls must do). A request without that context is all asked."""
+    if request.startswith(GIVEN_HEAD):
+        given, found, asked = request[len(GIVEN_HEAD) :].partition(ASKED_HEAD)
+        if found:
+            return given, asked
+    return "", request
 
 
 def request_for(request: str, others: Iterable[Any]) -> str:

@@ -376,8 +376,8 @@ class SqliteStateStore(StateStore):
             self._db.text_factory = bytes
             try:
                 rows = self._db.execute(
-                    "SELECT run_id, request, status, cycle, started, updated, owner_pid, owner_host FROM runs "
-                    "ORDER BY started DESC, rowid DESC"
+                    "SELECT run_id, request, status, cycle, started, updated, owner_pid, owner_host, "
+                    "json_extract(manifest, '$.session') FROM runs ORDER BY started DESC, rowid DESC"
                 ).fetchall()
             finally:
                 self._db.text_factory = str
@@ -390,8 +390,9 @@ class SqliteStateStore(StateStore):
                 _shown(started),
                 _shown(updated),
                 RunOwner(pid, _shown(host)) if isinstance(pid, int) else RunOwner(None, None),
+                _shown(session) if isinstance(session, (str, bytes)) else None,
             )
-            for run_id, request, status, cycle, started, updated, pid, host in rows
+            for run_id, request, status, cycle, started, updated, pid, host, session in rows
         ]
 
     def close(self) -> None:
@@ -414,6 +415,12 @@ class SqliteStateStore(StateStore):
                 yield db
         except RunStoreError:
             raise
+        except sqlite3.IntegrityError as exc:
+            if "UNIQUE" not in str(exc):
+                raise self._damaged(exc, what) from None
+            raise RunStoreError(  # a run, or one of its cycles, that another process wrote first
+                f"{what} in {self._shown_path}: it is there already ({failure_text(exc)})"
+            ) from None
         except sqlite3.Error as exc:
             raise self._damaged(exc, what) from None
         except Exception as exc:  # text or numbers SQLite cannot take, a value no encoder can write

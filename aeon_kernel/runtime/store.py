@@ -37,6 +37,8 @@ class RunSummary:
     updated: str
     #: the run's claim; None where the store does not say
     owner: RunOwner | None = None
+    #: ``<session id>/<turn>`` for a turn of a conversation (its manifest's ``session``), else None
+    session: str | None = None
 
     def liveness(self) -> Liveness | None:
         """For a ``running`` run whose store reports its owner: ``live`` (its process runs on this host),
@@ -56,6 +58,7 @@ class RunSummary:
             "updated": self.updated,
             "owner": None if owner is None else {"pid": owner.pid, "host": owner.host},
             "liveness": self.liveness(),
+            "session": self.session,
         }
 
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
-from aeon_kernel.kit import Review
+from aeon_kernel.kit import Review, request_parts
 from aeon_plugins.calculator.arithmetic import evaluate
 
 # --- numbers in words ---------------------------------------------------------------------------------------------
@@ -244,8 +244,11 @@ def _read_request(
 def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
     """Whether the calculator ``calls`` (each with ``arguments`` and, once it ran, ``result``) do what ``request``
     asks, in order; each finding says what a call gets wrong."""
+    given, request = request_parts(request)  # a session's earlier results may be used; only the rest is asked
     stated, named, implied, worded = _read_request(request)
-    available = {value for _, value, _ in stated} | implied
+    available = (
+        {value for _, value, _ in stated} | implied | {value for _, value, _ in request_numbers(given)}
+    )
     for _, value, percent in stated:
         if percent:
             available.update(_shares(value))

@@ -19,6 +19,7 @@ from aeon_kernel import Register, hookimpl
 from aeon_kernel.kit import Lazy, lazy_getattr
 
 if TYPE_CHECKING:
+    from aeon_plugins.flow.context import fitted, recency
     from aeon_plugins.flow.engine import FlowEngine, TaskResult
     from aeon_plugins.flow.graph import Flow
     from aeon_plugins.flow.loader import FlowError, load_flow
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 _EXPORTS: Final[dict[str, str]] = {
     name: module
     for module, names in {
+        "aeon_plugins.flow.context": ("fitted", "recency",),
         "aeon_plugins.flow.engine": ("FlowEngine", "TaskResult",),
         "aeon_plugins.flow.graph": ("Flow",),
         "aeon_plugins.flow.loader": ("FlowError", "load_flow",),
@@ -40,7 +42,7 @@ _EXPORTS: Final[dict[str, str]] = {
 }
 __all__ = [
     "Flow", "FlowEngine", "FlowError", "FlowSpec", "NodeContext", "NodeSpec", "ProfileSpec", "TaskResult",
-    "ToolMisuseError", "load_flow",
+    "ToolMisuseError", "fitted", "load_flow", "recency",
 ]
 # fmt: on
 # --- end of exports

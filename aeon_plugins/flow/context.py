@@ -111,9 +111,18 @@ def assemble(
     for layer in LAYERS:
         if layer in profile.layers:
             items = policy(layers.items(layer, run_id, lineage, profile.prefix), profile)
-            for item in items[: profile.limit]:
-                cost = estimate_tokens(item) + 1  # and a comma
-                if cost <= budget:  # in the policy's order, while it fits; an item too large is left out
-                    chosen.append(item)
-                    budget -= cost
+            taken, budget = fitted(items[: profile.limit], budget)
+            chosen += taken
     return chosen
+
+
+def fitted(items: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
+    """The ``items`` that fit ``budget`` tokens, taken in their order (one too large is left out, the next may
+    fit), and the budget left: how a context is cut to size, for a flow's stage and a session's turn alike."""
+    taken = []
+    for item in items:
+        cost = estimate_tokens(item) + 1  # and a comma
+        if cost <= budget:
+            taken.append(item)
+            budget -= cost
+    return taken, budget

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from aeon_kernel import PlanStep, StepStatus
-from aeon_kernel.kit import StepContext
+from aeon_kernel.kit import StepContext, request_parts
 from aeon_plugins.planning.examples import example_arguments
 from aeon_plugins.planning.prompts import EXAMPLE_ANSWER, EXAMPLE_REQUEST, compact
 
@@ -159,6 +159,7 @@ def plan_problems(steps: Sequence[PlanStep], request: str) -> list[str]:
     and a tool step's description do not count: a model restates the request there, then leaves a number out
     of the call. Numbers in words are not read.
     """
+    request = request_parts(request)[1]  # what a caller gave as context need not be used
     stated = _request_numbers(request)
     in_calls = [value for step in steps if step.tool is not None for value in _numbers(step.arguments)]
     used = {
@@ -199,7 +200,7 @@ def unused_numbers(request: str, used: Iterable[float]) -> list[str]:
     values = list(used)
     return _unique(
         written
-        for written, _, shares in _request_numbers(request)
+        for written, _, shares in _request_numbers(request_parts(request)[1])
         if not any(_is_in(v, values) for v in shares)
     )
 

@@ -142,6 +142,8 @@ class RedisStateStore(_Claims, StateStore):
             "owner_pid": str(os.getpid()),
             "owner_host": self._host,
         }
+        if isinstance(manifest.get("session"), str):  # a conversation's turn, for list_runs
+            fields["session"] = storable_text(manifest["session"])
         if state.plan is not None:
             fields["goal"] = storable_text(state.plan.goal)
         if state.current_step_id is not None:

@@ -136,7 +136,16 @@ class _Reading(_Connection):
                 for member in batch:
                     pipe.hmget(
                         self._namespaced("run:", member),
-                        ["request", "status", "cycle", "started", "updated", "owner_pid", "owner_host"],
+                        [
+                            "request",
+                            "status",
+                            "cycle",
+                            "started",
+                            "updated",
+                            "owner_pid",
+                            "owner_host",
+                            "session",
+                        ],
                     )
                 return pipe.execute(raise_on_error=False)
 
@@ -146,7 +155,7 @@ class _Reading(_Connection):
                 if isinstance(row, Exception):  # a key of another type
                     summaries.append(RunSummary(run_id, "", "corrupt", -1, "", ""))
                     continue
-                request, status, cycle, started, updated, pid, host = row
+                request, status, cycle, started, updated, pid, host, session = row
                 if all(v is None for v in row) and self._pruned(member):
                     continue
                 owner = RunOwner(int(pid), _shown(host)) if pid is not None and pid.isdigit() else None
@@ -159,6 +168,7 @@ class _Reading(_Connection):
                         _shown(started),
                         _shown(updated),
                         owner or RunOwner(None, None),
+                        _shown(session) if session is not None else None,
                     )
                 )
         return summaries

@@ -1,0 +1,200 @@
+"""Sessions (issue 29): a conversation that spans runs, as durable as its runs.
+
+Each turn is a run of the engine. Its id is derived from the session's id and the turn's number
+(:func:`turn_run_id`), and its manifest names both (``session = "<id>/<n>"``). So the engine's state store
+(SQLite by default, Redis too) keeps the conversation without a table of its own. Two processes cannot append the
+same turn: the store refuses a second run with that id. A turn that was cut short (``kill -9``, Ctrl-C) is resumed
+before the next one is asked.
+
+The model sees the conversation through the context machinery flows use. The earlier turns are items (what was
+asked, what was answered, what the last tool gave), newest first, cut to a token budget (``fitted``). The turn's
+request is the new message, after the items that fit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aeon_kernel import Engine, OrchestrationState, Run, RunStoreError, StateStore
+from aeon_kernel.kit import ASKED_HEAD, GIVEN_HEAD, RunSummary
+from aeon_plugins.flow import ProfileSpec, fitted, recency
+
+#: what the earlier turns may take of the model's prompt, in tokens (4 characters of JSON each), and how many
+CONTEXT: Final = ProfileSpec(max_tokens=400, limit=6)
+
+
+def turn_run_id(session_id: str, turn: int) -> str:
+    """The run id of turn ``turn`` of ``session_id``: the same in every process, so the store refuses a second."""
+    digest = hashlib.sha256(f"aeon-session/{session_id}/{turn}".encode()).digest()
+    return uuid.UUID(bytes=digest[:16], version=4).hex
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn: what was asked, and how its run ended (``running`` while it runs or was cut short)."""
+
+    number: int
+    run_id: str
+    message: str
+    status: str
+    answer: Any = None
+    #: the last successful tool result of the turn, as the model is shown it
+    fact: Any = None
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One line of ``aeon sessions``."""
+
+    session_id: str
+    turns: int
+    #: the first turn's request, as the store lists it
+    started_with: str
+    updated: str
+    status: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "turns": self.turns,
+            "started_with": self.started_with,
+            "updated": self.updated,
+            "status": self.status,
+        }
+
+
+class Session:
+    """A conversation with ``engine``'s model and tools. ``session_id`` picks one up (:func:`sessions` lists them);
+    without it, a new one starts. With no state store the turns live in this object only."""
+
+    def __init__(self, engine: Engine, session_id: str | None = None) -> None:
+        self.engine = engine
+        self.id = session_id or uuid.uuid4().hex
+        self._kept: list[tuple[int, str, Run]] = []  # the turns' runs, where no store keeps them
+
+    @property
+    def store(self) -> StateStore | None:
+        return self.engine.state_store
+
+    def turns(self) -> list[Turn]:
+        """Every turn so far, oldest first."""
+        if self.store is None:
+            return [
+                _turn(number, message, run.state, run.result.to_dict() if run.result else None)
+                for number, message, run in self._kept
+            ]
+        found = sorted(_mine(self.store.list_runs(), self.id))
+        turns = []
+        for number, run_id in found:
+            stored = self.store.load(run_id)
+            message = stored.manifest.get("message")
+            said = message if isinstance(message, str) else stored.state.request
+            turns.append(_turn(number, said, stored.state, stored.result))
+        return turns
+
+    def ask(self, message: str, *, ttl: int | None = None) -> dict[str, Any]:
+        """One turn, run to its end: the run's result dict (:meth:`start` says what comes first)."""
+        with self.start(message, ttl=ttl) as run:
+            try:
+                result = run.execute().to_dict()
+            except RunStoreError as exc:
+                if run.state.cycle:
+                    raise
+                raise RunStoreError(  # it could not be stored: another process appended this turn meanwhile
+                    f"session {self.id}: another process took turn {run.manifest['session']} meanwhile ({exc}); "
+                    "ask again to go on after it"
+                ) from None
+        return result
+
+    def start(self, message: str, *, ttl: int | None = None) -> Run:
+        """The next turn's run, to step or drive (as ``Engine.start``). A turn left unfinished by a crash is
+        finished first (its result is in :meth:`turns`); one another process runs, or one waiting for approval,
+        is a ``RunStoreError``."""
+        turns = self.turns()
+        if turns and turns[-1].status in ("running", "waiting"):
+            self._finish(turns[-1])
+            turns = self.turns()
+        number = len(turns) + 1
+        run = self.engine.orchestrator(ttl).start(
+            conversation(turns, message), run_id=turn_run_id(self.id, number)
+        )
+        run.manifest.update(session=f"{self.id}/{number}", message=message)
+        if self.store is None:
+            self._kept.append((number, message, run))
+        return run
+
+    def _finish(self, turn: Turn) -> None:
+        if turn.status == "waiting":
+            raise RunStoreError(
+                f"turn {turn.number} of session {self.id} waits for approval: aeon approve {turn.run_id} answers "
+                "it, then the conversation goes on"
+            )
+        try:
+            self.engine.resume(turn.run_id)
+        except RunStoreError as exc:
+            raise RunStoreError(f"session {self.id} cannot go on: its turn {turn.number}: {exc}") from None
+
+
+def conversation(turns: list[Turn], message: str) -> str:
+    """The request of a new turn: the earlier turns that fit the context budget, oldest first, then ``message``."""
+    items = [
+        {"layer": "session", "key": f"turn {t.number}", "value": _said(t), "seq": t.number}
+        for t in turns
+        if t.answer is not None or t.fact is not None
+    ]
+    chosen, _ = fitted(recency(items, CONTEXT)[: CONTEXT.limit], CONTEXT.max_tokens - 1)
+    if not chosen:
+        return message
+    lines = [f"- {item['value']}" for item in sorted(chosen, key=lambda item: item["seq"])]
+    return GIVEN_HEAD + "\n".join(lines) + ASKED_HEAD + message
+
+
+def sessions(store: StateStore) -> list[SessionSummary]:
+    """Every session the store holds, most recently updated first."""
+    by_session: dict[str, list[tuple[int, RunSummary]]] = {}
+    for summary in store.list_runs():
+        if summary.session and "/" in summary.session:
+            session_id, _, number = summary.session.rpartition("/")
+            by_session.setdefault(session_id, []).append((int(number) if number.isdigit() else 0, summary))
+    found = []
+    for session_id, turns in by_session.items():
+        turns.sort(key=lambda pair: pair[0])
+        last = max((summary for _, summary in turns), key=lambda summary: summary.updated)
+        found.append(
+            SessionSummary(session_id, len(turns), turns[0][1].request, last.updated, turns[-1][1].status)
+        )
+    return sorted(found, key=lambda session: session.updated, reverse=True)
+
+
+def _mine(summaries: list[RunSummary], session_id: str) -> Iterator[tuple[int, str]]:
+    """``(turn, run id)`` of each turn of ``session_id`` the store lists."""
+    for summary in summaries:
+        owner, _, number = (summary.session or "").rpartition("/")
+        if owner == session_id and number.isdigit():
+            yield int(number), summary.run_id
+
+
+def _turn(number: int, message: str, state: OrchestrationState, result: dict[str, Any] | None) -> Turn:
+    answer = (result or {}).get("answer")
+    return Turn(number, state.run_id, message, state.status, answer, _fact(state.model_dump(mode="json")))
+
+
+def _fact(state: dict[str, Any]) -> Any:
+    calls = [call for call in state.get("tool_history") or () if call.get("result") is not None]
+    return calls[-1]["result"] if calls else None
+
+
+def _said(turn: Turn) -> str:
+    """One line (a line break inside would end the context early: :func:`~aeon_kernel.kit.request_parts`)."""
+    answer = turn.answer if isinstance(turn.answer, str) else json.dumps(turn.answer, ensure_ascii=False)
+    said = f'asked "{turn.message}"'
+    if turn.answer is not None:
+        said += f"; answered: {answer}"
+    if turn.fact is not None:
+        said += f" (the tool gave {json.dumps(turn.fact, ensure_ascii=False)})"
+    return " ".join(said.split())
