@@ -11,15 +11,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import click
 
-from aeon_cli.main import EXIT_SETUP_ERROR, _engine
 from aeon_cli.output import echo_json
 from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
 
+EXIT_SETUP_ERROR: Final = 2
 #: what ends a conversation typed at the prompt (end of input does too)
 _GOODBYE = frozenset({"exit", "quit", "/exit", "/quit", "bye"})
 
@@ -34,9 +34,10 @@ def _engine_for(config: str | None) -> Iterator[Any]:
     """The engine, with the default state store where the configuration names none (a session needs one)."""
     from aeon_cli import recording
     from aeon_kernel.config import load_config
+    from aeon_kernel.engine import Engine
 
     try:
-        engine = _engine(recording.with_default_store(load_config(config)))
+        engine = Engine(recording.with_default_store(load_config(config)))
         engine.check_choices()
         engine.build_selected()
     except AeonError as exc:

@@ -32,7 +32,6 @@ from aeon_kernel.version import __version__
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from aeon_kernel.approvals import Approval
     from aeon_kernel.contracts import ConvergenceEngine, Memory, Planner, Supervisor, TelemetrySink, Validator
     from aeon_kernel.llm.client import ModelClient
     from aeon_kernel.models import Plan
@@ -278,37 +277,31 @@ class Engine:
         """:meth:`stream` for asyncio: ``async for event in engine.astream(request)``."""
         return self.start(request, ttl, deadline=deadline, output_type=output_type).astream()
 
-    def resume(
-        self,
-        run_id: str,
-        *,
-        take_over: bool = False,
-        ttl: int | None = None,
-        approval: Approval | None = None,
-    ) -> dict[str, Any]:
-        """Continue an interrupted run from the state store to the end; the result dict (``take_over``, ``approval``:
-        see ``Orchestrator.start_resume``). ``ttl``: give it that many more cycles, recorded in its history — how a
-        run whose TTL expired is continued; a completed or failed run cannot be."""
-        orchestrator = self.orchestrator()
-        for _ in orchestrator.resume(run_id, take_over=take_over, ttl=ttl, approval=approval):
-            pass
-        assert orchestrator.result is not None
-        return orchestrator.result
+    def resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> dict[str, Any]:
+        """Continue an interrupted run from the state store to the end; the result dict (``take_over``: see
+        ``Orchestrator.start_resume``). ``ttl``: give it that many more cycles, recorded in its history — how a run
+        whose TTL expired is continued; a completed or failed run cannot be."""
+        return self._resumed(run_id, take_over=take_over, ttl=ttl)
 
-    def approve(
-        self, run_id: str, arguments: dict[str, Any] | None = None, *, by: str = ""
-    ) -> dict[str, Any]:
+    def approve(self, run_id: str, arguments: dict[str, Any] | None = None, by: str = "") -> dict[str, Any]:
         """Approve the call the ``waiting`` run ``run_id`` waits on (``arguments``: edited) and continue it here to
         the end, whichever process asked (decision 0021); the result dict."""
         from aeon_kernel.approvals import Approval
 
-        return self.resume(run_id, approval=Approval(arguments=arguments, by=by))
+        return self._resumed(run_id, approval=Approval(arguments=arguments, by=by))
 
-    def deny(self, run_id: str, reason: str, *, by: str = "") -> dict[str, Any]:
+    def deny(self, run_id: str, reason: str, by: str = "") -> dict[str, Any]:
         """Refuse the call the run waits on: it fails with ``reason``, and the run goes on to its end."""
         from aeon_kernel.approvals import Approval
 
-        return self.resume(run_id, approval=Approval.deny(reason, by))
+        return self._resumed(run_id, approval=Approval.deny(reason, by))
+
+    def _resumed(self, run_id: str, **options: Any) -> dict[str, Any]:
+        orchestrator = self.orchestrator()
+        for _ in orchestrator.resume(run_id, **options):
+            pass
+        assert orchestrator.result is not None
+        return orchestrator.result
 
     # --- many runs at once (spec 004 §10.8): the executor [executor] chooses ------------------------------------
 
