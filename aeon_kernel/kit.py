@@ -123,6 +123,8 @@ if TYPE_CHECKING:
         CheckVerdict,
         Review,
         Verification,
+        given_line,
+        given_results,
         request_for,
         request_parts,
         tool_reviews,
@@ -189,8 +191,8 @@ _EXPORTS: Final[dict[str, str]] = {
         "aeon_kernel.steps": ("StepContext", "memory_key",),
         "aeon_kernel.tools": ("workspace_root",),
         "aeon_kernel.verification": (
-            "ASKED_HEAD", "Check", "CheckVerdict", "GIVEN_HEAD", "Review", "Verification", "request_for",
-            "request_parts", "tool_reviews", "verify",
+            "ASKED_HEAD", "Check", "CheckVerdict", "GIVEN_HEAD", "Review", "Verification", "given_line",
+            "given_results", "request_for", "request_parts", "tool_reviews", "verify",
         ),
     }.items()
     for name in names
@@ -208,13 +210,14 @@ __all__ = [
     "check_claim", "check_depth", "check_key", "check_prefix", "check_schema", "checked", "clean_secret",
     "compiled_validator", "current_idempotency_key", "decode_own", "decode_value", "denial", "describe",
     "drive", "dumps_lenient", "encode_value", "end_capture", "end_listening", "ensure_repairable",
-    "error_outcome", "error_record", "expand_log", "failure_text", "ignore_action", "increment_error",
-    "is_utf8", "json_encoder", "json_problem", "lazy_getattr", "loads_strict", "memory_key", "parse_json",
-    "plan_progress", "plan_snapshots", "read_log", "redacted", "register_secret", "request_for",
-    "request_parts", "safe_text", "schema_errors", "scrub_hold", "scrub_secrets", "scrub_secrets_data",
-    "scrub_secrets_json", "storable_json", "storable_model_json", "storable_result", "storable_text",
-    "stored_state", "structure", "tasks_for", "tool_names", "tool_reviews", "use_wal", "utc_now",
-    "validate_against", "verify", "was_checked", "watching", "workspace_root",
+    "error_outcome", "error_record", "expand_log", "failure_text", "given_line", "given_results",
+    "ignore_action", "increment_error", "is_utf8", "json_encoder", "json_problem", "lazy_getattr",
+    "loads_strict", "memory_key", "parse_json", "plan_progress", "plan_snapshots", "read_log", "redacted",
+    "register_secret", "request_for", "request_parts", "safe_text", "schema_errors", "scrub_hold",
+    "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json", "storable_json", "storable_model_json",
+    "storable_result", "storable_text", "stored_state", "structure", "tasks_for", "tool_names",
+    "tool_reviews", "use_wal", "utc_now", "validate_against", "verify", "was_checked", "watching",
+    "workspace_root",
 ]
 # fmt: on
 # --- end of exports

@@ -14,6 +14,7 @@ with the run (the state, each cycle's log line) and, when the run ends, sums the
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
@@ -22,7 +23,8 @@ from aeon_kernel.models import Check, CheckVerdict, FrozenModel
 
 __all__ = [
     "ASKED_HEAD", "CONTRADICTED", "GIVEN_HEAD", "UNVERIFIED", "VERIFIED", "Check", "CheckVerdict", "Review",
-    "Verification", "request_for", "request_parts", "reviews", "tool_reviews", "verify",
+    "Verification", "given_line", "given_results", "request_for", "request_parts", "reviews", "tool_reviews",
+    "verify",
 ]  # fmt: skip
 
 #: a run's overall verdict
@@ -146,6 +148,30 @@ def request_parts(request: str) -> tuple[str, str]:
         if found:
             return given, asked
     return "", request
+
+
+def given_line(asked: str, answer: Any, result: Any) -> str:
+    """One earlier turn as a line of the given part: what was asked, what was answered and, as JSON, the result a
+    tool gave (what a reviewer may hold a follow-up to: :func:`given_results`)."""
+    said = f'asked "{asked}"'
+    if answer is not None:
+        said += f"; answered: {answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)}"
+    if result is not None:
+        said += f"; result: {json.dumps(result, ensure_ascii=False)}"
+    return "- " + " ".join(said.split())  # one line: a line break would end the given part early
+
+
+def given_results(given: str) -> list[Any]:
+    """The results the lines of a request's given part state (:func:`given_line`), oldest first."""
+    found = []
+    for line in given.splitlines():
+        _, marked, text = line.rpartition("; result: ")
+        if marked:
+            try:
+                found.append(json.loads(text))
+            except ValueError:
+                continue
+    return found
 
 
 def request_for(request: str, others: Iterable[Any]) -> str:

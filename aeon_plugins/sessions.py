@@ -14,14 +14,13 @@ request is the new message, after the items that fit.
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 from aeon_kernel import Engine, OrchestrationState, Run, RunStoreError, StateStore
-from aeon_kernel.kit import ASKED_HEAD, GIVEN_HEAD, RunSummary
+from aeon_kernel.kit import ASKED_HEAD, GIVEN_HEAD, RunSummary, given_line
 from aeon_plugins.flow import ProfileSpec, fitted, recency
 
 #: what the earlier turns may take of the model's prompt, in tokens (4 characters of JSON each), and how many
@@ -143,14 +142,19 @@ class Session:
 def conversation(turns: list[Turn], message: str) -> str:
     """The request of a new turn: the earlier turns that fit the context budget, oldest first, then ``message``."""
     items = [
-        {"layer": "session", "key": f"turn {t.number}", "value": _said(t), "seq": t.number}
+        {
+            "layer": "session",
+            "key": f"turn {t.number}",
+            "value": given_line(t.message, t.answer, t.fact),
+            "seq": t.number,
+        }
         for t in turns
         if t.answer is not None or t.fact is not None
     ]
     chosen, _ = fitted(recency(items, CONTEXT)[: CONTEXT.limit], CONTEXT.max_tokens - 1)
     if not chosen:
         return message
-    lines = [f"- {item['value']}" for item in sorted(chosen, key=lambda item: item["seq"])]
+    lines = [item["value"] for item in sorted(chosen, key=lambda item: item["seq"])]
     return GIVEN_HEAD + "\n".join(lines) + ASKED_HEAD + message
 
 
@@ -187,14 +191,3 @@ def _turn(number: int, message: str, state: OrchestrationState, result: dict[str
 def _fact(state: dict[str, Any]) -> Any:
     calls = [call for call in state.get("tool_history") or () if call.get("result") is not None]
     return calls[-1]["result"] if calls else None
-
-
-def _said(turn: Turn) -> str:
-    """One line (a line break inside would end the context early: :func:`~aeon_kernel.kit.request_parts`)."""
-    answer = turn.answer if isinstance(turn.answer, str) else json.dumps(turn.answer, ensure_ascii=False)
-    said = f'asked "{turn.message}"'
-    if turn.answer is not None:
-        said += f"; answered: {answer}"
-    if turn.fact is not None:
-        said += f" (the tool gave {json.dumps(turn.fact, ensure_ascii=False)})"
-    return " ".join(said.split())

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
-from aeon_kernel.kit import Review, request_parts
+from aeon_kernel.kit import Review, given_results, request_parts
 from aeon_plugins.calculator.arithmetic import evaluate
 
 # --- numbers in words ---------------------------------------------------------------------------------------------
@@ -133,6 +133,12 @@ _IMPLIED: Final[tuple[tuple[str, tuple[float, ...]], ...]] = (
     (r"\bweeks?\b", (7, 52)),
     (r"\byears?\b", (12, 365, 52)),
     (r"\bdozens?\b", (12,)),
+)
+#: words by which a follow-up in a conversation points at an earlier result ("double that", "add 4 to it")
+_BACK: Final = re.compile(
+    r"\b(?:that|it|this|the (?:result|answer|total|sum|product|difference|quotient|number|value|figure)"
+    r"|(?:last|previous|earlier|first|second|other) (?:one|result|answer|number|value)|before|earlier|ago)\b",
+    re.IGNORECASE,
 )
 #: words that sequence operations: the calls must apply them in the order the request states them
 _SEQUENCE: Final = re.compile(r"\bthen\b|\bafter that\b|\bnext\b|\bfinally\b|\bafterwards\b|[.;]\s+\w", re.I)
@@ -245,6 +251,9 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
     """Whether the calculator ``calls`` (each with ``arguments`` and, once it ran, ``result``) do what ``request``
     asks, in order; each finding says what a call gets wrong."""
     given, request = request_parts(request)  # a session's earlier results may be used; only the rest is asked
+    earlier = [
+        r["value"] for r in given_results(given) if isinstance(r, Mapping) and _is_number(r.get("value"))
+    ]
     stated, named, implied, worded = _read_request(request)
     available = (
         {value for _, value, _ in stated} | implied | {value for _, value, _ in request_numbers(given)}
@@ -284,6 +293,11 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
             "The request asks for no calculation: it names no operation and states no numbers to combine."
         )
         return Review(approved=False, findings=(finding,), unrelated=True)
+    if earlier and _follows_up(request, stated, named, implied):
+        reached = {*used, *(v for c in calls for v in _partial_values(c))}
+        if not any(_is_in(float(value), reached) for value in earlier):
+            listed = _listed([_written(float(v)) for v in dict.fromkeys(earlier)])
+            findings.append(f"The request builds on an earlier result ({listed}), which no calculation uses.")
     literals = _literal_expressions(request)
     for written in literals if len(literals) == 1 and not worded else ():  # the request is one written sum
         wanted = _evaluated(written)
@@ -344,6 +358,31 @@ def _value(call: Mapping[str, Any]) -> float | None:
         return float(result["value"])
     expression = (call.get("arguments") or {}).get("expression")
     return _evaluated(expression) if isinstance(expression, str) else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _follows_up(
+    request: str, stated: Sequence[Any], named: Sequence[_Cue], implied: frozenset[float]
+) -> bool:
+    """Whether ``request`` continues from an earlier result: it points at one ("that", "the last answer"), or it
+    names an operation with too few numbers to do it alone ("add 4", "times two")."""
+    if _BACK.search(request):
+        return True
+    return bool(named) and len(stated) + len(implied - {1}) < 2
+
+
+def _partial_values(call: Mapping[str, Any]) -> list[float]:
+    """The value of every part of a call's expression: ``(2 + 3) * 2`` works out 5 on its way to 10."""
+    expression = (call.get("arguments") or {}).get("expression")
+    try:
+        tree = ast.parse(str(expression).replace("^", "**"), mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    parts = (_evaluated(ast.unparse(node)) for node in ast.walk(tree) if isinstance(node, ast.BinOp))
+    return [value for value in parts if value is not None]
 
 
 def _collapsed(steps: Sequence[tuple[str, frozenset[str]]]) -> list[tuple[str, frozenset[str]]]:

@@ -108,3 +108,40 @@ def test_a_request_that_asks_for_no_calculation_is_unrelated() -> None:
 def test_an_expression_the_calculator_cannot_read_is_a_finding() -> None:
     approved, findings = review("add 2 and 2", "two plus two")
     assert not approved and "not an expression the calculator can read" in findings
+
+
+def _follow_up(message: str, *earlier: tuple[str, float]) -> str:
+    from aeon_kernel.kit import ASKED_HEAD, GIVEN_HEAD, given_line
+
+    lines = [
+        given_line(asked, f"it is {value}", {"expression": "?", "value": value}) for asked, value in earlier
+    ]
+    return GIVEN_HEAD + "\n".join(lines) + ASKED_HEAD + message
+
+
+@pytest.mark.parametrize(
+    ("message", "expression", "approved"),
+    [
+        ("split that among 3 people", "70 / 3", False),  # the question's number, not the answer
+        ("split that among 3 people", "35 / 3", True),
+        ("subtract 5 from the result", "35 - 5", True),
+        ("subtract 5 from the result", "30 - 5", False),
+        ("and minus 5", "35 - 5", True),  # an operation with one number continues from the last result
+        ("and minus 5", "70 - 5", False),
+        ("double the previous answer", "(70 / 2) * 2", True),  # worked out again, on the way
+        ("what is 8 plus 9?", "8 + 9", True),  # a question of its own needs no earlier result
+    ],
+)
+def test_a_follow_up_in_a_conversation_must_build_on_an_earlier_result(
+    message: str, expression: str, approved: bool
+) -> None:
+    request = _follow_up(message, ("what is half of 70?", 35))
+    review = review_calls(request, [{"arguments": {"expression": expression}}])
+    assert review.approved is approved, review.findings
+    if not approved:
+        assert "builds on an earlier result (35)" in " ".join(review.findings)
+
+
+def test_the_earlier_numbers_are_known_values_not_demands() -> None:
+    request = _follow_up("add 1 to it", ("what is 4 times 6?", 24))
+    assert review_calls(request, [{"arguments": {"expression": "24 + 1"}}]).approved  # 4 and 6 need no use
