@@ -105,18 +105,28 @@ class Expect(_Strict):
         return self
 
 
+class TurnCase(_Strict):
+    """One turn of a conversation case: what is said, and what its run must give."""
+
+    request: str = Field(min_length=1)
+    expect: Expect
+
+
 class Case(_Strict):
-    """One request (or flow input) and what its run must give."""
+    """One request (or flow input), or a conversation's turns, and what each run must give."""
 
     id: str = Field(min_length=1, pattern=r"^\S+$")
     request: str | None = Field(default=None, min_length=1)
+    #: a conversation (a session, issue 29): each turn sees the ones before it
+    turns: list[TurnCase] | None = Field(default=None, min_length=1)
     #: the flow's input (a flow suite); any JSON value
     input: Any = None
     #: the cassette to replay, relative to the suite directory
     cassette: str | None = Field(default=None, min_length=1)
     #: a request case's typed output: the JSON Schema it is written under (``aeon run --schema``)
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
-    expect: Expect
+    #: what the run must give (a conversation's turns say it each)
+    expect: Expect | None = None
 
 
 class Suite(_Strict):
@@ -271,8 +281,17 @@ def _case_id(data: dict[str, Any], loc: tuple[str | int, ...]) -> str | None:
 def _case_problems(case: Case, *, flow: bool) -> list[tuple[tuple[str, ...], str]]:
     """What the schema cannot say: a request case and a flow case take different keys and statuses."""
     given = case.model_fields_set
-    expect = case.expect.model_fields_set
+    expect = case.expect.model_fields_set if case.expect is not None else set()
     problems: list[tuple[tuple[str, ...], str]] = []
+    if case.turns is not None:
+        if flow:
+            problems.append((("turns",), "a flow suite's cases give the flow's input, not a conversation"))
+        for key in sorted(given & {"request", "expect", "schema_"}):
+            shown = key.rstrip("_")
+            problems.append(((shown,), "a conversation case says it for each turn, under turns"))
+        return problems
+    if case.expect is None:
+        problems.append((("expect",), "is required"))
     if flow:
         if "request" in given:
             problems.append((("request",), "a flow suite's cases give the flow's input, not a request"))
@@ -298,7 +317,7 @@ def _case_problems(case: Case, *, flow: bool) -> list[tuple[tuple[str, ...], str
                 problems.append((("schema",), str(exc)))
     problems += [(("expect", key), f"does not apply here: {hint}") for key in wrong]
     statuses = FLOW_STATUSES if flow else RUN_STATUSES
-    if case.expect.status is not None and case.expect.status not in statuses:
+    if case.expect is not None and case.expect.status is not None and case.expect.status not in statuses:
         kind = "a flow case" if flow else "a request case"
         problems.append(
             (
@@ -401,7 +420,9 @@ def run_case(suite: LoadedSuite, case: Case, config: AeonConfig, *, mode: Mode =
     try:
         if recording is not None:
             recording.unlink(missing_ok=True)
-        if suite.flow is not None:
+        if case.turns is not None:
+            got, run_id, errors = _run_conversation(case.turns, config, replay=replay, record=recording)
+        elif suite.flow is not None:
             got, run_id, errors = _run_flow(suite.flow, case, config, replay=replay, record=recording)
         else:
             got, run_id, errors = _run_request(case, config, replay=replay, record=recording)
@@ -410,7 +431,17 @@ def run_case(suite: LoadedSuite, case: Case, config: AeonConfig, *, mode: Mode =
             result: Result = "error"
             failures = [f"stale cassette: {stale[0]} (aeon eval {suite.directory} --record --case {case.id})"]
         else:
-            failures = judge(case.expect, got)
+            failures = (
+                [
+                    f"turn {number}: {failure}"
+                    for number, (turn, said) in enumerate(zip(case.turns, got["turns"], strict=True), 1)
+                    for failure in judge(turn.expect, said)
+                ]
+                if case.turns is not None
+                else judge(case.expect, got)
+                if case.expect is not None
+                else []
+            )
             result = "failed" if failures else "passed"
         if recording is not None and cassette is not None and recording.is_file():  # a flow may ask no model
             os.replace(recording, cassette)  # only a whole run replaces the cassette it had
@@ -453,6 +484,34 @@ def _run_request(
         "verification": _verdict(result),
     }
     return got, result["run_id"], list(result.get("errors", []))
+
+
+def _run_conversation(
+    turns: Sequence[TurnCase], config: AeonConfig, *, replay: Path | None, record: Path | None
+) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
+    """The turns of a conversation case, one session on one engine (its cassette answers every turn)."""
+    from aeon_kernel.engine import Engine
+    from aeon_plugins.sessions import Session
+
+    said, errors = [], []
+    with Engine(config, replay=replay, record=record) as engine:
+        engine.check_choices()
+        engine.build_selected()
+        session = Session(engine)
+        for turn in turns:
+            result = session.ask(turn.request)
+            state = result["final_state"]
+            said.append(
+                {
+                    "status": result["status"],
+                    "answer": result["answer"],
+                    "tools": [call["tool_name"] for call in state.get("tool_history", [])],
+                    "cycles": state.get("cycle"),
+                    "verification": _verdict(result),
+                }
+            )
+            errors += result.get("errors", [])
+    return {"turns": said}, session.id, errors
 
 
 def _run_flow(

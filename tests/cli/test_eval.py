@@ -368,3 +368,41 @@ def test_a_request_case_with_a_schema_asserts_on_fields_of_the_typed_output(tmp_
     suite["cases"] = [{"id": "untyped", "request": request, "expect": {"output": 1}}]
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
     assert "output: give it a schema" in aeon_eval(str(tmp_path), "--live").stderr
+
+
+def test_a_conversation_case_judges_each_turn_and_replays_from_one_cassette(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    replies = [
+        plan(tool_step("1", "calculator", {"expression": "2 + 3"}), llm_step("2")),
+        answer("5"),
+        plan(tool_step("1", "calculator", {"expression": "5 * 2"}), llm_step("2")),
+        answer("10"),
+    ]
+    script.write_text(json.dumps(replies))
+    suite_dir = tmp_path / "conversation"
+    suite_dir.mkdir()
+    (suite_dir / "aeon.toml").write_text(f'[llm]\nuse = "scripted"\nresponses = {json.dumps(str(script))}\n')
+    turns = [
+        {"request": "add 2 and 3", "expect": {"answer": "5"}},
+        {"request": "now double that", "expect": {"answer": "10", "verification": "verified"}},
+    ]
+    suite: dict[str, Any] = {
+        "name": "conversation",
+        "cases": [{"id": "double", "cassette": "double.jsonl", "turns": turns}],
+    }
+    (suite_dir / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+    recorded = aeon_eval(str(suite_dir), "--record", "--json")
+    assert recorded.exit_code == 0, recorded.output
+    (case,) = json.loads(recorded.stdout)["cases"]
+    assert [turn["answer"] for turn in case["got"]["turns"]] == ["5", "10"]
+    script.write_text("[]")
+    assert aeon_eval(str(suite_dir)).exit_code == 0  # replayed: the second turn's prompt holds the first turn
+    turns[1]["expect"] = {"answer": "11"}
+    (suite_dir / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+    failed = aeon_eval(str(suite_dir), "--json")
+    assert failed.exit_code == 1
+    assert json.loads(failed.stdout)["cases"][0]["failures"] == ['turn 2: answer: expected "11", got "10"']
+    suite["cases"][0]["request"] = "add 2 and 3"
+    (suite_dir / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+    broken = aeon_eval(str(suite_dir))
+    assert broken.exit_code == 2 and "a conversation case says it for each turn" in broken.output
