@@ -20,10 +20,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
-Action = Literal["step", "continue", "stop"]
+Action = Literal["step", "continue", "stop", "approve", "deny"]
 #: ``paused``: waiting for the page; ``stepping``: one cycle running; ``continuing``: running to the end;
-#: ``stopping``: a stop asked for, taken at the next cycle boundary; ``finished`` / ``stopped``: the run's end
-Mode = Literal["paused", "stepping", "continuing", "stopping", "finished", "stopped"]
+#: ``stopping``: a stop asked for, taken at the next cycle boundary; ``waiting``: the run waits for a person's
+#: approval of a call (decision 0021), answered by *approve* or *deny*; ``finished`` / ``stopped``: the run's end
+Mode = Literal["paused", "stepping", "continuing", "stopping", "waiting", "finished", "stopped"]
 ACTIONS: Final[tuple[str, ...]] = get_args(Action)
 ENDED: Final = frozenset({"finished", "stopped"})
 #: how often a waiting thread looks up (Ctrl-C reaches a waiting command within this)
@@ -54,6 +55,9 @@ class Control:
         self._published = Published(0, "stepping", None)
         self._action: Action | None = None
         self._stop_asked = False
+        #: a denial's reason, and the mode a waiting run goes back to once answered
+        self._reason = ""
+        self._resume_mode: Mode = "stepping"
         #: the highest version a page was served at, and when a page last asked for anything
         self._delivered = -1
         self._last_seen: float | None = None
@@ -75,6 +79,20 @@ class Control:
                 self._lock.wait(_TICK)
             action, self._action = self._action, None
             return action
+
+    def ask(self, moment: Any) -> tuple[Action, str]:
+        """Publish ``moment`` (the run waiting for approval) and wait for the page's answer: ``approve``, ``deny``
+        (with the reason the page gave) or ``stop``; a run that was continuing continues once answered."""
+        with self._lock:
+            if self._stop_asked:
+                return "stop", ""
+            self._resume_mode = self._published.mode if self._published.mode == "continuing" else "stepping"
+            self._action = None
+            self._publish(moment, "waiting")
+            while self._action is None:
+                self._lock.wait(_TICK)
+            action, self._action = self._action, None
+            return action, self._reason
 
     def end(self, moment: Any, mode: Literal["finished", "stopped"]) -> None:
         """The run ended (``finished``) or was stopped: the page shows ``moment`` and offers no more actions."""
@@ -108,16 +126,27 @@ class Control:
             self._delivered = max(self._delivered, version)
             self._lock.notify_all()
 
-    def act(self, action: Action, seen: int | None) -> int:
+    def act(self, action: Action, seen: int | None, reason: str = "") -> int:
         """Take the page's action and return the version that says so; :class:`Refused` says why not. ``seen`` is
-        the version the page showed: a step or continue is taken only from the moment the run is paused at."""
+        the version the page showed: a step or continue is taken only from the moment the run is paused at, an
+        approval or a denial (``reason``) only from the moment it waits at."""
         with self._lock:
             published = self._published
             if published.mode in ENDED:
                 raise Refused(f"the run has {published.mode}: there is nothing left to drive")
+            if action in ("approve", "deny"):
+                if published.mode != "waiting":
+                    raise Refused("the run is not waiting for approval: there is nothing to answer")
+                if seen is not None and seen != published.version:
+                    raise Refused("this page is out of date: the run moved on since it was shown; reload it")
+                if action == "deny" and not reason.strip():
+                    raise Refused("say why the call is refused: the reason is recorded with the refusal")
+                self._action, self._reason = action, reason.strip()
+                self._publish(published.moment, self._resume_mode)
+                return self._published.version
             if action == "stop":
                 self._stop_asked = True
-                if published.mode == "paused":
+                if published.mode in ("paused", "waiting"):
                     self._action = "stop"
                 elif published.mode != "stopping":
                     self._publish(published.moment, "stopping")

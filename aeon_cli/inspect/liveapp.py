@@ -161,8 +161,9 @@ class LiveInspector(Inspector):
         if action not in ACTIONS:
             return _plain(400, f"unknown action {action!r}: {', '.join(ACTIONS)}")
         seen = fields.get("seen", [""])[0]
+        reason = fields.get("reason", [""])[0]
         try:
-            version = self.control.act(cast(Action, action), int(seen) if seen.isdigit() else None)
+            version = self.control.act(cast(Action, action), int(seen) if seen.isdigit() else None, reason)
         except Refused as exc:
             return self._refused(str(exc))
         self.control.wait_change(version, SETTLE)

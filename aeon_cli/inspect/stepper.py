@@ -40,6 +40,7 @@ from aeon_cli.inspect.liveapp import LiveInspector
 from aeon_cli.inspect.local import Browser, stopping
 from aeon_cli.inspect.server import InspectorServer
 from aeon_cli.output import echo_json
+from aeon_kernel.kit import Approval
 from aeon_kernel.models import LogEntry
 from aeon_kernel.secrets import register_secret, scrub_secrets
 
@@ -136,11 +137,17 @@ class Session:
                     if work is not None and self.control.pause(moment(work)) == "stop":
                         break
                     entry = run.next()
+                    if entry is None and run.result is not None and run.result.status == "waiting":
+                        action, reason = self.control.ask(moment(result=run.result.to_dict()))
+                        if action == "stop":
+                            break
+                        run.answer(Approval(action == "approve", reason, by="the inspector's page"))
+                        continue
                     if entry is None:
                         break
                     entries.append(entry.model_dump(mode="json", exclude={"plan_state"}))
                     yield entry
-            if run.result is not None:
+            if run.result is not None and run.result.status != "waiting":
                 self._show_end(moment(result=run.result.to_dict()), "finished")
                 return
             stopped = _stopped(run, len(entries), resume_with)
@@ -160,6 +167,12 @@ def _stopped(run: Run, cycles: int, resume_with: str) -> Stopped:
     """Why the run ended, and how to go on. A new run starts (is created in its store) with its first cycle:
     stopped before it, there is nothing to resume."""
     where = f"before cycle {cycles + 1}"
+    if run.result is not None and run.result.status == "waiting":
+        message = (
+            f"Stopped while run {run.run_id} waits for approval: it stays waiting in the state store; `aeon approve "
+            f"{run.run_id}` (or --deny REASON) answers it and goes on."
+        )
+        return Stopped(run.run_id, cycles, run.store is not None, message)
     if not cycles:
         message = f"Stopped before the first cycle: run {run.run_id} never started, so nothing was recorded."
         return Stopped(run.run_id, cycles, False, message)

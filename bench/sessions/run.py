@@ -1,6 +1,7 @@
 """Multi-turn conversations on the embedded model (issue 29): the frozen set in ``conversations.jsonl``.
 
-    python bench/sessions/run.py                   # both modes; writes results.json
+    python bench/sessions/run.py                   # both modes; writes results-conversations-LABEL.json
+    python bench/sessions/run.py --set followups --label before   # the second set
     python bench/sessions/run.py --modes session   # one mode
     python bench/sessions/run.py --conversation c01 --conversation c06   # some, printed only
 
@@ -105,10 +106,11 @@ def main() -> None:
     )
     parser.add_argument("--modes", default="session,alone")
     parser.add_argument("--ttl", type=int, default=12)
+    parser.add_argument("--set", default="conversations", choices=["conversations", "followups"])
+    parser.add_argument("--label", default="after", help="writes results-SET-LABEL.json")
     args = parser.parse_args()
-    conversations = [
-        json.loads(line) for line in (HERE / "conversations.jsonl").read_text().splitlines() if line
-    ]
+    lines = (HERE / f"{args.set}.jsonl").read_text().splitlines()
+    conversations = [json.loads(line) for line in lines if line]
     if args.conversation:
         conversations = [c for c in conversations if c["id"] in args.conversation]
     results = {}
@@ -119,7 +121,7 @@ def main() -> None:
     summary = {mode: summarise(rows) for mode, rows in results.items()}
     print(json.dumps(summary, indent=2))
     if not args.conversation:
-        out = HERE / "results.json"
+        out = HERE / f"results-{args.set}-{args.label}.json"
         out.write_text(json.dumps({"summary": summary, "turns": results}, indent=2) + "\n", encoding="utf-8")
 
 

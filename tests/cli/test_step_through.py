@@ -473,3 +473,32 @@ def test_a_flow_pauses_before_each_node_with_its_assembled_context(
         "tidy",
         [{"layer": "task", "key": "00000001-intake", "value": {"text": "hello"}, "seq": 1}],
     )
+
+
+def test_a_run_waiting_for_approval_is_answered_from_the_page(project: Path) -> None:
+    """Decision 0021 in the step-through: the page shows the call the run waits on; Deny without a reason is
+    refused, Approve runs the call, and the run goes on to its end."""
+    (project / "aeon.toml").write_text(
+        '[llm]\nuse = "scripted"\nresponses = "responses.json"\n'
+        '[[policy.rules.ask]]\nname = "sums"\ntool = "calculator"\nreason = "a person checks sums"\n'
+    )
+    with inspected(project, "run", REQUEST) as run:
+        run.wait_paused()
+        control(run, "continue")
+        for _ in range(400):
+            if run.live()["mode"] == "waiting":
+                break
+            time.sleep(0.05)
+        status, _, page = run.request("GET", "/live")
+        assert status == 200 and "Waiting for approval" in page and "a person checks sums" in page
+        assert "Approve" in page and "5 + 10" in page
+        seen = str(run.live()["version"])
+        denied = urlencode({"action": "deny", "token": token_of(page), "seen": seen})
+        assert run.request("POST", "/live/control", denied)[0] == 409  # no reason given
+        control(run, "approve")
+        code, out, err = run.wait()
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["status"] == "completed" and result["answer"] == "The sum is 15"
+    decided = [e for e in result["errors"] if e["type"] == "ApprovalDecided"]
+    assert [(e["decision"], e["by"]) for e in decided] == [("approved", "the inspector's page")]
