@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
 
     from aeon_kernel.engine import Engine
+    from aeon_kernel.kit import Approval
     from aeon_kernel.tools import Tool
 
 EXIT_SETUP_ERROR: Final = 2
@@ -364,7 +365,7 @@ class Bridge:
         outcome: tuple[dict[str, Any] | None, str | None]
         try:
             if params.name == RUN_TOOL:
-                outcome = await self.run(arguments, ctx.session.report_progress)
+                outcome = await self.run(arguments, ctx.session.report_progress, partial(_asked, ctx))
             elif params.name in self.tools:
                 outcome = await anyio.to_thread.run_sync(self.call, self.tools[params.name], arguments)
             else:
@@ -391,11 +392,15 @@ class Bridge:
         return record.result, None
 
     async def run(
-        self, arguments: dict[str, Any], progress: Callable[..., Awaitable[None]]
+        self,
+        arguments: dict[str, Any],
+        progress: Callable[..., Awaitable[None]],
+        ask: Callable[[dict[str, Any]], Awaitable[Approval | None]],
     ) -> tuple[dict[str, Any] | None, str | None]:
         """Run ``request`` through the engine (one run at a time), each of its events a progress notification to a
         client that asked for them (``progressToken``; the text of each, scrubbed); how it ended, or why it could
-        not start. A client that cancels the call stops the run at its next safe point."""
+        not start. A client that cancels the call stops the run at its next safe point. A call that needs approval
+        is put to the client (``ask``: MCP elicitation); one that cannot answer gets the ``waiting`` result."""
         from aeon_kernel.schemas import schema_errors
 
         problems = schema_errors(RUN_INPUT_SCHEMA, arguments)
@@ -403,23 +408,52 @@ class Bridge:
             return None, "invalid arguments for run: " + "; ".join(problems)
         async with self._runs:
             try:
-                stream = self.engine.astream(arguments["request"])
+                run = self.engine.start(arguments["request"])
             except AeonError as exc:
                 return None, f"the run could not start: {exc}"
-            async with stream:
-                async for number, event in aenumerate(stream):
-                    await progress(number, None, scrub_secrets(event.summary()))
-        if stream.result is None:  # pragma: no cover - the stream ended without a result: it raised instead
+            events = count(1)
+            while True:
+                async with run.astream() as stream:
+                    async for event in stream:
+                        await progress(next(events), None, scrub_secrets(event.summary()))
+                result = stream.result
+                answer = await ask(result["approval"]) if result and result["status"] == "waiting" else None
+                if answer is None:
+                    break
+                run.answer(answer)
+        if result is None:  # pragma: no cover - the stream ended without a result: it raised instead
             return None, "the run ended without a result"
-        return {key: stream.result.get(key) for key in RUN_OUTPUT_SCHEMA["required"]}, None
+        return {key: result.get(key) for key in RUN_OUTPUT_SCHEMA["required"]}, None
 
 
-async def aenumerate(events: Any) -> Any:
-    """``enumerate`` for an async iterator, from 1."""
-    number = 0
-    async for event in events:
-        number += 1
-        yield number, event
+#: what an MCP client is asked for when a run waits for approval (decision 0021)
+APPROVAL_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean", "title": "Approve", "description": "Let the call run as shown"},
+        "reason": {"type": "string", "title": "Reason", "description": "Why it is refused (when it is)"},
+    },
+    "required": ["approve"],
+}
+
+
+async def _asked(ctx: Any, request: dict[str, Any]) -> Approval | None:
+    """The client's answer to the call a run waits on, by MCP elicitation: approved, or refused (declined, or not
+    approved, with its reason). None when the client cancels or cannot be asked: the run stays waiting."""
+    from aeon_kernel.kit import Approval
+
+    arguments = json.dumps(request.get("arguments"), ensure_ascii=False, default=str)
+    message = scrub_secrets(f"{request.get('message')}. The call: {request.get('tool')} {arguments}")
+    try:
+        answer = await ctx.session.elicit_form(message, APPROVAL_SCHEMA, related_request_id=ctx.request_id)
+    except Exception:  # no elicitation in this client, or no channel back to it
+        return None
+    by = "the MCP client"
+    if answer.action == "accept" and isinstance(answer.content, dict):
+        if answer.content.get("approve") is True:
+            return Approval(by=by)
+        return Approval.deny(str(answer.content.get("reason") or "not approved in the MCP client"), by)
+    return Approval.deny("declined in the MCP client", by) if answer.action == "decline" else None
 
 
 def _answer(result: dict[str, Any] | None, error: str | None) -> mcp_types.CallToolResult:

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ElicitResult, TextContent
 
 from tests.support.builders import plan, tool_step
 from tests.support.servers import started
@@ -255,3 +255,50 @@ def listening_on(port: int) -> set[str]:
                     words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
                     addresses.add(socket.inet_ntop(socket.AF_INET6, words))
     return addresses
+
+
+def test_a_run_that_needs_approval_asks_the_client_by_elicitation(tmp_path: Path) -> None:
+    """Decision 0021 over MCP: the `run` tool puts the call to the client (elicitation). Approved, the run
+    completes; refused, the call fails with the client's reason; a client that cannot be asked gets `waiting`."""
+    steps = plan(tool_step("1", "calculator", {"expression": "10 + 5"}), goal="Add 10 and 5")
+    (tmp_path / "responses.json").write_text(json.dumps([json.dumps(steps)] * 3))
+    config = tmp_path / "aeon.toml"
+    config.write_text(
+        f'[llm]\nuse = "scripted"\nresponses = {json.dumps(str(tmp_path / "responses.json"))}\n'
+        '[[policy.rules.ask]]\nname = "sums"\ntool = "calculator"\nreason = "a person checks sums"\n'
+    )
+    command, *args = serve_command(config)
+    parameters = StdioServerParameters(command=command, args=args, cwd=str(tmp_path))
+    answers = [
+        ElicitResult(action="accept", content={"approve": True}),
+        ElicitResult(action="accept", content={"approve": False, "reason": "not today"}),
+    ]
+    asked: list[str] = []
+
+    async def answer(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return answers.pop(0)
+
+    async def session_runs(callback: Any, times: int) -> list[Any]:
+        with open(tmp_path / "stderr", "a") as errlog:
+            async with (
+                stdio_client(parameters, errlog=errlog) as (read, write),
+                ClientSession(read, write, elicitation_callback=callback) as session,
+            ):
+                await session.initialize()
+                return [
+                    structured(await session.call_tool("run", {"request": "Add 10 and 5"}))
+                    for _ in range(times)
+                ]
+
+    approved, refused = anyio.run(session_runs, answer, 2)
+    (waiting,) = anyio.run(session_runs, None, 1)  # a client that cannot be asked: left waiting
+    assert approved["status"] == "completed" and approved["answer"]["value"] == 15
+    assert refused["status"] == "failed"
+    assert any("not approved (denied): not today" in str(e.get("message")) for e in refused["errors"])
+    assert waiting["status"] == "waiting" and "aeon approve" in waiting["message"]
+    assert (
+        len(asked) == 2
+        and "a person checks sums" in asked[0]
+        and 'calculator {"expression": "10 + 5"}' in asked[0]
+    )
