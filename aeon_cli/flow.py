@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from aeon_cli.options import more_ttl_option, step_through_options, take_over_option
-from aeon_cli.output import echo_json, safe_streams
+from aeon_cli.output import echo_json, safe_streams, show_request
 from aeon_kernel.errors import AeonError
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.secrets import scrub_secrets
@@ -211,6 +211,22 @@ def resume(
 ) -> None:
     """Continue the interrupted flow run RUN_ID from the state store, after its last committed stage (--ttl N:
     with N more cycles, which also continues a run whose TTL expired). Exit status as for `aeon flow run`."""
+    resume_flow(run_id, ttl, take_over, inspect, no_browser, config, as_json, log_path, no_log)
+
+
+def resume_flow(
+    run_id: str,
+    ttl: int | None,
+    take_over: bool,
+    inspect: bool,
+    no_browser: bool,
+    config: str | None,
+    as_json: bool,
+    log_path: str | None,
+    no_log: bool,
+    approval: Any = None,
+) -> NoReturn:
+    """``aeon flow resume``, and ``aeon approve`` of a flow run (``approval``: the answer it waits for)."""
     from aeon_cli.interrupts import interruptible, resume_command
     from aeon_cli.recording import with_default_store
     from aeon_kernel.config import load_config
@@ -244,7 +260,7 @@ def resume(
                     engine, run_id, take_over=take_over, no_browser=no_browser, as_json=as_json
                 )
             else:
-                stages = engine.iter_resume(run_id, take_over=take_over, ttl=ttl)
+                stages = engine.iter_resume(run_id, take_over=take_over, ttl=ttl, approval=approval)
             _report(engine, stages, as_json, note, ctrl_c.command)
         except AeonError as exc:
             _fail(exc)
@@ -363,6 +379,9 @@ def _report(
     if note is not None:
         click.echo(note(result.run_id), err=True)
     run_status = result.run.status
+    if run_status == "waiting":
+        show_request(result.run.details.get("approval") or {}, result.run_id)
+        sys.exit(4)
     if run_status == "ttl_expired" and engine.engine.state_store is not None:
         click.echo(
             f"The TTL expired; {resume_with} {result.run_id} --ttl N gives the run N more cycles.", err=True

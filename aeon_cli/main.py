@@ -23,7 +23,7 @@ from typing import Any, Final, NoReturn
 import click
 
 from aeon_cli.options import more_ttl_option, output_schema_option, step_through_options, take_over_option
-from aeon_cli.output import echo_json, safe_streams
+from aeon_cli.output import echo_json, safe_streams, show_request
 from aeon_kernel.errors import AeonError
 from aeon_kernel.secrets import scrub_secrets
 from aeon_kernel.version import __version__
@@ -180,7 +180,7 @@ def _drive(
     if not no_log:  # with_default_store gave the run a store
         click.echo(recording.note(chosen, result["run_id"], Path(log) if log else None), err=True)
     if result["status"] == "waiting":
-        _show_request(result.get("approval") or {}, result["run_id"])
+        show_request(result.get("approval") or {}, result["run_id"])
     if result["status"] == "ttl_expired" and interrupt.store is not None:
         click.echo(
             f"The TTL expired; {interrupt.command} {result['run_id']} --ttl N gives the run N more cycles.",
@@ -189,16 +189,25 @@ def _drive(
     sys.exit(EXIT_CODES.get(result["status"], 1))
 
 
-def _show_request(request: dict[str, Any], run_id: str) -> None:
-    """What a waiting run waits on, and the commands that answer it (on stderr: stdout holds the result)."""
-    arguments = json.dumps(request.get("arguments"), ensure_ascii=False)
-    expires = f" It expires at {request['expires_at']}." if request.get("expires_at") else ""
-    click.echo(
-        f"Waiting for approval: {request.get('message', '')}\n  call: {request.get('tool')} {arguments}\n"
-        f"  approve: aeon approve {run_id}   edit: aeon approve {run_id} --edit-arguments '{{...}}'   refuse: "
-        f"aeon approve {run_id} --deny REASON.{expires}",
-        err=True,
-    )
+def _flow_run(run_id: str, config: str | None, no_log: bool) -> bool:
+    """Whether the stored run ``run_id`` is a flow's (False where it cannot be read: resuming says why)."""
+    from aeon_cli.recording import with_default_store
+    from aeon_kernel.config import load_config
+
+    try:
+        chosen = load_config(config)
+        with _engine(chosen if no_log else with_default_store(chosen)) as engine:
+            store = engine.state_store
+            return store is not None and store.load(run_id).manifest.get("scheduler") == "flow"
+    except AeonError:
+        return False
+
+
+def _flow_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``aeon approve``'s options as ``aeon flow resume`` takes them (a flow run has no cassettes)."""
+    if options.get("record") or options.get("replay"):
+        raise click.UsageError("--record and --replay are for plan runs; a flow run's answer needs neither")
+    return {key: options[key] for key in ("config", "as_json", "log_path", "no_log")}
 
 
 def _stepped(orchestrator: Any, start: Callable[[], Any]) -> Iterator[Any]:
@@ -350,6 +359,10 @@ def approve(
     approval = (
         Approval.deny(deny_reason, by) if deny_reason is not None else Approval(by=by, arguments=arguments)
     )
+    if _flow_run(run_id, options["config"], options["no_log"]):  # the flow engine goes on with it
+        from aeon_cli.flow import resume_flow
+
+        resume_flow(run_id, None, take_over, False, False, **_flow_options(options), approval=approval)
 
     def cycles(orchestrator: Any) -> Iterator[Any]:
         return _stepped(

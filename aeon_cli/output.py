@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import click
 
-from aeon_kernel.secrets import scrub_secrets_json
+from aeon_kernel.secrets import scrub_secrets, scrub_secrets_json
 
 #: error handlers under which writing a str cannot fail
 _SAFE_ERRORS: Final = frozenset({"backslashreplace", "replace", "ignore", "namereplace", "xmlcharrefreplace"})
@@ -60,3 +60,17 @@ def echo_json(value: Any, *, indent: int | None = None, err: bool = False) -> No
         except (UnicodeError, LookupError):
             text = scrub_secrets_json(json.dumps(value, ensure_ascii=True, indent=indent, default=str))
     click.echo(text, err=err)
+
+
+def show_request(request: dict[str, Any], run_id: str) -> None:
+    """What a waiting run waits on, and the commands that answer it (on stderr: stdout holds the result)."""
+    arguments = json.dumps(request.get("arguments"), ensure_ascii=False, default=str)
+    expires = f" It expires at {request['expires_at']}." if request.get("expires_at") else ""
+    click.echo(
+        scrub_secrets(
+            f"Waiting for approval: {request.get('message', '')}\n  call: {request.get('tool')} {arguments}\n"
+            f"  approve: aeon approve {run_id}   edit: aeon approve {run_id} --edit-arguments '{{...}}'   "
+            f"refuse: aeon approve {run_id} --deny REASON.{expires}"
+        ),
+        err=True,
+    )

@@ -74,9 +74,11 @@ def ask(
     rule: str,
     reason: str = "",
     expires_in: float | None = None,
+    what: str | None = None,
 ) -> None:
     """Return when a person approved this call with these ``arguments``; raise :class:`PolicyDeniedError` when they
-    refused it (or the request expired), else :class:`ApprovalRequired` with the request to record."""
+    refused it (or the request expired), else :class:`ApprovalRequired` with the request to record. ``what``: how
+    to name it, when it is not a tool call (a flow's stage: ``tool`` is then the node, ``arguments`` its input)."""
     decision = (_DECISIONS.get() or {}).get(step_id)
     if decision is not None and decision["tool"] == tool:
         if decision["decision"] != "approved":
@@ -92,7 +94,8 @@ def ask(
     raise ApprovalRequired(
         {
             "type": REQUESTED,
-            "message": f"the {tool} call of step {step_id} needs approval (rule {rule!r} of {policy!r}{because})",
+            "message": f"{what or f'the {tool} call'} of step {step_id} needs approval (rule {rule!r} of {policy!r}"
+            f"{because})",
             "step_id": step_id,
             "tool": tool,
             "arguments": arguments,
@@ -133,6 +136,8 @@ def decided(
     if request is None:
         raise RunStoreError(f"run {state.run_id!r} is not waiting for approval (it is {state.status})")
     arguments = request["arguments"] if approval.arguments is None else approval.arguments
+    if approval.approved and approval.arguments is not None and state.plan is None:
+        raise ValidationError("a flow's call or stage cannot be edited: approve it as it is, or refuse it")
     if approval.approved and approval.arguments is not None:
         tool = tools.get(request["tool"])
         if tool is None:
@@ -176,7 +181,7 @@ def decided(
         ttl_remaining=state.ttl_remaining,
         errors=(record,),
         run_id=state.run_id,
-        phase="step" if in_plan else "plan",
+        phase="step" if in_plan else "node",
         step_id=step_id,
         step_status=StepStatus.RUNNING if in_plan else None,
         usage={"llm_calls": 0},

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         RunResult,
         ToolRegistry,
     )
-    from aeon_kernel.kit import Registries
+    from aeon_kernel.kit import Approval, Registries
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,8 @@ class TaskResult:
     """How a flow run ended (spec 004 §2.1): the root task's status and output, its lineage, and the history."""
 
     run_id: str
-    #: ``success``, ``failure`` or ``partial`` (spec 004 §3.4)
+    #: ``success``, ``failure`` or ``partial`` (spec 004 §3.4), or ``waiting``: the run waits for a person's
+    #: approval of a call or a stage (decision 0021; ``aeon approve RUN_ID``)
     status: str
     output: Any
     message: str
@@ -202,16 +203,29 @@ class FlowEngine:
         run = self.start(value, start=start, ttl=ttl)
         yield from self._stages(run, [])
 
-    def resume(self, run_id: str, *, take_over: bool = False, ttl: int | None = None) -> TaskResult:
+    def resume(
+        self,
+        run_id: str,
+        *,
+        take_over: bool = False,
+        ttl: int | None = None,
+        approval: Approval | None = None,
+    ) -> TaskResult:
         """Continue an interrupted run of this flow from the state store, at the stage after the last committed.
-        ``ttl``: give it that many more cycles (how a run whose TTL expired goes on; ``Orchestrator.start_resume``)."""
-        run, history = self.start_resume(run_id, take_over=take_over, ttl=ttl)
+        ``ttl``: give it that many more cycles (how a run whose TTL expired goes on; ``Orchestrator.start_resume``);
+        ``approval``: the answer a waiting run waits for (decision 0021)."""
+        run, history = self.start_resume(run_id, take_over=take_over, ttl=ttl, approval=approval)
         return self._drain(run, history)
 
     def iter_resume(
-        self, run_id: str, *, take_over: bool = False, ttl: int | None = None
+        self,
+        run_id: str,
+        *,
+        take_over: bool = False,
+        ttl: int | None = None,
+        approval: Approval | None = None,
     ) -> Iterator[dict[str, Any]]:
-        run, history = self.start_resume(run_id, take_over=take_over, ttl=ttl)
+        run, history = self.start_resume(run_id, take_over=take_over, ttl=ttl, approval=approval)
         yield from self._stages(run, history)
 
     def close(self) -> None:
@@ -228,7 +242,12 @@ class FlowEngine:
     # --- internals ---------------------------------------------------------------------------------------------
 
     def start_resume(
-        self, run_id: str, *, take_over: bool = False, ttl: int | None = None
+        self,
+        run_id: str,
+        *,
+        take_over: bool = False,
+        ttl: int | None = None,
+        approval: Approval | None = None,
     ) -> tuple[Run, list[dict[str, Any]]]:
         """An interrupted run of this flow, claimed from the state store and ready to continue (step or iterate
         it), with the history records of the stages it had committed; ``ttl``: with that many more cycles."""
@@ -255,7 +274,7 @@ class FlowEngine:
             scheduler=lambda: FlowScheduler(self.setup),
             manifest={"scheduler": "flow", "flow": self.flow.metadata()},
         )
-        run = orchestrator.start_resume(run_id, take_over=take_over, ttl=ttl)
+        run = orchestrator.start_resume(run_id, take_over=take_over, ttl=ttl, approval=approval)
         history = [stage for entry in stored.entries for stage in entry.stages]
         for record in history:  # the task layer of a memory that did not outlive the process (in_memory)
             if record.get("status") == "success" and self.flow.reads_task_layer:
@@ -289,7 +308,10 @@ class FlowEngine:
                 f"run {run.run_id} was closed before it ended; resume it with `aeon flow resume`"
             )
         result = run.result
-        task = result.details.get("task") or {"status": "failure", "output": None, "tasks": []}
+        ended = (
+            "waiting" if result.status == "waiting" else "failure"
+        )  # waiting: for a person (decision 0021)
+        task = result.details.get("task") or {"status": ended, "output": None, "tasks": []}
         store = self.engine.state_store
         return TaskResult(
             run_id=result.run_id,

@@ -35,15 +35,16 @@ from aeon_kernel import (
     Verdict,
     Work,
 )
-from aeon_kernel.errors import ApprovalRequired, LLMError
+from aeon_kernel.errors import ApprovalRequired, LLMError, PolicyDeniedError
 from aeon_kernel.kit import (
     Check,
+    ask,
     begin_capture,
     captured,
     decode_own,
-    denial,
     end_capture,
     json_encoder,
+    judged,
     schema_errors,
     utc_now,
 )
@@ -84,6 +85,8 @@ class StageOutcome:
     partial: str | None = None  # why the output is partial (``NodeContext.mark_partial``)
     #: spec 004 §10.4: CPU time, the process's peak RSS, the context's size, the time it waited in the queue
     profile: dict[str, Any] = field(default_factory=dict)
+    #: the request of a call or a stage that needs a person's approval (decision 0021): the stage did not end
+    waiting: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -156,8 +159,11 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
     def apply(self, work: Work, outcome: list[StageOutcome], run: RunContext) -> None:
         book = self._book
         calls = captured()
+        asking = [stage for stage in outcome if stage.waiting is not None]
         for stage in outcome:
             self._claimed.remove(stage.task_id)
+            if stage.waiting is not None:  # not ended: it runs again once the person answered
+                continue
             task = book.tasks[stage.task_id]
             # cancelled by an earlier stage of this cycle (its branch was won): it ran, and counts for nothing
             if task["state"] == "done":
@@ -192,7 +198,10 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
                         "step_id": f"{stage.task_id}/{stage.node_id}",
                     }
                 )
+        book.unclaim([stage.task_id for stage in asking])
         self._save(run)
+        if asking:  # the run waits for the first; the others ask again when their stages run again
+            raise ApprovalRequired(asking[0].waiting or {})
 
     def abandon(self, work: Work | None, error: BaseException, run: RunContext) -> None:
         """Stages the cycle could not apply fail their tasks (the run goes on with the others)."""
@@ -324,7 +333,22 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
                     tools=node.tools,
                     context=tuple({k: i[k] for k in ("layer", "key", "value")} for i in stage.context),
                 )
-                refused = denial(setup.judges, action)
+                refused, asked = judged(setup.judges, action)
+                if refused is None and asked is not None:
+                    try:  # the stage runs once a person approves it (decision 0021)
+                        name, decision = asked
+                        ask(
+                            node.id,
+                            value,
+                            action.stage,
+                            policy=name,
+                            rule=decision.rule,
+                            reason=decision.reason,
+                            expires_in=decision.expires_in,
+                            what=f"the stage {node.id}",
+                        )
+                    except PolicyDeniedError as answered:
+                        refused = answered
                 if refused is not None:
                     raise _StageFailed(f"PolicyDeniedError: {refused}")
             context = NodeContext(
@@ -373,8 +397,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
             stage.error = str(exc)
         except ToolMisuseError as exc:
             stage.error = f"tool misuse: {exc}"
-        except ApprovalRequired as exc:  # decision 0021: only a plan run can wait
-            stage.error = f"{exc}; a flow's stage cannot wait for approval yet, so it failed"
+        except ApprovalRequired as exc:  # the task waits, and the run with it (decision 0021)
+            stage.waiting = exc.request
         except Exception as exc:
             stage.error = f"{type(exc).__name__}: {exc}"
         finally:

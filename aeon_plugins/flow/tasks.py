@@ -133,6 +133,10 @@ class TaskBook:
         del self.queue[:limit]
         return claimed
 
+    def unclaim(self, task_ids: list[str]) -> None:
+        """Put claimed tasks back at the head of the queue, in their order (a stage waiting for approval)."""
+        self.queue[:0] = task_ids
+
     def advance(
         self,
         task_id: str,

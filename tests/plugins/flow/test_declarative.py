@@ -332,18 +332,3 @@ def test_a_slot_is_the_value_at_its_pointer_and_nothing_is_evaluated(key: str, v
         value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     )
     assert Template("<{" + pointer + "}>", "t").fill(document) == f"<{expected}>"
-
-
-def test_a_call_that_asks_for_approval_fails_its_stage_and_says_why(tmp_path: Path) -> None:
-    """Decision 0021: only a plan run waits for a person; a flow's call that asks fails its stage, saying so."""
-    from aeon_kernel.config import Choice
-
-    asking = AeonConfig(policies=(Choice("rules", {"ask": [{"name": "sums", "tool": "calculator"}]}),))
-    (tmp_path / "flow").mkdir()
-    (tmp_path / "flow" / "flow.yaml").write_text(yaml.safe_dump(flow_of(TOTAL), sort_keys=False))
-    with Engine.from_config_dir(tmp_path / "flow", asking.with_choice("memory", "in_memory")) as engine:
-        result = engine.run({"order": "A-17", "price": 2.5, "quantity": 4})
-    assert result.status == "failure"
-    (failed,) = [r for r in result.history if r["status"] == "failure"]
-    assert "needs approval (rule 'sums' of 'rules')" in failed["error"]
-    assert "a flow's stage cannot wait for approval yet" in failed["error"]
