@@ -106,7 +106,7 @@ def main() -> None:
     )
     parser.add_argument("--modes", default="session,alone")
     parser.add_argument("--ttl", type=int, default=12)
-    parser.add_argument("--set", default="conversations", choices=["conversations", "followups"])
+    parser.add_argument("--set", default="conversations", choices=["conversations", "followups", "recalls"])
     parser.add_argument("--label", default="after", help="writes results-SET-LABEL.json")
     args = parser.parse_args()
     lines = (HERE / f"{args.set}.jsonl").read_text().splitlines()
