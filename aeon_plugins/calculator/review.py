@@ -298,6 +298,11 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
         if not any(_is_in(float(value), reached) for value in earlier):
             listed = _listed([_written(float(v)) for v in dict.fromkeys(earlier)])
             findings.append(f"The request builds on an earlier result ({listed}), which no calculation uses.")
+    elif not earlier and (pointed := _BACK.search(request)) and _operands(stated, implied) < 2:
+        findings.append(
+            f"The request builds on an earlier result that it does not give ({pointed.group()!r}), so no "
+            "calculation can be checked against it."
+        )
     literals = _literal_expressions(request)
     for written in literals if len(literals) == 1 and not worded else ():  # the request is one written sum
         wanted = _evaluated(written)
@@ -371,7 +376,12 @@ def _follows_up(
     names an operation with too few numbers to do it alone ("add 4", "times two")."""
     if _BACK.search(request):
         return True
-    return bool(named) and len(stated) + len(implied - {1}) < 2
+    return bool(named) and _operands(stated, implied) < 2
+
+
+def _operands(stated: Sequence[Any], implied: frozenset[float]) -> int:
+    """How many operands a request gives: its numbers, and one more when its words imply one ("halve": 2)."""
+    return len(stated) + (1 if implied - {1} else 0)
 
 
 def _partial_values(call: Mapping[str, Any]) -> list[float]:

@@ -145,3 +145,21 @@ def test_a_follow_up_in_a_conversation_must_build_on_an_earlier_result(
 def test_the_earlier_numbers_are_known_values_not_demands() -> None:
     request = _follow_up("add 1 to it", ("what is 4 times 6?", 24))
     assert review_calls(request, [{"arguments": {"expression": "24 + 1"}}]).approved  # 4 and 6 need no use
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expression", "approved"),
+    [
+        ("halve that", "1 * 2", False),  # nothing says what "that" is
+        ("take the result and add 4", "4 + 4", False),
+        ("halve 30", "30 / 2", True),
+        ("what is it: 6 plus 7?", "6 + 7", True),  # a pointing word, but the request has its numbers
+    ],
+)
+def test_a_request_that_points_at_a_result_nobody_gave_cannot_be_checked(
+    request_text: str, expression: str, approved: bool
+) -> None:
+    review = review_calls(request_text, [{"arguments": {"expression": expression}}])
+    assert review.approved is approved, review.findings
+    if not approved:
+        assert "an earlier result that it does not give" in " ".join(review.findings)
