@@ -298,6 +298,11 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
         if not any(_is_in(float(value), reached) for value in earlier):
             listed = _listed([_written(float(v)) for v in dict.fromkeys(earlier)])
             findings.append(f"The request builds on an earlier result ({listed}), which no calculation uses.")
+        elif named and values and values[-1] is not None and _is_in(values[-1], [float(v) for v in earlier]):
+            findings.append(
+                f"The calculation only works out the earlier result ({_written(values[-1])}) again; the request "
+                f"asks to {named[0][1]} it."
+            )
     elif not earlier and (pointed := _BACK.search(request)) and _operands(stated, implied) < 2:
         findings.append(
             f"The request builds on an earlier result that it does not give ({pointed.group()!r}), so no "

@@ -163,3 +163,10 @@ def test_a_request_that_points_at_a_result_nobody_gave_cannot_be_checked(
     assert review.approved is approved, review.findings
     if not approved:
         assert "an earlier result that it does not give" in " ".join(review.findings)
+
+
+def test_a_follow_up_must_do_something_to_the_earlier_result() -> None:
+    request = _follow_up("take a third of it", ("what is 30 times 3?", 90))
+    again = review_calls(request, [{"arguments": {"expression": "30 * 3"}}])
+    assert not again.approved and "only works out the earlier result (90) again" in " ".join(again.findings)
+    assert review_calls(request, [{"arguments": {"expression": "(30 * 3) / 3"}}]).approved
