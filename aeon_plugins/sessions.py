@@ -14,7 +14,6 @@ request is the new message, after the items that fit.
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -141,9 +140,7 @@ class Session:
 
 
 def conversation(turns: list[Turn], message: str) -> str:
-    """The request of a new turn: the earlier turns that fit the context budget, oldest first, the last result on
-    a line of its own (what "that" most often means, where a small model would take an earlier question's
-    number), then ``message``."""
+    """The request of a new turn: the earlier turns that fit the context budget, oldest first, then ``message``."""
     items = [
         {
             "layer": "session",
@@ -158,10 +155,6 @@ def conversation(turns: list[Turn], message: str) -> str:
     if not chosen:
         return message
     lines = [item["value"] for item in sorted(chosen, key=lambda item: item["seq"])]
-    last = turns[-1].fact if turns else None
-    if last is not None:
-        shown = last.get("value", last) if isinstance(last, dict) else last
-        lines.append(f"- the last result: {json.dumps(shown, ensure_ascii=False)}")
     return GIVEN_HEAD + "\n".join(lines) + ASKED_HEAD + message
 
 
