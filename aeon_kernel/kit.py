@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 from aeon_kernel.exports import lazy_getattr
 
 if TYPE_CHECKING:
-    from aeon_kernel.approvals import Approval, ask
+    from aeon_kernel.approvals import Approval
     from aeon_kernel.contracts import RecordAction, StepToolCheck, plan_progress
     from aeon_kernel.exports import lazy_getattr
     from aeon_kernel.idempotency import current_idempotency_key
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     )
     from aeon_kernel.models import ClarityState, MemoryEntry, Phase, SupervisorActionType, utc_now
     from aeon_kernel.plugins import Registries
-    from aeon_kernel.policy import denial, judged
+    from aeon_kernel.policy import denial, refusal
     from aeon_kernel.reasoning.models import (
         SEVERITY_ORDER,
         ArtifactType,
@@ -136,7 +136,7 @@ if TYPE_CHECKING:
 _EXPORTS: Final[dict[str, str]] = {
     name: module
     for module, names in {
-        "aeon_kernel.approvals": ("Approval", "ask",),
+        "aeon_kernel.approvals": ("Approval",),
         "aeon_kernel.contracts": ("RecordAction", "StepToolCheck", "plan_progress",),
         "aeon_kernel.exports": ("lazy_getattr",),
         "aeon_kernel.idempotency": ("current_idempotency_key",),
@@ -159,7 +159,7 @@ _EXPORTS: Final[dict[str, str]] = {
         ),
         "aeon_kernel.models": ("ClarityState", "MemoryEntry", "Phase", "SupervisorActionType", "utc_now",),
         "aeon_kernel.plugins": ("Registries",),
-        "aeon_kernel.policy": ("denial", "judged",),
+        "aeon_kernel.policy": ("denial", "refusal",),
         "aeon_kernel.reasoning.models": (
             "ArtifactType", "ExecutionHistory", "ExecutionPass", "IssueType", "PassPhase", "SEVERITY_ORDER",
             "Severity",
@@ -205,15 +205,15 @@ __all__ = [
     "ModelClient", "OnFull", "PassPhase", "Phase", "RecordAction", "Registries", "RepairScope",
     "RequestTasks", "Review", "RunOwner", "RunState", "RunStream", "RunSummary", "Severity", "StepContext",
     "StepToolCheck", "StoredRun", "StreamCancelled", "SupervisorActionType", "TaskCancelledError",
-    "TaskStatus", "Tasks", "TextListener", "Verification", "about", "admit_repair", "ask", "ask_json",
+    "TaskStatus", "Tasks", "TextListener", "Verification", "about", "admit_repair", "ask_json",
     "begin_capture", "begin_listening", "canonical_json", "captured", "changed_steps", "check_amount",
     "check_claim", "check_depth", "check_key", "check_prefix", "check_schema", "checked", "clean_secret",
     "compiled_validator", "current_idempotency_key", "decode_own", "decode_value", "denial", "describe",
     "drive", "dumps_lenient", "encode_value", "end_capture", "end_listening", "ensure_repairable",
     "error_outcome", "error_record", "expand_log", "failure_text", "given_line", "given_results",
-    "ignore_action", "increment_error", "is_utf8", "json_encoder", "json_problem", "judged", "lazy_getattr",
+    "ignore_action", "increment_error", "is_utf8", "json_encoder", "json_problem", "lazy_getattr",
     "loads_strict", "memory_key", "parse_json", "plan_progress", "plan_snapshots", "read_log", "redacted",
-    "register_secret", "request_for", "request_parts", "safe_text", "schema_errors", "scrub_hold",
+    "refusal", "register_secret", "request_for", "request_parts", "safe_text", "schema_errors", "scrub_hold",
     "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json", "storable_json", "storable_model_json",
     "storable_result", "storable_text", "stored_state", "structure", "tasks_for", "tool_names",
     "tool_reviews", "use_wal", "utc_now", "validate_against", "verify", "was_checked", "watching",

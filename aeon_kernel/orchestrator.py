@@ -25,7 +25,7 @@ from aeon_kernel.models import LogEntry, OrchestrationState, Plan, utc_now
 from aeon_kernel.output_types import output_type as typed
 from aeon_kernel.plugins import AeonPluginManager, Registries, build_plugin_manager, loaded_plugins
 from aeon_kernel.runtime.context import Components
-from aeon_kernel.runtime.run import Run, extend_ttl
+from aeon_kernel.runtime.run import Run, commit_record, extend_ttl
 from aeon_kernel.runtime.scheduler import Scheduler
 from aeon_kernel.runtime.store import StateStore, StoredRun
 from aeon_kernel.tools import ToolRegistry
@@ -370,14 +370,7 @@ class Orchestrator:
                     "Engine.approve(run_id) or Engine.deny(run_id, reason))"
                 )
             approval = Approval.deny("")  # recorded as expired
-        new, entry = decided(state, approval, self.components.tools)
-        try:
-            store.commit_cycle(new, entry, [])
-        except RunStoreError as exc:
-            raise RunStoreError(
-                f"the answer to run {state.run_id!r} could not be recorded: {exc} (did another process answer it "
-                "meanwhile? aeon runs shows it)"
-            ) from None
+        commit_record(store, *decided(state, approval, self.components.tools), "answer it")
 
     def _check_scheduler(self, run_id: str, stored: StoredRun) -> None:
         started_by, mine = stored.manifest.get("scheduler"), (self.manifest or {}).get("scheduler")

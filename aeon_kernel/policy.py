@@ -115,6 +115,36 @@ def judged(
     return None, asked
 
 
+def refusal(
+    policies: Sequence[tuple[str, Policy]],
+    action: PolicyAction,
+    subject: str,
+    arguments: Any,
+    what: str | None = None,
+) -> PolicyDeniedError | None:
+    """Why ``action`` may not go on: a policy's denial, or a person's refusal of what a policy asked about; None
+    when it may. While nobody answered, :func:`~aeon_kernel.approvals.ask` raises ``ApprovalRequired`` (the run
+    waits): ``subject`` and ``arguments`` are what the person is shown (a tool and its call, a node and its input)."""
+    refused, asked = judged(policies, action)
+    if refused is not None or asked is None:
+        return refused
+    name, decision = asked
+    try:
+        ask(
+            subject,
+            arguments,
+            action.stage,
+            policy=name,
+            rule=decision.rule,
+            reason=decision.reason,
+            expires_in=decision.expires_in,
+            what=what,
+        )
+    except PolicyDeniedError as answered:
+        return answered
+    return None
+
+
 def _refusal(name: str, decision: PolicyDecision, action: PolicyAction, more: str = "") -> PolicyDeniedError:
     what = (
         f"{action.tool} call"
@@ -204,21 +234,7 @@ class PolicyGate:
                 rule="resources",
             )
         else:
-            refused, asked = judged(self.policies, action)
-            if refused is None and asked is not None:
-                name, decision = asked
-                try:
-                    ask(
-                        tool.name,
-                        arguments,
-                        context.step_id,
-                        policy=name,
-                        rule=decision.rule,
-                        reason=decision.reason,
-                        expires_in=decision.expires_in,
-                    )
-                except PolicyDeniedError as answered:
-                    refused = answered
+            refused = refusal(self.policies, action, tool.name, arguments)
         if refused is None:
             return None
         return ToolCall(

@@ -547,14 +547,20 @@ def extend_ttl(store: StateStore, stored: StoredRun, cycles: int) -> StoredRun:
     )
     changes = {"cycle": at + 1, "ttl_remaining": entry.ttl_remaining, "status": "running"}
     extended = state.model_copy(update={**changes, "errors": (*state.errors, record)})
+    commit_record(store, extended, entry, "continue it")
+    return StoredRun(state=extended, manifest=stored.manifest, entries=(*stored.entries, entry))
+
+
+def commit_record(store: StateStore, state: OrchestrationState, entry: LogEntry, doing: str) -> None:
+    """Commit a record that does no work (more TTL, a person's answer) as the next cycle, needing no claim; the
+    store refuses it when another process committed that cycle first (``doing``: what the other may have done)."""
     try:
-        store.commit_cycle(extended, entry, [])
+        store.commit_cycle(state, entry, [])
     except RunStoreError as exc:
         raise RunStoreError(
-            f"run {state.run_id!r} could not be continued: {exc} (did another process continue it meanwhile? "
-            "aeon runs shows it)"
+            f"run {state.run_id!r} could not {doing}: {exc} (did another process {doing} meanwhile? aeon runs "
+            "shows it)"
         ) from None
-    return StoredRun(state=extended, manifest=stored.manifest, entries=(*stored.entries, entry))
 
 
 def _verification(state: RunState, status: RunStatus) -> Verification:

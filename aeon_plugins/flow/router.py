@@ -35,16 +35,15 @@ from aeon_kernel import (
     Verdict,
     Work,
 )
-from aeon_kernel.errors import ApprovalRequired, LLMError, PolicyDeniedError
+from aeon_kernel.errors import ApprovalRequired, LLMError
 from aeon_kernel.kit import (
     Check,
-    ask,
     begin_capture,
     captured,
     decode_own,
     end_capture,
     json_encoder,
-    judged,
+    refusal,
     schema_errors,
     utc_now,
 )
@@ -333,22 +332,8 @@ class FlowScheduler(Scheduler[FlowBook, list[StageOutcome]]):
                     tools=node.tools,
                     context=tuple({k: i[k] for k in ("layer", "key", "value")} for i in stage.context),
                 )
-                refused, asked = judged(setup.judges, action)
-                if refused is None and asked is not None:
-                    try:  # the stage runs once a person approves it (decision 0021)
-                        name, decision = asked
-                        ask(
-                            node.id,
-                            value,
-                            action.stage,
-                            policy=name,
-                            rule=decision.rule,
-                            reason=decision.reason,
-                            expires_in=decision.expires_in,
-                            what=f"the stage {node.id}",
-                        )
-                    except PolicyDeniedError as answered:
-                        refused = answered
+                # a stage a policy asks about runs once a person approves it (decision 0021)
+                refused = refusal(setup.judges, action, node.id, value, what=f"the stage {node.id}")
                 if refused is not None:
                     raise _StageFailed(f"PolicyDeniedError: {refused}")
             context = NodeContext(
