@@ -82,20 +82,21 @@ def ask(
     decision = (_DECISIONS.get() or {}).get(step_id)
     if decision is not None and decision["tool"] == tool:
         if decision["decision"] != "approved":
+            named = decision.get("what") or f"the {tool} call"
             raise PolicyDeniedError(
-                f"the {tool} call was not approved ({decision['decision']}): {decision['reason'] or 'no reason given'}",
+                f"{named} was not approved ({decision['decision']}): {decision['reason'] or 'no reason given'}",
                 policy=decision["policy"],
                 rule=decision["rule"],
             )
         if decision["arguments"] == arguments:
             return
-    now = datetime.now(UTC)
+    now, what = datetime.now(UTC), what or f"the {tool} call"
     because = f": {reason}" if reason else ""
     raise ApprovalRequired(
         {
             "type": REQUESTED,
-            "message": f"{what or f'the {tool} call'} of step {step_id} needs approval (rule {rule!r} of {policy!r}"
-            f"{because})",
+            "message": f"{what} of step {step_id} needs approval (rule {rule!r} of {policy!r}{because})",
+            "what": what,
             "step_id": step_id,
             "tool": tool,
             "arguments": arguments,
@@ -147,11 +148,13 @@ def decided(
     expired = expires is not None and utc_now() > expires
     verdict = "expired" if expired else "approved" if approval.approved else "denied"
     reason = f"the request expired at {expires}" if expired else approval.reason
+    what = request.get("what") or f"the {request['tool']} call"
     record = {
         "type": DECIDED,
-        "message": f"the {request['tool']} call of step {request['step_id']} was {verdict}"
+        "message": f"{what} of step {request['step_id']} was {verdict}"
         + (f" by {approval.by}" if approval.by else "")
         + (f": {reason}" if reason else ""),
+        "what": what,
         "step_id": request["step_id"],
         "tool": request["tool"],
         "decision": verdict,

@@ -80,16 +80,16 @@ class Session:
     def store(self) -> StateStore | None:
         return self.engine.state_store
 
-    def turns(self) -> list[Turn]:
-        """Every turn so far, oldest first."""
+    def turns(self, last: int | None = None) -> list[Turn]:
+        """Every turn so far (``last``: the last that many), oldest first."""
         if self.store is None:
             return [
                 _turn(number, message, run.state, run.result.to_dict() if run.result else None)
-                for number, message, run in self._kept
+                for number, message, run in self._kept[-last if last else 0 :]
             ]
         found = sorted(_mine(self.store.list_runs(), self.id))
         turns = []
-        for number, run_id in found:
+        for number, run_id in found[-last if last else 0 :]:
             stored = self.store.load(run_id)
             message = stored.manifest.get("message")
             said = message if isinstance(message, str) else stored.state.request
@@ -114,11 +114,11 @@ class Session:
         """The next turn's run, to step or drive (as ``Engine.start``). A turn left unfinished by a crash is
         finished first (its result is in :meth:`turns`); one another process runs, or one waiting for approval,
         is a ``RunStoreError``."""
-        turns = self.turns()
+        turns = self.turns(last=CONTEXT.limit)  # no more can be shown to the model
         if turns and turns[-1].status in ("running", "waiting"):
             self._finish(turns[-1])
-            turns = self.turns()
-        number = len(turns) + 1
+            turns = self.turns(last=CONTEXT.limit)
+        number = turns[-1].number + 1 if turns else 1
         run = self.engine.orchestrator(ttl).start(
             conversation(turns, message), run_id=turn_run_id(self.id, number)
         )
