@@ -14,6 +14,7 @@ request is the new message, after the items that fit.
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import Any, Final
 
 from aeon_kernel import Engine, OrchestrationState, Run, RunStoreError, StateStore
 from aeon_kernel.kit import ASKED_HEAD, GIVEN_HEAD, RunSummary, given_line
-from aeon_plugins.flow import ProfileSpec, fitted, recency
+from aeon_plugins.flow import FlowEngine, ProfileSpec, TaskResult, fitted, recency
 
 #: what the earlier turns may take of the model's prompt, in tokens (4 characters of JSON each), and how many
 CONTEXT: Final = ProfileSpec(max_tokens=400, limit=6)
@@ -126,6 +127,27 @@ class Session:
         if self.store is None:
             self._kept.append((number, message, run))
         return run
+
+    def run_flow(self, flow: FlowEngine, value: Any, *, ttl: int | None = None) -> TaskResult:
+        """One turn that runs ``flow`` on ``value``: the session is the run's task layer. The earlier turns are
+        written there first, as if stages before the first (``turn-<n>``: what was asked, what was answered, the
+        last tool result), so a node whose context reads the task layer sees them, cut to its profile's budget
+        and kept apart from other sessions' runs. Its result is the turn's."""
+        turns = self.turns(last=CONTEXT.limit)
+        if turns and turns[-1].status in ("running", "waiting"):
+            self._finish(turns[-1])
+            turns = self.turns(last=CONTEXT.limit)
+        number = turns[-1].number + 1 if turns else 1
+        run_id = turn_run_id(self.id, number)
+        for turn in turns:
+            said = {"asked": turn.message, "answered": turn.answer, "result": turn.fact}
+            flow.setup.layers.write_earlier(run_id, f"turn-{turn.number:04d}", said, turn.number)
+        message = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        run = flow.start(value, ttl=ttl, run_id=run_id)
+        run.manifest.update(session=f"{self.id}/{number}", message=message)
+        if self.store is None:
+            self._kept.append((number, message, run))
+        return flow.drain(run)
 
     def _finish(self, turn: Turn) -> None:
         if turn.status == "waiting":

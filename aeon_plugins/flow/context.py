@@ -71,6 +71,12 @@ class Layers:
         if not unless_present or backend.read(key) is None:
             backend.write(key, {"value": output, "seq": seq})
 
+    def write_earlier(self, run_id: str, name: str, value: Any, order: int) -> None:
+        """What came before the run (a session's earlier turns) in its root task's layer, as if it had been a stage
+        before the first (key ``00000000-<name>``); ``order`` counts up from the oldest, for recency."""
+        key = f"{self.prefix('task', run_id, 't1')}{0:08d}-{name}"
+        self.backends["task"].write(key, {"value": value, "seq": order - 1_000_000})
+
     def remember(self, layer: Layer, run_id: str, task_id: str, key: str, value: Any) -> None:
         """A node's note in ``layer``; ``seq`` is the write time in nanoseconds, for recency across runs."""
         full = self.prefix(layer, run_id, task_id) + key

@@ -296,6 +296,10 @@ class FlowEngine:
                     yield stage
         self.result = self._result(run, history)
 
+    def drain(self, run: Run) -> TaskResult:
+        """Run ``run`` (from :meth:`start`) to its end: the flow's result."""
+        return self._drain(run, [])
+
     def _drain(self, run: Run, history: list[dict[str, Any]]) -> TaskResult:
         for _ in self._stages(run, history):
             pass

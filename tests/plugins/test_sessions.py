@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from aeon_kernel import Engine, RunStoreError
-from aeon_kernel.config import parse_config
+from aeon_kernel import Engine, RunStoreError, hookimpl
+from aeon_kernel.config import AeonConfig, Choice, parse_config
 from aeon_kernel.kit import request_parts
 from aeon_plugins.sessions import Session, Turn, conversation, sessions, turn_run_id
 from tests.support.builders import answer, llm_step, plan, tool_step
@@ -175,3 +176,49 @@ def test_aeon_chat_reads_turns_and_continue_goes_on(tmp_path: Path) -> None:
     assert (listed["turns"], listed["status"], listed["started_with"]) == (3, "completed", "add 2 and 3")
     unknown = aeon(tmp_path, "chat", "--session", "nope", "-m", "hi")
     assert unknown.returncode == 2 and "no conversation 'nope'" in unknown.stderr
+
+
+class Recall:
+    """A node that answers with what the earlier turns of its session answered, as its context shows them."""
+
+    @hookimpl
+    def aeon_register_nodes(self, register: Any) -> None:
+        def recall() -> Any:
+            return lambda value, context: {
+                "said": value["say"],
+                "earlier": [item["value"]["answered"] for item in reversed(context.context)],
+            }
+
+        register("test.recall", recall)
+
+
+def test_a_flow_runs_inside_a_session_whose_turns_are_its_task_layer(tmp_path: Path) -> None:
+    flow = {
+        "name": "recall",
+        "nodes": [
+            {"id": "in", "role": "start"},
+            {"id": "recall", "role": "linear", "impl": "test.recall", "context": {"profile": "conversation"}},
+            {"id": "out", "role": "exit"},
+        ],
+        "edges": [["in", "recall"], ["recall", "out"]],
+    }
+    directory = tmp_path / "flow"
+    directory.mkdir()
+    (directory / "flow.yaml").write_text(yaml.safe_dump(flow, sort_keys=False))
+    profile = {"layers": ["task"], "prefix": "turn", "policy": "recency"}
+    (directory / "context.yaml").write_text(yaml.safe_dump({"profiles": {"conversation": profile}}))
+    config = AeonConfig(state=Choice("sqlite", {"path": str(tmp_path / "state.db")})).with_choice(
+        "memory", "in_memory"
+    )
+    with Engine.from_config_dir(directory, config, plugins=[Recall()]) as engine:
+        session = Session(engine.engine)
+        first = session.run_flow(engine, {"say": "one"})
+        second = session.run_flow(engine, {"say": "two"})
+        apart = Session(engine.engine).run_flow(engine, {"say": "elsewhere"})  # another conversation
+    assert first.output == {"said": "one", "earlier": []}
+    assert second.output == {"said": "two", "earlier": [{"said": "one", "earlier": []}]}
+    assert apart.output == {"said": "elsewhere", "earlier": []}
+    with Engine.from_config_dir(directory, config, plugins=[Recall()]) as engine:  # another process, say
+        third = Session(engine.engine, session.id).run_flow(engine, {"say": "three"})
+        assert [t.number for t in Session(engine.engine, session.id).turns()] == [1, 2, 3]
+    assert [said["said"] for said in third.output["earlier"]] == ["one", "two"]
