@@ -986,3 +986,28 @@ def test_a_run_waiting_for_approval_is_answered_from_another_engine(
     assert ledger_lines(workdir) == [f"{run_id}:{i}" for i in range(1, 4)]
     decided = [e for e in done["errors"] if e["type"] == "ApprovalDecided"]
     assert [(e["decision"], e["by"]) for e in decided] == [("approved", "ops")]
+
+
+def test_a_session_goes_on_from_another_engine_on_the_shared_store(
+    make: Callable[..., Engine], workdir: Path
+) -> None:
+    """Issue 29 on Redis: a conversation's turns are runs in the shared store, listed by session, picked up by
+    id from another engine (another machine, say)."""
+    from aeon_plugins.sessions import Session, sessions, turn_run_id
+
+    with make() as first:
+        session = Session(first)
+        assert session.ask("record three things")["status"] == "completed"
+    with make() as second:
+        again = Session(second, session.id)
+        assert again.ask("and three more")["status"] == "completed"
+        turns = again.turns()
+        (listed,) = sessions(store_of(second))
+    assert [(t.number, t.message, t.status) for t in turns] == [
+        (1, "record three things", "completed"),
+        (2, "and three more", "completed"),
+    ]
+    assert (listed.session_id, listed.turns) == (session.id, 2)
+    assert [line.split(":")[0] for line in ledger_lines(workdir)] == [turn_run_id(session.id, 1)] * 3 + [
+        turn_run_id(session.id, 2)
+    ] * 3

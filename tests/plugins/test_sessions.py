@@ -10,12 +10,12 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
 
-from aeon_kernel import Engine, RunStoreError, hookimpl
+from aeon_kernel import Engine, RunStoreError, hookimpl, tool
 from aeon_kernel.config import AeonConfig, Choice, parse_config
 from aeon_kernel.kit import request_parts
 from aeon_plugins.sessions import Session, Turn, conversation, sessions, turn_run_id
@@ -222,3 +222,45 @@ def test_a_flow_runs_inside_a_session_whose_turns_are_its_task_layer(tmp_path: P
         third = Session(engine.engine, session.id).run_flow(engine, {"say": "three"})
         assert [t.number for t in Session(engine.engine, session.id).turns()] == [1, 2, 3]
     assert [said["said"] for said in third.output["earlier"]] == ["one", "two"]
+
+
+class Interrupting:
+    """A tool that is Ctrl-C'd the first time it is called for ``n = 2`` (after its side effect)."""
+
+    calls: ClassVar[list[int]] = []
+
+    @hookimpl
+    def aeon_register_tools(self, register: Any) -> None:
+        @tool
+        def tally(n: int) -> dict[str, int]:
+            """Count n."""
+            Interrupting.calls.append(n)
+            if n == 2 and Interrupting.calls.count(2) == 1:
+                raise KeyboardInterrupt
+            return {"n": n}
+
+        register("tally", lambda: tally)
+
+
+def test_a_turn_cut_short_by_ctrl_c_is_finished_before_the_next(tmp_path: Path) -> None:
+    Interrupting.calls.clear()
+    replies = [plan(tool_step("1", "tally", {"n": n})) for n in (1, 2, 3)]
+    (tmp_path / "responses.json").write_text(json.dumps([json.dumps(r) for r in replies]))
+    data = {
+        "llm": {"use": "scripted", "responses": str(tmp_path / "responses.json")},
+        "state": {"use": "sqlite", "path": str(tmp_path / "state.db")},
+        "tools": {"enabled": ["tally"]},
+    }
+    with Engine(parse_config(data), plugins=[Interrupting()]) as engine:
+        session = Session(engine)
+        session.ask("count 1")
+        with pytest.raises(KeyboardInterrupt):
+            session.ask("count 2")
+        assert [t.status for t in session.turns()] == ["completed", "running"]  # kept, released
+        session.ask("count 3")  # turn 2 is finished first (its plan is stored), then turn 3
+        assert [(t.number, t.status, t.answer) for t in session.turns()] == [
+            (1, "completed", {"n": 1}),
+            (2, "completed", {"n": 2}),
+            (3, "completed", {"n": 3}),
+        ]
+    assert Interrupting.calls == [1, 2, 2, 3]  # the interrupted step ran again, once
