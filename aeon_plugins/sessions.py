@@ -115,39 +115,39 @@ class Session:
         """The next turn's run, to step or drive (as ``Engine.start``). A turn left unfinished by a crash is
         finished first (its result is in :meth:`turns`); one another process runs, or one waiting for approval,
         is a ``RunStoreError``."""
-        turns = self.turns(last=CONTEXT.limit)  # no more can be shown to the model
-        if turns and turns[-1].status in ("running", "waiting"):
-            self._finish(turns[-1])
-            turns = self.turns(last=CONTEXT.limit)
-        number = turns[-1].number + 1 if turns else 1
-        run = self.engine.orchestrator(ttl).start(
-            conversation(turns, message), run_id=turn_run_id(self.id, number)
-        )
-        run.manifest.update(session=f"{self.id}/{number}", message=message)
-        if self.store is None:
-            self._kept.append((number, message, run))
-        return run
+        turns, number = self._next()
+        run_id = turn_run_id(self.id, number)
+        run = self.engine.orchestrator(ttl).start(conversation(turns, message), run_id=run_id)
+        return self._begun(run, number, message)
 
     def run_flow(self, flow: FlowEngine, value: Any, *, ttl: int | None = None) -> TaskResult:
         """One turn that runs ``flow`` on ``value``: the session is the run's task layer. The earlier turns are
         written there first, as if stages before the first (``turn-<n>``: what was asked, what was answered, the
         last tool result), so a node whose context reads the task layer sees them, cut to its profile's budget
         and kept apart from other sessions' runs. Its result is the turn's."""
-        turns = self.turns(last=CONTEXT.limit)
-        if turns and turns[-1].status in ("running", "waiting"):
-            self._finish(turns[-1])
-            turns = self.turns(last=CONTEXT.limit)
-        number = turns[-1].number + 1 if turns else 1
+        turns, number = self._next()
         run_id = turn_run_id(self.id, number)
         for turn in turns:
             said = {"asked": turn.message, "answered": turn.answer, "result": turn.fact}
             flow.setup.layers.write_earlier(run_id, f"turn-{turn.number:04d}", said, turn.number)
         message = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-        run = flow.start(value, ttl=ttl, run_id=run_id)
+        return flow.drain(self._begun(flow.start(value, ttl=ttl, run_id=run_id), number, message))
+
+    def _next(self) -> tuple[list[Turn], int]:
+        """The turns the model may be shown (no more fit its context), and the next turn's number; a turn left
+        unfinished is finished first."""
+        turns = self.turns(last=CONTEXT.limit)
+        if turns and turns[-1].status in ("running", "waiting"):
+            self._finish(turns[-1])
+            turns = self.turns(last=CONTEXT.limit)
+        return turns, turns[-1].number + 1 if turns else 1
+
+    def _begun(self, run: Run, number: int, message: str) -> Run:
+        """``run`` marked as this session's turn ``number`` (its manifest), kept here where no store keeps it."""
         run.manifest.update(session=f"{self.id}/{number}", message=message)
         if self.store is None:
             self._kept.append((number, message, run))
-        return flow.drain(run)
+        return run
 
     def _finish(self, turn: Turn) -> None:
         if turn.status == "waiting":
