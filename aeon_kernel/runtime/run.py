@@ -256,7 +256,7 @@ class Run:
             raise RunStoreError(f"run {self.run_id} is not waiting for approval")
         state, entry = decided(self.state, approval, self._context.components.tools)
         if self.store is not None:
-            self.store.commit_cycle(state, entry, [])
+            commit_record(self.store, state, entry, "answer it")
             self.store.claim(self.run_id)
         self._context.state.restore(state)
         self._decisions = decisions(state.errors)
