@@ -358,6 +358,7 @@ class Inspector:
             chart=time_chart(data, page),
             artifacts=self._artifacts(data, artifacts_page, page, narrowed),
             passes=views.pass_rows(data),
+            waiting=views.waiting_on(data) if data.info.status == "waiting" else None,
             **urls,
         )
 

@@ -326,3 +326,12 @@ def artifact_rows(found: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         }
         for artifact in found
     ]
+
+
+def waiting_on(data: RunData) -> dict[str, Any] | None:
+    """The request a waiting run waits on: the last ``ApprovalRequested`` record of its cycles (decision 0021)."""
+    for entry in reversed(data.entries):
+        for error in reversed(entry.get("errors") or ()):
+            if error.get("type") == "ApprovalRequested":
+                return dict(error)
+    return None

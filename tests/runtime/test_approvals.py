@@ -334,3 +334,21 @@ def test_kill_9_on_the_approval_path_resumes_with_the_call_made_once(
     assert numbers == list(
         range(1, result["final_state"]["cycle"] + 1)
     )  # every cycle in the log exactly once
+
+
+def test_the_inspector_shows_what_a_waiting_run_waits_on_and_how_to_answer(tmp_path: Path) -> None:
+    """The read-only inspector has no button (it changes nothing); it shows the call and the command."""
+    from aeon_cli.inspect.app import Inspector
+    from aeon_cli.inspect.sources import Catalog, JsonlRuns, SqliteRuns
+
+    policy = {"rules": {"ask": [{"name": "sums", "tool": "calculator", "expires_in": 3600}]}}
+    with Engine(config(tmp_path, policy=policy)) as engine:
+        run_id = engine.run("add 2 and 3")["run_id"]
+    catalog = Catalog([SqliteRuns("store", tmp_path / "state.db"), JsonlRuns("log", tmp_path / "run.jsonl")])
+    try:
+        for source in ("store", "log"):
+            page = Inspector(catalog).handle(f"/run/{source}/{run_id}").body.decode()
+            assert "waiting for approval" in page and f"aeon approve {run_id}" in page
+            assert "needs approval (rule &#39;sums&#39; of &#39;rules&#39;)" in page and "2 + 3" in page
+    finally:
+        catalog.close()
