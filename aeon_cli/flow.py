@@ -17,7 +17,7 @@ import click
 
 from aeon_cli.options import more_ttl_option, step_through_options, take_over_option
 from aeon_cli.output import echo_json, safe_streams, show_request
-from aeon_kernel.errors import AeonError
+from aeon_kernel.errors import AeonError, ConfigError
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.secrets import scrub_secrets
 
@@ -225,26 +225,19 @@ def resume_flow(
     log_path: str | None,
     no_log: bool,
     approval: Any = None,
+    recorded: dict[str, Any] | None = None,
 ) -> NoReturn:
-    """``aeon flow resume``, and ``aeon approve`` of a flow run (``approval``: the answer it waits for)."""
+    """``aeon flow resume``, and ``aeon approve`` of a flow run (``approval``: the answer it waits for;
+    ``recorded``: the run's flow, as :func:`recorded_flow` read it)."""
     from aeon_cli.interrupts import interruptible, resume_command
-    from aeon_cli.recording import with_default_store
-    from aeon_kernel.config import load_config
-    from aeon_kernel.engine import Engine
 
     with interruptible(resume_command("aeon flow resume", config), run_id, as_json=as_json) as ctrl_c:
-        try:
-            chosen = load_config(config)
-            with Engine(chosen if no_log else with_default_store(chosen)) as plain:
-                store = plain.state_store
-                if store is None:
-                    _fail(
-                        'resuming needs a state store: set [state] use = "sqlite" in aeon.toml, or drop --no-log'
-                    )
-                recorded = store.load(run_id).manifest.get("flow")
-        except AeonError as exc:
-            _fail(exc)
-        if not isinstance(recorded, dict) or not recorded.get("directory"):
+        if recorded is None:
+            try:
+                recorded = recorded_flow(run_id, config, no_log)
+            except AeonError as exc:
+                _fail(exc)
+        if recorded is None:
             _fail(f"run {run_id!r} is not a flow run; resume it with `aeon resume {run_id}`")
         engine, note = _flow_engine(recorded["directory"], config, log_path, no_log)
         ctrl_c.store, stages = engine.engine.state_store, None
@@ -274,6 +267,24 @@ def resume_flow(
 
 
 # --- helpers -----------------------------------------------------------------------------------------------------
+
+
+def recorded_flow(run_id: str, config: str | None, no_log: bool) -> dict[str, Any] | None:
+    """The flow the stored run ``run_id`` records (its manifest's ``flow``, with the directory it was loaded from),
+    from the store the CLI records into; None for a run that is not a flow's. AeonError when it cannot be read."""
+    from aeon_cli.recording import with_default_store
+    from aeon_kernel.config import load_config
+    from aeon_kernel.engine import Engine
+
+    chosen = load_config(config)
+    with Engine(chosen if no_log else with_default_store(chosen)) as plain:
+        store = plain.state_store
+        if store is None:
+            raise ConfigError(
+                'resuming needs a state store: set [state] use = "sqlite" in aeon.toml, or drop --no-log'
+            )
+        recorded = store.load(run_id).manifest.get("flow")
+    return recorded if isinstance(recorded, dict) and recorded.get("directory") else None
 
 
 def _load(directory: str, config: str | None) -> Any:

@@ -189,20 +189,6 @@ def _drive(
     sys.exit(EXIT_CODES.get(result["status"], 1))
 
 
-def _flow_run(run_id: str, config: str | None, no_log: bool) -> bool:
-    """Whether the stored run ``run_id`` is a flow's (False where it cannot be read: resuming says why)."""
-    from aeon_cli.recording import with_default_store
-    from aeon_kernel.config import load_config
-
-    try:
-        chosen = load_config(config)
-        with _engine(chosen if no_log else with_default_store(chosen)) as engine:
-            store = engine.state_store
-            return store is not None and store.load(run_id).manifest.get("scheduler") == "flow"
-    except AeonError:
-        return False
-
-
 def _flow_options(options: dict[str, Any]) -> dict[str, Any]:
     """``aeon approve``'s options as ``aeon flow resume`` takes them (a flow run has no cassettes)."""
     if options.get("record") or options.get("replay"):
@@ -359,10 +345,23 @@ def approve(
     approval = (
         Approval.deny(deny_reason, by) if deny_reason is not None else Approval(by=by, arguments=arguments)
     )
-    if _flow_run(run_id, options["config"], options["no_log"]):  # the flow engine goes on with it
-        from aeon_cli.flow import resume_flow
+    from aeon_cli.flow import recorded_flow, resume_flow
 
-        resume_flow(run_id, None, take_over, False, False, **_flow_options(options), approval=approval)
+    try:
+        recorded = recorded_flow(run_id, options["config"], options["no_log"])
+    except AeonError:  # resuming says why
+        recorded = None
+    if recorded is not None:  # the flow engine goes on with it
+        resume_flow(
+            run_id,
+            None,
+            take_over,
+            False,
+            False,
+            **_flow_options(options),
+            approval=approval,
+            recorded=recorded,
+        )
 
     def cycles(orchestrator: Any) -> Iterator[Any]:
         return _stepped(
