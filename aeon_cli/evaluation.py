@@ -474,8 +474,13 @@ def _run_request(
         engine.check_choices()
         engine.build_selected()
         result = engine.orchestrator().execute(case.request, output_type=case.schema_)
+    return _got(result), result["run_id"], list(result.get("errors", []))
+
+
+def _got(result: dict[str, Any]) -> dict[str, Any]:
+    """What a request's run gave, as a case's ``expect`` is judged against it."""
     state = result["final_state"]
-    got = {
+    return {
         "status": result["status"],
         "answer": result["answer"],
         "output": result.get("output"),
@@ -483,7 +488,6 @@ def _run_request(
         "cycles": state.get("cycle"),
         "verification": _verdict(result),
     }
-    return got, result["run_id"], list(result.get("errors", []))
 
 
 def _run_conversation(
@@ -500,16 +504,7 @@ def _run_conversation(
         session = Session(engine)
         for turn in turns:
             result = session.ask(turn.request)
-            state = result["final_state"]
-            said.append(
-                {
-                    "status": result["status"],
-                    "answer": result["answer"],
-                    "tools": [call["tool_name"] for call in state.get("tool_history", [])],
-                    "cycles": state.get("cycle"),
-                    "verification": _verdict(result),
-                }
-            )
+            said.append(_got(result))
             errors += result.get("errors", [])
     return {"turns": said}, session.id, errors
 
