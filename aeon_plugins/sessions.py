@@ -207,9 +207,5 @@ def _mine(summaries: list[RunSummary], session_id: str) -> Iterator[tuple[int, s
 
 def _turn(number: int, message: str, state: OrchestrationState, result: dict[str, Any] | None) -> Turn:
     answer = (result or {}).get("answer")
-    return Turn(number, state.run_id, message, state.status, answer, _fact(state.model_dump(mode="json")))
-
-
-def _fact(state: dict[str, Any]) -> Any:
-    calls = [call for call in state.get("tool_history") or () if call.get("result") is not None]
-    return calls[-1]["result"] if calls else None
+    fact = next((call.result for call in reversed(state.tool_history) if call.result is not None), None)
+    return Turn(number, state.run_id, message, state.status, answer, fact)
