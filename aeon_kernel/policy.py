@@ -69,7 +69,8 @@ class PolicyDecision(BaseModel):
     #: the rule that decided, as the user named it (``deny[0]``, ``no-secrets``, ``default``)
     rule: str
     reason: str = ""
-    #: the action may go on only once a person approves it (tool calls; any other action asked about is refused)
+    #: the action may go on only once a person approves it (a tool call or a flow stage; a model step, or what a
+    #: running call reports, cannot wait: asked about, it is refused)
     ask: bool = False
     #: seconds a person has to answer, counted from the request; an answer after that fails the call
     expires_in: float | None = Field(default=None, gt=0)
@@ -85,11 +86,13 @@ class Policy(ABC):
 
 def denial(policies: Sequence[tuple[str, Policy]], action: PolicyAction) -> PolicyDeniedError | None:
     """The first denial of ``action`` by ``policies`` (``(name, policy)`` pairs), or None when all allow it. A
-    policy that asks for approval denies here: only a tool call, judged by :func:`judged`, can wait for one."""
+    policy that asks for approval denies here: only a tool call or a flow stage, judged by :func:`refusal`, can wait
+    for one."""
     refused, asked = judged(policies, action)
     if refused is None and asked is not None:
         name, decision = asked
-        return _refusal(name, decision, action, "; approval is asked for tool calls only, so it was refused")
+        why = "; approval can be asked only before a tool call or a flow stage runs, so it was refused"
+        return _refusal(name, decision, action, why)
     return refused
 
 

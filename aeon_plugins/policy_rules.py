@@ -22,7 +22,7 @@ A rule matches an action when every condition it sets holds: ``tool`` and ``node
 ``path`` and ``host`` (globs against what the call touches, as the tool reports it — a path already normalised
 relative to its root — where ``*`` also crosses ``/``; hosts ignore case), and ``arguments`` (argument name ->
 regular expression searched in the value, text as it is, anything else as JSON). A deny rule that matches wins;
-then an ask rule, which holds a tool call until a person answers (on a stage or a model step it refuses);
+then an ask rule, which holds a tool call or a flow stage until a person answers (on a model step it refuses);
 ``default`` applies to tool calls only, so a flow stage is refused only by a deny rule naming its ``node``.
 
 A path rule binds only what a tool can name, so while one applies to a call (its ``tool`` and ``node``, if set,

@@ -166,7 +166,8 @@ def test_two_answers_to_one_request_record_one(tmp_path: Path) -> None:
     assert [e.get("decision") for e in done["errors"] if e["type"] == "ApprovalDecided"] == ["denied"]
 
 
-def test_a_policy_asking_about_a_stage_or_model_step_refuses() -> None:
+def test_a_policy_asking_where_nobody_can_wait_refuses() -> None:
+    """``denial`` judges what cannot wait (a model step, what a running call reports): an ask there refuses."""
     policy = RulesPolicy(ask=[{"name": "look", "node": "publish"}, {"name": "all", "arguments": {"x": "."}}])
     stage = PolicyAction(kind="stage", run_id="r", stage="t1/publish", node="publish")
     decision = policy.evaluate(stage)
@@ -174,7 +175,8 @@ def test_a_policy_asking_about_a_stage_or_model_step_refuses() -> None:
     from aeon_kernel.policy import denial
 
     refused = denial([("rules", policy)], stage)
-    assert refused is not None and "approval is asked for tool calls only" in str(refused)
+    only = "approval can be asked only before a tool call or a flow stage runs, so it was refused"
+    assert refused is not None and only in str(refused)
     with pytest.raises(ConfigError, match="expires_in is for ask rules"):
         RulesPolicy(deny=[{"tool": "x", "expires_in": 5}])
 
