@@ -33,7 +33,6 @@ block = ["some-plugin"]
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from collections.abc import Callable
@@ -45,7 +44,6 @@ from aeon_kernel.errors import ConfigError
 from aeon_kernel.kinds import BY_SECTION, ROLES
 from aeon_kernel.memory_values import is_utf8
 from aeon_kernel.schemas import canonical_json
-from aeon_kernel.secrets import MAX_SECRET, clean_secret
 
 if TYPE_CHECKING:
     from aeon_kernel.contracts import SecretProvider
@@ -169,6 +167,8 @@ class AeonConfig:
             "state": [self.state.use, self.state.options] if self.state else None,
             "artifacts": [self.artifacts.use, self.artifacts.options] if self.artifacts else None,
         }
+        import hashlib  # imported here, as the secrets module is below: importing the config stays light
+
         return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:16]
 
 
@@ -365,8 +365,8 @@ def _sub_table(parent: dict[str, Any], name: str, section: str, where: str) -> d
     return dict(value)
 
 
-#: The most a ``$file`` secret may hold, in bytes: a key, a token or a password is far smaller.
-SECRET_FILE_LIMIT: Final = MAX_SECRET
+#: The most a ``$file`` secret may hold, in bytes (= secrets.MAX_SECRET, not imported: a config may have no secrets)
+SECRET_FILE_LIMIT: Final = 8 * 1024
 
 
 #: A secret provider by name (``vault`` for ``{ "$vault" = ... }``), or None when no plugin registers one.
@@ -432,6 +432,8 @@ def _provided(key: str, reference: Any, where: str, providers: Providers | None)
 def _secret(raw: str, where: str, source: str) -> Any:
     """``raw`` stripped, checked and registered, as a SecretStr; a ConfigError (never quoting it) if unusable."""
     from pydantic import SecretStr  # only a config with secrets pays for importing pydantic here
+
+    from aeon_kernel.secrets import clean_secret
 
     return SecretStr(clean_secret(raw, f"{where}: {source}"))
 

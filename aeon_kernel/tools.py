@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, ClassVar, Final, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Final, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -21,7 +21,9 @@ from pydantic import ValidationError as PydanticValidationError
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, ValidationError
 from aeon_kernel.markers import hookimpl
 from aeon_kernel.schemas import check_schema, schema_errors
-from aeon_kernel.verification import Review
+
+if TYPE_CHECKING:
+    from aeon_kernel.verification import Review
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 #: seconds the kernel waits past ``timeout`` for a tool that ``enforces_timeout``
@@ -51,7 +53,9 @@ class Tool(BaseModel, ABC):
     schemas are rejected up front rather than at the first call. Validators are compiled once per schema.
     """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, validate_default=True)
+    model_config = ConfigDict(
+        frozen=True, arbitrary_types_allowed=True, validate_default=True, defer_build=True
+    )
 
     name: str
     description: str

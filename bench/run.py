@@ -17,7 +17,8 @@ W1 linear: a plan of N tool steps (the peers: a chain of N nodes); µs per step,
     hold ``floor``: ``bench/required_work.py``'s loop (what spec 000 requires of a tool step, no orchestration).
 W2 plan loop: the model plans 10 steps, each step is a thought (an instant call) then the tool; µs per cycle,
     with the persistence variants and the bytes they write per step.
-W3 cold start: fresh-process wall time of importing each framework (and ``aeon --help``).
+W3 cold start: fresh-process wall time of importing each framework (and ``aeon --help``); Aeon's bytecode is
+    written first, as ``pip install`` writes the peers'.
 W4 many runs: 1,000 W2 runs at once in a process pool, one worker per core; runs/s, peak RSS, RSS growth.
 W5 flow fan-out/merge: start → split → 10 workers → merge → exit (Aeon: a spec 004 flow; the peers: the same 14
     nodes, their own fan-out and join); µs per node, build time, history (or checkpoint) bytes per node.
@@ -390,7 +391,22 @@ def run_flow(
 # --- W3: cold start -----------------------------------------------------------------------------------------------
 
 
+AEON_PACKAGES = ("aeon_kernel", "aeon_plugins", "aeon_cli")
+
+
+def _compile_aeon() -> None:
+    """Write the bytecode of Aeon's packages, as ``pip install`` does for the peers' (their site-packages hold it).
+    An editable checkout has none, and where PYTHONDONTWRITEBYTECODE is set (as on the project's machines) every
+    fresh process would compile Aeon's sources again: W3 would time the compiler, not the import."""
+    packages = [Path(importlib.import_module(name).__file__ or "").parent for name in AEON_PACKAGES]
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", *map(str, packages)], check=True, capture_output=True
+    )
+
+
 def run_w3(modules: dict[str, Any], versions: dict[str, Any], mode: Mode) -> list[dict[str, Any]]:
+    if "aeon" in modules:
+        _compile_aeon()
     commands: list[tuple[dict[str, Any], list[str]]] = []
     floor = {"workload": "W3", "framework": "python", "variant": "python -c pass"}
     commands.append((floor, [sys.executable, "-c", "pass"]))

@@ -34,6 +34,7 @@ from pydantic import SecretStr
 from aeon_kernel import ConfigError, FunctionTool, LLMError, ToolError, hookimpl
 from aeon_kernel.config import SECRET_FILE_LIMIT, resolve_secrets
 from aeon_kernel.secrets import (
+    MAX_SECRET,
     MIN_FRAGMENT,
     new_secrets_forgotten,
     register_secret,
@@ -290,6 +291,7 @@ def test_a_binary_or_oversized_secret_file_is_a_config_error(tmp_path: Path) -> 
         ConfigError, match=r"openai\.api_key: cannot read secret file .*big.*larger than 8 KiB"
     ):
         resolve_secrets({"$file": str(big)}, "openai.api_key")
+    assert SECRET_FILE_LIMIT == MAX_SECRET  # a file at the limit holds a secret that clean_secret accepts
     longest = "".join(random.Random(13).choices(string.ascii_letters + string.digits, k=SECRET_FILE_LIMIT))
     exact = tmp_path / "exact"
     exact.write_text(longest)
