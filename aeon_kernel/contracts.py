@@ -209,12 +209,16 @@ class ConvergenceEngine(ABC):
 def plan_progress(plan_state: dict[str, Any]) -> tuple[bool, float, list[str]]:
     """The deterministic part of a convergence verdict (FR-004), from a plan as JSON: whether every step is
     finished (complete or failed), the share of complete steps, and the reason codes (``steps_unfinished``, one
-    ``step_failed:<id>`` per failed step)."""
+    ``step_failed:<id>`` per failed step and one ``step_invalid:<id>`` per blocked one, spec 003)."""
     steps = [s for s in plan_state.get("steps") or [] if isinstance(s, dict)]
     statuses = [step.get("status") for step in steps]
     finished = bool(steps) and all(s in ("complete", "failed") for s in statuses)
     reasons = [] if finished else ["steps_unfinished"]
-    reasons += [f"step_failed:{step.get('step_id')}" for step in steps if step.get("status") == "failed"]
+    reasons += [
+        f"step_{status}:{step.get('step_id')}"
+        for step, status in zip(steps, statuses)
+        if status in ("failed", "invalid")
+    ]
     return finished, statuses.count("complete") / len(steps) if steps else 0.0, reasons
 
 

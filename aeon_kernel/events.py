@@ -108,7 +108,8 @@ class TextDelta(RunEvent):
 
 @dataclass(slots=True)
 class StepFinished(RunEvent):
-    """A step completed or failed (``step.status``), with its result or why it failed."""
+    """A step completed, failed, or was found blocked (``invalid``, multi-pass: it finishes again once a
+    refinement runs it again or fails it), with its result or why it failed (``step.status``)."""
 
     type: ClassVar[str] = "step_finished"
     step: PlanStep

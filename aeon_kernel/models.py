@@ -50,7 +50,8 @@ class StepStatus(StrEnum):
     COMPLETE = "complete"
     FAILED = "failed"
     #: spec 003: a running step found BLOCKED, or made inconsistent by a refinement. It holds the run's place
-    #: (nothing after it starts) until a refinement replaces it; complete and failed steps are never refined.
+    #: (nothing after it starts) until a refinement replaces it, or fails it when none does; complete and failed
+    #: steps are never refined.
     INVALID = "invalid"
 
     @property
@@ -68,7 +69,8 @@ _ALLOWED_TRANSITIONS: dict[StepStatus, frozenset[StepStatus]] = {
     StepStatus.RUNNING: frozenset({StepStatus.COMPLETE, StepStatus.FAILED, StepStatus.INVALID}),
     StepStatus.COMPLETE: frozenset(),
     StepStatus.FAILED: frozenset(),
-    StepStatus.INVALID: frozenset(),  # left only by a refinement (aeon_plugins.multipass.deltas), never by a move
+    # left by a refinement that replaces the step (aeon_plugins.multipass.deltas), or failed when none does
+    StepStatus.INVALID: frozenset({StepStatus.FAILED}),
 }
 
 ClarityState = Literal["CLEAR", "PARTIALLY_CLEAR", "BLOCKED"]
@@ -261,8 +263,8 @@ def moved_step(
 ) -> PlanStep:
     """``steps[index]`` moved to ``status``: the one place spec 001's transitions and FR-052's order are enforced.
 
-    ``errors`` are cleared when a step completes or fails; ``result`` and ``failure`` record how it ended.
-    Raises :class:`StateTransitionError` on a forbidden move.
+    ``errors`` are cleared when a step completes, fails or is found invalid; ``result`` and ``failure`` record how
+    it ended (an invalid step's, why it is blocked). Raises :class:`StateTransitionError` on a forbidden move.
     """
     step = steps[index]
     if status not in _ALLOWED_TRANSITIONS[step.status]:
@@ -276,7 +278,7 @@ def moved_step(
         raise StateTransitionError(
             f"step {step.step_id!r} cannot start before every earlier step has finished"
         )
-    if status.is_terminal:
+    if status.is_terminal or status is StepStatus.INVALID:
         return step.model_copy(update={"status": status, "errors": (), "result": result, "failure": failure})
     return step.model_copy(update={"status": status})
 

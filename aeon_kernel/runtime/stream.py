@@ -92,7 +92,7 @@ class _Collector:
         if step.status is StepStatus.RUNNING:
             self.step_id = step.step_id
             self.push(StepStarted(self.run_id, step))
-        elif step.status.is_terminal:
+        elif step.status is not StepStatus.PENDING:  # complete, failed, or invalid (blocked)
             self.push(StepFinished(self.run_id, step))
 
     def tool_started(self, kwargs: dict[str, Any]) -> None:

@@ -36,7 +36,10 @@ the pass left (their text is in its prompt).
 
 The scheduler also records each step's ``clarity_state`` as the step ends — CLEAR (done as asked),
 PARTIALLY_CLEAR (done another way: a fallback, an answer the kernel grounded) or BLOCKED (failed) — derived from
-the step's outcome, since the kernel's step executor does not ask the model for it; phase D reads them.
+the step's outcome, since the kernel's step executor does not ask the model for it; phase D reads them. A
+BLOCKED step ends ``invalid`` (003-models.md): it holds the run's place, so the steps after it wait, and the pass
+is evaluated at once; the refinement may MODIFY, REPLACE or REMOVE it (the planner is told it is blocked), and a
+refinement that leaves it in place fails it, so that the run goes on with the best plan it has.
 
 A run ends when a pass converges (``completed``), when it cannot (``failed``: no plan, nothing left to refine, or
 ``max_passes``), or when the TTL runs out (the run's ``ttl_expired``; the result is the latest completed pass with
@@ -144,7 +147,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         self.shallow_depth = shallow_depth
         self.shallow_plan_steps = shallow_plan_steps
         self.ttl_cap = ttl_cap
-        self.linear = LinearPlanScheduler()
+        self.linear = LinearPlanScheduler(blocked_is_invalid=True)
         #: the ``[depth]`` and ``[semantic_validator]`` components, built when a pass first needs them
         self._depth, self._validator = depth_heuristic, semantic_validator
 
@@ -321,6 +324,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
             changed = self._refine(run, outcome)
             if isinstance(outcome, Decomposition):
                 self._decomposed(run, outcome)
+            self._give_up_blocked(run)
             if not changed:
                 self._finish(run)  # not converged, and nothing left to change
             elif self._deep(run) or isinstance(outcome, Decomposition):  # parts: the task was under-profiled
@@ -718,8 +722,15 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         self._open_pass(run)
 
     def _finish(self, run: RunContext) -> None:
+        self._give_up_blocked(run)
         self._close_pass(run)
         self._stage(run, "done")
+
+    def _give_up_blocked(self, run: RunContext) -> None:
+        """The invalid step the refinement left in place (it holds the run's place) fails: the run goes on."""
+        current = run.state.current_step_id
+        if current is not None and run.state.step(current).status is StepStatus.INVALID:
+            self.linear.give_up(run, current)
 
     def _pass_record(self, run: RunContext, current: OpenPass) -> ExecutionPass:
         """A pass as the history shows it. Pass 0 is complete once it has a plan; later ones once assessed."""
@@ -773,7 +784,7 @@ def _dropped_part(memo: MultiPassMemo) -> bool:
     """Whether the pass shows the plan lost part of the request — a blocking semantic issue (the results left
     out what the request gave) or a failed step — rather than a poor answer (a low score: ``refine_plan``'s)."""
     reasons = memo.assessment.reason_codes if memo.assessment else ()
-    return any(r == "semantic_issues" or str(r).startswith("step_failed:") for r in reasons)
+    return any(r == "semantic_issues" or str(r).startswith(("step_failed:", "step_invalid:")) for r in reasons)
 
 
 def _finished_plan(plan: Plan, report: SemanticValidationReport | None, judge: str) -> ConvergenceAssessment:

@@ -53,7 +53,10 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
 
     writes_typed_output = True  # one more step writes it (aeon_plugins.planning.output)
 
-    def __init__(self) -> None:
+    def __init__(self, *, blocked_is_invalid: bool = False) -> None:
+        #: True (multi-pass): a step that fails ends ``invalid`` (spec 003's BLOCKED), holding the run's place
+        #: until a refinement replaces it, instead of ``failed``
+        self.blocked_is_invalid = blocked_is_invalid
         # What a step executor may use is the same for every step of a run: built once, at its first step.
         self._step_context: tuple[RunContext, StepContext] | None = None
         #: what the run's typed output must match (set by ``start``), or None
@@ -132,7 +135,14 @@ class LinearPlanScheduler(Scheduler[Never, LinearOutcome]):  # Never: no memo, i
         else:
             message = safe_text(result.error or "the step failed")
             run.fail_cycle({"type": "StepFailed", "message": message, "step_id": work.step_id})
-            _transition(run, work.step_id, StepStatus.FAILED, failure=message)
+            blocked = StepStatus.INVALID if self.blocked_is_invalid else StepStatus.FAILED
+            _transition(run, work.step_id, blocked, failure=message)
+
+    def give_up(self, run: RunContext, step_id: str) -> None:
+        """An invalid step that no refinement replaced: failed, so that the run goes on past it (spec 003: "execution
+        continues with the best available plan")."""
+        why = run.state.step(step_id).failure or "the step was blocked"
+        _transition(run, step_id, StepStatus.FAILED, failure=f"{why} (no refinement replaced it)")
 
     def abandon(self, work: Work | None, error: BaseException, run: RunContext) -> None:
         """A step left running by a failed cycle is marked failed, and the run goes on (FR-054)."""

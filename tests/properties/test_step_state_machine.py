@@ -2,7 +2,8 @@
 
 Random transition attempts and repairs are applied to a run's working copy (:class:`RunState`), the only way a
 run's steps change; a plain list of statuses is the model of what must be allowed. Invariants: no backward
-transition, strict order, errors cleared when a step completes or fails, snapshots that never change afterwards.
+transition, strict order, errors cleared when a step completes, fails or is found invalid, snapshots that never
+change afterwards.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ ALLOWED = {
     StepStatus.RUNNING: {StepStatus.COMPLETE, StepStatus.FAILED, StepStatus.INVALID},
     StepStatus.COMPLETE: set(),
     StepStatus.FAILED: set(),
-    StepStatus.INVALID: set(),  # spec 003: only a refinement leaves it
+    StepStatus.INVALID: {StepStatus.FAILED},  # spec 003: a refinement replaces it, or it fails
 }
 ORDER = {
     StepStatus.COMPLETE: 2,
@@ -73,7 +74,7 @@ class StepTransitions(RuleBasedStateMachine):
         assert legal, f"{current.value} -> {target.value} at {index} should be refused ({self.model})"
         assert previous is current and step.status is target
         self.model[index] = target
-        if target.is_terminal:
+        if target.is_terminal or target is StepStatus.INVALID:
             self.errors[index] = ()
         self.history.append(list(self.model))
         self.snapshots.append(self.plan())

@@ -173,8 +173,9 @@ def test_a_chain_one_plan_lost_is_planned_part_by_part(monkeypatch: pytest.Monke
 
 
 def test_a_failed_step_is_superseded_by_the_parts_that_redo_the_request() -> None:
-    """The first plan's only tool call fails: the parts redo the request, and the run converges on them; the
-    failed step stays in the plan as it ended."""
+    """The first plan's only tool call fails: the step is blocked (``invalid``), so the pass is judged at once,
+    before the report step after it runs; the parts redo the request, the blocked step, which they leave in place,
+    fails, and the run converges on the parts."""
     script = [
         profile(),
         calc_plan("Compute (20 - 5) / 3", "(20 - 5) / 3 / 0"),
@@ -183,19 +184,21 @@ def test_a_failed_step_is_superseded_by_the_parts_that_redo_the_request() -> Non
         calc_plan("Divide 15 by 3", "15 / 3"),
         answer("15 / 3 is 5."),
     ]
-    built, _, events = engine(script)
+    built, sink, events = engine(script)
     with built:
         result = built.run(CHAIN)
     assert result["status"] == "completed", result["message"]
     assert result["message"].startswith("every step of the request's parts completed (steps ['1'] of the")
+    assert phases(sink)[:6] == ["profile", "plan", "step:1", "evaluate", "refine", "update_profile"]
     history = result["execution_history"]
-    # the configured (model) engine judged the shallow pass structurally: half the plan completed
+    # the configured (model) engine judged the shallow pass structurally: step 1 blocked, step 2 not yet run
     assessment = history["passes"][1]["assessment"]
-    assert assessment["reason_codes"] == ["step_failed:1", "completeness_below_threshold"]
-    assert assessment["metadata"]["judge"] == "skipped: a shallow task (structural checks only)"
+    assert assessment["reason_codes"] == ["steps_unfinished", "step_invalid:1", "completeness_below_threshold"]
+    assert assessment["metadata"]["judge"] == "skipped: the plan is unfinished"
     assert assessment["coherence_score"] is None  # not measured
     first = result["plan"]["steps"][0]
     assert (first["step_id"], first["status"], first["clarity_state"]) == ("1", "failed", "BLOCKED")
+    assert first["failure"].endswith("(no refinement replaced it)")
     assert len(events.named("decomposition")) == 1
     assert history["passes"][2]["assessment"]["converged"] and result["answer"] == "15 / 3 is 5."
 
@@ -510,15 +513,17 @@ def test_a_refinement_the_model_garbles_ends_failed_with_the_reasons() -> None:
 
 def test_each_step_records_its_clarity() -> None:
     two_calls = plan(
-        calc_step("1", "Divide by zero", "1 / 0"),
-        calc_step("2", "Add 5 and 10", "5 + 10"),
-        llm_step("3", "Report the sum"),
-        goal="divide and report",
+        calc_step("1", "Add 5 and 10", "5 + 10"),
+        llm_step("2", "Report the sum"),
+        calc_step("3", "Divide by zero", "1 / 0"),
+        goal="add, report and divide",
     )
     # the report states 99 twice: nothing grounds it, so the kernel answers with the tool's result
     script = [profile(), two_calls, answer("It is 99."), answer("It is 99."), {"actions": []}]
     built, _, _ = engine(script)
     with built:
-        result = built.run("divide 1 by 0, and add 5 and 10")
+        result = built.run("add 5 and 10, and divide 1 by 0")
     clarity = {s["step_id"]: s.get("clarity_state") for s in result["plan"]["steps"]}
-    assert clarity == {"1": "BLOCKED", "2": "CLEAR", "3": "PARTIALLY_CLEAR"}
+    assert clarity == {"1": "CLEAR", "2": "PARTIALLY_CLEAR", "3": "BLOCKED"}
+    # blocked, then failed: the refinement changed nothing
+    assert result["plan"]["steps"][2]["status"] == "failed" and result["status"] == "failed"

@@ -62,6 +62,7 @@ class Script:
         self.reports, self.assessments = list(reports or []), list(assessments or [])
         self.refinements, self.updates = list(refinements or []), list(updates or [])
         self.calls: list[str] = []
+        self.blocked: list[list[str]] = []  # the blocked steps refine_plan was told of, per call
         self.criteria: list[dict[str, Any]] = []  # what the convergence engine was asked with, per pass
 
 
@@ -119,6 +120,7 @@ class Components:
 
             def refine_plan(self, current_plan: Plan, *args: Any, **kwargs: Any) -> list[RefinementAction]:
                 script.calls.append("refine")
+                script.blocked.append(list(args[2]))  # (issues, reason codes, blocked steps, executed ids)
                 return script.refinements.pop(0) if script.refinements else []
 
             def create_subplan(self, *args: Any, **kwargs: Any) -> Plan:
@@ -536,3 +538,110 @@ def test_a_multipass_step_that_needs_approval_waits_and_goes_on_once_approved(tm
     assert [e.step_number for e in sink.entries] == [1, 2, 3, 4, 5, 7, 8]
     assert [e["type"] for e in done["errors"]] == ["ApprovalRequested", "ApprovalDecided"]
     assert script.calls.count("profile") == 1 and script.calls.count("plan:depth=3") == 1
+
+
+# --- blocked steps (003-models.md: running -> invalid) ----------------------------------------------------------
+
+
+def calc_step(step_id: str, expression: str) -> PlanStep:
+    return PlanStep(
+        step_id=step_id,
+        description=f"compute {expression}",
+        tool="calculator",
+        arguments={"expression": expression},
+    )
+
+
+#: its first step divides by zero
+BLOCKED_FIRST = Plan(goal="compute, then say done", steps=(calc_step("1", "1 / 0"), echo_step("2", "done")))
+
+
+class Moves:
+    """Every step status change, as (step, from, to)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+
+    @hookimpl
+    def aeon_step_status_changed(self, run_id: str, step: PlanStep, previous: Any) -> None:
+        self.seen.append((step.step_id, previous.value, step.status.value))
+
+
+def test_a_blocked_step_holds_its_place_until_a_refinement_replaces_it(tmp_path: Any) -> None:
+    """A step that fails ends invalid (BLOCKED): the step after it waits, the pass is judged at once, the planner
+    is told which step is blocked, and its MODIFY runs the step again under its id. The blocked state is stored: a
+    run stopped there resumes with it."""
+    fix = RefinementAction(
+        action_type="MODIFY", target_step_id="1", new_step=calc_step("1", "4 / 2"), reason="not by zero"
+    )
+    script = Script(depth=1, plan=BLOCKED_FIRST, assessments=[NOT_YET, CONVERGED], refinements=[[fix]])
+    first, sink = engine_for(script, state_db=tmp_path / "runs.db")
+    with first:
+        run = first.start("divide 4 by 2, then say done")
+        for _ in range(3):  # profile, plan, step 1
+            run.next()
+        run.close()
+    (step,) = [s for s in run.state.plan.steps if s.step_id == "1"]  # type: ignore[union-attr]
+    assert (step.status, step.clarity_state) == ("invalid", "BLOCKED")
+    assert "division by zero" in (step.failure or "").lower()
+    second, sink = engine_for(script, state_db=tmp_path / "runs.db")
+    moves = Moves()
+    second.pm.register(moves, name="moves")
+    with second:
+        result = second.resume(run.run_id)
+    assert result["status"] == "completed", result["message"]
+    assert phases(sink) == ["evaluate", "refine", "step:1", "step:2", "evaluate"]  # step 2 waited
+    assert script.blocked == [["1"]]
+    assert moves.seen == [
+        ("1", "pending", "running"),
+        ("1", "running", "complete"),
+        ("2", "pending", "running"),
+        ("2", "running", "complete"),
+    ]
+    steps = result["plan"]["steps"]
+    assert [(s["step_id"], s["status"], s["result"]) for s in steps][0] == (
+        "1",
+        "complete",
+        {"expression": "4 / 2", "value": 2},
+    )
+
+
+def test_a_blocked_step_no_refinement_replaces_fails_and_the_run_goes_on() -> None:
+    """A refinement that leaves the blocked step in place (it adds one after the plan) fails it, with why, so the
+    steps after it run: "execution continues with the best available plan" (003-models.md). A stream reports the
+    step finished twice: blocked, then failed."""
+    from aeon_kernel.events import StepFinished
+
+    add = RefinementAction(
+        action_type="ADD", target_plan_section="end", new_step=echo_step("3", "more"), reason="and more"
+    )
+    script = Script(depth=1, plan=BLOCKED_FIRST, assessments=[NOT_YET, NOT_YET], refinements=[[add], []])
+    engine, sink = engine_for(script)
+    moves = Moves()
+    engine.pm.register(moves, name="moves")
+    with engine:
+        events = list(engine.stream("divide 1 by 0, then say done"))
+    result = events[-1].result  # type: ignore[attr-defined]
+    assert result["status"] == "failed"
+    finished = [(e.step.step_id, e.step.status.value) for e in events if isinstance(e, StepFinished)]
+    assert finished[:2] == [("1", "invalid"), ("1", "failed")]  # blocked, then given up on
+    assert phases(sink) == [
+        "profile",
+        "plan",
+        "step:1",
+        "evaluate",
+        "refine",
+        "step:2",
+        "step:3",
+        "evaluate",
+        "refine",
+    ]
+    assert moves.seen[:3] == [
+        ("1", "pending", "running"),
+        ("1", "running", "invalid"),
+        ("1", "invalid", "failed"),
+    ]
+    first = result["plan"]["steps"][0]
+    assert first["status"] == "failed" and first["failure"].endswith("(no refinement replaced it)")
+    assert [s["status"] for s in result["plan"]["steps"][1:]] == ["complete", "complete"]
+    assert script.blocked == [["1"], []]
