@@ -215,9 +215,9 @@ def plan_progress(plan_state: dict[str, Any]) -> tuple[bool, float, list[str]]:
     finished = bool(steps) and all(s in ("complete", "failed") for s in statuses)
     reasons = [] if finished else ["steps_unfinished"]
     reasons += [
-        f"step_{status}:{step.get('step_id')}"
-        for step, status in zip(steps, statuses)
-        if status in ("failed", "invalid")
+        f"step_{s.get('status')}:{s.get('step_id')}"
+        for s in steps
+        if s.get("status") in ("failed", "invalid")
     ]
     return finished, statuses.count("complete") / len(steps) if steps else 0.0, reasons
 
