@@ -784,7 +784,9 @@ def _dropped_part(memo: MultiPassMemo) -> bool:
     """Whether the pass shows the plan lost part of the request — a blocking semantic issue (the results left
     out what the request gave) or a failed step — rather than a poor answer (a low score: ``refine_plan``'s)."""
     reasons = memo.assessment.reason_codes if memo.assessment else ()
-    return any(r == "semantic_issues" or str(r).startswith(("step_failed:", "step_invalid:")) for r in reasons)
+    return any(
+        r == "semantic_issues" or str(r).startswith(("step_failed:", "step_invalid:")) for r in reasons
+    )
 
 
 def _finished_plan(plan: Plan, report: SemanticValidationReport | None, judge: str) -> ConvergenceAssessment:

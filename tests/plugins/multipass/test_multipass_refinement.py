@@ -193,7 +193,11 @@ def test_a_failed_step_is_superseded_by_the_parts_that_redo_the_request() -> Non
     history = result["execution_history"]
     # the configured (model) engine judged the shallow pass structurally: step 1 blocked, step 2 not yet run
     assessment = history["passes"][1]["assessment"]
-    assert assessment["reason_codes"] == ["steps_unfinished", "step_invalid:1", "completeness_below_threshold"]
+    assert assessment["reason_codes"] == [
+        "steps_unfinished",
+        "step_invalid:1",
+        "completeness_below_threshold",
+    ]
     assert assessment["metadata"]["judge"] == "skipped: the plan is unfinished"
     assert assessment["coherence_score"] is None  # not measured
     first = result["plan"]["steps"][0]
