@@ -116,7 +116,7 @@ class LiveView:
                 compact(step.result, 60)
                 if step.status is StepStatus.COMPLETE
                 else compact(step.failure or "", 60)
-                if step.status is StepStatus.FAILED
+                if step.status in (StepStatus.FAILED, StepStatus.INVALID)
                 else "…"
                 if step.status is StepStatus.RUNNING
                 else ""

@@ -641,3 +641,14 @@ def test_a_blocked_step_no_refinement_replaces_fails_and_the_run_goes_on() -> No
     assert first["status"] == "failed" and first["failure"].endswith("(no refinement replaced it)")
     assert [s["status"] for s in result["plan"]["steps"][1:]] == ["complete", "complete"]
     assert script.blocked == [["1"], []]
+
+
+def test_a_run_that_stops_at_a_blocked_step_shows_it_blocked_and_why() -> None:
+    """The TTL runs out right after the step is blocked: the run ends with it invalid, and the live view marks it
+    and says why it is blocked, as for a failed step."""
+    script = Script(depth=1, plan=BLOCKED_FIRST)
+    result, shown = live_view_of(engine_for(script, ttl=3)[0], "divide 1 by 0, then say done", width=150)
+    assert result["status"] == "ttl_expired"
+    assert [s["status"] for s in result["plan"]["steps"]] == ["invalid", "pending"]
+    (line,) = [line for line in shown.splitlines() if "compute 1 / 0" in line]
+    assert line.strip("│ ").startswith("!") and "division by zero" in line.lower()
