@@ -66,6 +66,7 @@ _STATUS_CLASS: Final = {
     "done": "ok",
     "failed": "bad",
     "failure": "bad",
+    "invalid": "bad",  # a multi-pass step found blocked
     "ttl_expired": "warn",
     "partial": "warn",
     "running": "info",

@@ -537,3 +537,27 @@ def test_the_sqlite_reader_and_the_contract_reader_narrow_alike(
     assert pages[0] == pages[1]
     assert pages[0].total == total == len(pages[0].rows)
     assert pages[0].kinds == [("plan", 1), ("tool_result", 2), ("step_output", 1)]
+
+
+def test_a_blocked_multipass_step_shows_as_invalid_with_why(tmp_path: Path) -> None:
+    """A multi-pass run stopped by its TTL at a blocked step (spec 003's ``invalid``): the run page marks the step
+    as a failure is marked, with why it is blocked."""
+    profile = {"reasoning_depth": 1, "information": 1, "expected_tool_usage": "minimal"}
+    profile |= {"output_breadth": "narrow", "confidence_requirement": "medium", "why": "one division"}
+    script = [profile, plan(tool_step("1", "calculator", {"expression": "1 / 0"}), llm_step("2"))]
+    state = tmp_path / "runs.db"
+    config = parse_config(
+        {
+            "llm": {"use": "scripted", "responses": script},
+            "state": {"use": "sqlite", "path": str(state)},
+            "reasoning": {"mode": "multipass"},
+        }
+    )
+    with Engine(config) as engine:
+        result = engine.run("divide 1 by 0", ttl=3)  # profile, plan, step 1
+    assert result["status"] == "ttl_expired" and result["plan"]["steps"][0]["status"] == "invalid"
+    inspector = Inspector(Catalog([SqliteRuns("store", state)]))
+    body = inspector.handle(f"/run/store/{result['run_id']}").body.decode()
+    inspector.catalog.close()
+    assert '<span class="badge s-bad">invalid</span>' in body
+    assert "calculator failed: division by zero" in body
