@@ -53,9 +53,18 @@ class Tool(BaseModel, ABC):
     schemas are rejected up front rather than at the first call. Validators are compiled once per schema.
     """
 
+    # The kernel's own tool classes build their schema when first used, so that importing them stays light; any
+    # other is built as it is defined (__pydantic_init_subclass__), so its signature, which the registry binds
+    # a tool's options to, is its own from the start.
     model_config = ConfigDict(
         frozen=True, arbitrary_types_allowed=True, validate_default=True, defer_build=True
     )
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if cls.__module__ != __name__:
+            cls.model_rebuild(raise_errors=False)
 
     name: str
     description: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pydantic
@@ -184,3 +185,23 @@ def test_export_tools_for_llm() -> None:
         "example": {"x": 3},
     }
     assert make().describe()["example"] is None
+
+
+def test_a_tool_class_reports_its_own_signature_whatever_was_built_before() -> None:
+    """The registry binds a tool's ``[tools.X]`` options to its class's signature. The kernel's own tool classes
+    build their pydantic schema when first used (a light import); a deferred subclass would report its parent's
+    signature (``name`` required), so any other tool class is built as it is defined."""
+    Tool.model_rebuild(force=True)  # the parent built first, as a run's earlier tools may have made it
+
+    class Notebook(Tool):
+        name: str = "notebook"
+        description: str = "keeps notes"
+        input_schema: dict[str, Any] = {"type": "object"}
+        output_schema: dict[str, Any] = {"type": "object"}
+
+        def invoke(self, **kwargs: Any) -> dict[str, Any]:
+            return {}
+
+    signature = inspect.signature(Notebook)
+    assert signature.parameters["name"].default == "notebook"
+    signature.bind(granted=frozenset({"x"}))  # what the registry does with a tool's options

@@ -14,40 +14,27 @@ Every cycle is one unit of work, in an order that does not depend on what the mo
              D  update_profile   the profile is updated when the pass showed a mismatch (deep tasks, and
                                  any task just decomposed: its new profile's TTL pays for the parts)
 
-A *shallow* task — ``reasoning_depth`` at most ``shallow_depth`` (2), or a plan written with at most
-``shallow_plan_steps`` steps (1) — gets no model call to judge it: its results get the semantic validator's
-structural checks only (:meth:`~aeon_kernel.SemanticValidator.validate_structure`: duplicate ids, unknown tools,
-a number the request states that no tool call used), and it has converged when every step completed and those
-checks found nothing HIGH or CRITICAL. Adaptive depth so keeps an easy task that goes right at one model call more
-than single-pass (the profile); one that goes wrong gets the next pass. The plan's size is the second signal
-because a small model's profile of itself is the less reliable one (bench/README.md). A deep task's results get
-the semantic validator's full validation (the same structural checks, then the model) and the convergence engine.
+A *shallow* task (``reasoning_depth`` at most ``shallow_depth``, or a plan of at most ``shallow_plan_steps``
+steps) gets no model call to judge it: the semantic validator's structural checks only, and it has converged when
+every step completed and they found nothing HIGH or CRITICAL. A deep task gets the full validation (decision 0014).
 
-When a pass does not converge because the plan lost part of the request — a blocking semantic issue (its
-results left out a number the request gave) or a failed step — and the request sequences several parts ("…,
-then …"), the next pass does what one pass cannot: it plans the parts one at a time, each part's subplan written
-by the planner's ``create_subplan`` with the previous part's result (:mod:`aeon_plugins.multipass.decompose`).
-That happens once per run, and is followed by phase D even for a shallow task: the request turned out to
-be several tasks, and a deeper profile (the default heuristic's rule for a HIGH issue or a BLOCKED step) gets
-the TTL its formula gives — without that, a request of four parts used the 17 cycles of a depth-1 profile to
-the last one. The task is still judged as it was when its plan was written (shallow stays shallow; decision
-0014). Otherwise, and after it, the planner's ``refine_plan`` proposes deltas for the issues and reason codes
-the pass left (their text is in its prompt).
+When a pass does not converge because the plan lost part of the request (a blocking semantic issue, or a failed
+or blocked step) and the request sequences several parts ("…, then …"), the next pass plans the parts one at a
+time, each part's subplan written by the planner's ``create_subplan`` with the previous part's result
+(:mod:`aeon_plugins.multipass.decompose`), once per run, followed by phase D even for a shallow task: its deeper
+profile's TTL pays for the parts. Otherwise the planner's ``refine_plan`` proposes deltas for what the pass left.
 
-The scheduler also records each step's ``clarity_state`` as the step ends — CLEAR (done as asked),
-PARTIALLY_CLEAR (done another way: a fallback, an answer the kernel grounded) or BLOCKED (failed) — derived from
-the step's outcome, since the kernel's step executor does not ask the model for it; phase D reads them. A
-BLOCKED step ends ``invalid`` (003-models.md): it holds the run's place, so the steps after it wait, and the pass
-is evaluated at once; the refinement may MODIFY, REPLACE or REMOVE it (the planner is told it is blocked), and a
-refinement that leaves it in place fails it, so that the run goes on with the best plan it has.
+Each step records its ``clarity_state`` as it ends, derived from its outcome: CLEAR (done as asked),
+PARTIALLY_CLEAR (a fallback, an answer the kernel grounded) or BLOCKED (failed). A BLOCKED step ends ``invalid``
+(003-models.md): it holds the run's place, so the steps after it wait and the pass is evaluated at once; the
+refinement may MODIFY, REPLACE or REMOVE it (the planner is told it is blocked), and one that leaves it in place
+fails it, so that the run goes on with the best plan it has.
 
-A run ends when a pass converges (``completed``), when it cannot (``failed``: no plan, nothing left to refine, or
-``max_passes``), or when the TTL runs out (the run's ``ttl_expired``; the result is the latest completed pass with
-its scores). What the scheduler must remember — the
-stage, the pass, the profile, the refinement ledger, the passes so far — is its memo,
-:class:`~aeon_plugins.multipass.memo.MultiPassMemo`, kept in the run's state (stored as JSON in its
-``scheduler_state``), so a multi-pass run resumes like any other; from it, :meth:`MultiPassScheduler.preview`
-tells what the next cycle does.
+A run ends ``completed`` when a pass converges, ``failed`` when it cannot (no plan, nothing left to refine, or
+``max_passes``), ``ttl_expired`` when the TTL runs out (with the latest completed pass and its scores). The
+scheduler's memory (stage, pass, profile, ledger, passes) is its memo,
+:class:`~aeon_plugins.multipass.memo.MultiPassMemo`, kept in the run's state, so a multi-pass run resumes like
+any other; :meth:`MultiPassScheduler.preview` tells what the next cycle does.
 """
 
 from __future__ import annotations
