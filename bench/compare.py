@@ -4,7 +4,8 @@
     python bench/compare.py /tmp/before [--rounds 5]
 
 Each round runs W1 (N = 10 and 100) and W2 through ``bench/workloads/aeon_w.py`` of each checkout, in a fresh
-process with that checkout first on ``PYTHONPATH``, alternating which goes first; medians over the rounds. Then
+process with that checkout first on ``PYTHONPATH`` (and an editable install's finder dropped: ``checkout.py``),
+alternating which goes first; medians over the rounds. Then
 the user import (``from aeon_kernel import Engine, FunctionTool, hookimpl`` and ``AeonConfig``), net of
 ``python -c pass``. Only Aeon runs: the peers' side-by-side ratios are ``bench/run.py``'s job.
 """
@@ -20,6 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from checkout import CHECKOUT_FIRST
 
 HERE = Path(__file__).resolve().parent
 USER_IMPORT = (
@@ -56,7 +59,7 @@ def _env(checkout: Path) -> dict[str, str]:
 
 def _probe(checkout: Path) -> dict[str, float]:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(checkout)],
+        [sys.executable, "-c", CHECKOUT_FIRST + PROBE, str(checkout)],
         env=_env(checkout),
         capture_output=True,
         text=True,
@@ -71,7 +74,7 @@ def _wall_ms(code: str, checkout: Path | None, repeats: int = 21) -> float:
     with tempfile.TemporaryDirectory() as cwd:
         for _ in range(repeats):
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, check=True)
+            subprocess.run([sys.executable, "-c", CHECKOUT_FIRST + code], env=env, cwd=cwd, check=True)
             samples.append((time.perf_counter() - started) * 1000)
     return statistics.median(samples)
 
