@@ -18,13 +18,6 @@ from aeon_kernel.components import ComponentSet
 from aeon_kernel.config import AeonConfig, load_config
 from aeon_kernel.errors import ConfigError
 from aeon_kernel.hookspecs import HOOKSPEC_VERSION
-from aeon_kernel.plugins import (
-    AeonPluginManager,
-    Registries,
-    build_plugin_manager,
-    describe_plugins,
-    loaded_plugins,
-)
 from aeon_kernel.version import __version__
 
 # The rest of the kernel is imported when a component or a run is first needed, so that writing
@@ -36,6 +29,7 @@ if TYPE_CHECKING:
     from aeon_kernel.llm.client import ModelClient
     from aeon_kernel.models import Plan
     from aeon_kernel.orchestrator import Orchestrator
+    from aeon_kernel.plugins import AeonPluginManager
     from aeon_kernel.policy import Policy
     from aeon_kernel.runtime.artifacts import ArtifactStore
     from aeon_kernel.runtime.executor import Executor, LocalExecutor, OnFull
@@ -94,6 +88,8 @@ class Engine:
         self.config = config if isinstance(config, AeonConfig) else load_config(config)
         #: what a Ray worker's engine registers too (``[executor] use = "ray"``)
         self._given_plugins, self._autoload = tuple(plugins), autoload
+        from aeon_kernel.plugins import Registries, build_plugin_manager
+
         self.pm: AeonPluginManager = build_plugin_manager(
             self._given_plugins, autoload=autoload, allow=self.config.allow, block=self.config.block
         )
@@ -212,6 +208,8 @@ class Engine:
         """What a run on this engine depends on; the JSONL sink writes it as the run's first line."""
         # Every run asks for it: the plugin list and the config hash are kept until a plugin comes or goes.
         if self._manifest_parts is None or self._manifest_parts[0] != self.pm.generation:
+            from aeon_kernel.plugins import loaded_plugins
+
             self._manifest_parts = (self.pm.generation, loaded_plugins(self.pm), self.config.fingerprint())
         _, plugins, fingerprint = self._manifest_parts
         cassette = (
@@ -379,6 +377,8 @@ class Engine:
     # --- checks ------------------------------------------------------------------------------------------------
 
     def describe_plugins(self) -> dict[str, Any]:
+        from aeon_kernel.plugins import describe_plugins
+
         return describe_plugins(self.pm, self.registries)
 
     def build_selected(self) -> None:
