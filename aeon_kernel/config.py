@@ -167,7 +167,7 @@ class AeonConfig:
             "state": [self.state.use, self.state.options] if self.state else None,
             "artifacts": [self.artifacts.use, self.artifacts.options] if self.artifacts else None,
         }
-        import hashlib  # imported here, as the secrets module is below: importing the config stays light
+        import hashlib  # here, not at the top: importing the config stays light
 
         return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:16]
 

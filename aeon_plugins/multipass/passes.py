@@ -769,7 +769,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
 
 def _dropped_part(memo: MultiPassMemo) -> bool:
     """Whether the pass shows the plan lost part of the request — a blocking semantic issue (the results left
-    out what the request gave) or a failed step — rather than a poor answer (a low score: ``refine_plan``'s)."""
+    out what the request gave) or a failed or blocked step — rather than a poor answer (``refine_plan``'s)."""
     reasons = memo.assessment.reason_codes if memo.assessment else ()
     return any(
         r == "semantic_issues" or str(r).startswith(("step_failed:", "step_invalid:")) for r in reasons
