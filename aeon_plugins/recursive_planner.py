@@ -171,7 +171,8 @@ def refine_prompt(
         f"{s.step_id} [{s.status.value}] {s.description[:120]} ({_uses(s)})" for s in plan.steps
     )
     problems = [f"{i.location or 'plan'}: {i.type}: {i.description[:120]}" for i in issues]
-    problems += [f"{step_id}: the step is blocked" for step_id in blocked_steps]
+    why = {s.step_id: f": {s.failure[:120]}" for s in plan.steps if s.failure}  # what blocked it, to fix
+    problems += [f"{step_id}: the step is blocked{why.get(step_id, '')}" for step_id in blocked_steps]
     problems += [f"plan: {code}" for code in reason_codes]
     shown = "\n".join(problems[:MAX_PROBLEMS])
     return f"{REFINE_PROMPT}Goal: {plan.goal[:200]}\nPlan:\n{steps}\nProblems:\n{shown}\nActions:"

@@ -308,11 +308,14 @@ def test_when_every_step_has_run_the_schema_offers_only_an_add_at_the_end() -> N
 
 
 def test_a_blocked_step_is_refined_and_flagged_inconsistent() -> None:
+    """The prompt says what blocked the step (its ``failure``), so that the model can change what failed."""
     planner, scripted = make([{"actions": [action("REPLACE", "2", "Ask for the missing number")]}])
     plan = current_plan("complete", "invalid", "pending")
+    blocked = plan.steps[1].model_copy(update={"failure": "calculator failed: division by zero"})
+    plan = plan.model_copy(update={"steps": (plan.steps[0], blocked, plan.steps[2])})
     (result,) = planner.refine_plan(plan, [], [], ["2"], {"1"})
     assert result.action_type == "REPLACE" and result.inconsistency_detected is True
-    assert "2: the step is blocked" in scripted.prompts[0]["prompt"]
+    assert "2: the step is blocked: calculator failed: division by zero" in scripted.prompts[0]["prompt"]
 
 
 def test_the_registry_widens_the_tools_a_new_step_may_use() -> None:
