@@ -556,17 +556,6 @@ def calc_step(step_id: str, expression: str) -> PlanStep:
 BLOCKED_FIRST = Plan(goal="compute, then say done", steps=(calc_step("1", "1 / 0"), echo_step("2", "done")))
 
 
-class Moves:
-    """Every step status change, as (step, from, to)."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, str]] = []
-
-    @hookimpl
-    def aeon_step_status_changed(self, run_id: str, step: PlanStep, previous: Any) -> None:
-        self.seen.append((step.step_id, previous.value, step.status.value))
-
-
 def test_a_blocked_step_holds_its_place_until_a_refinement_replaces_it(tmp_path: Any) -> None:
     """A step that fails ends invalid (BLOCKED): the step after it waits, the pass is judged at once, the planner
     is told which step is blocked, and its MODIFY runs the step again under its id. The blocked state is stored: a
@@ -585,14 +574,12 @@ def test_a_blocked_step_holds_its_place_until_a_refinement_replaces_it(tmp_path:
     assert (step.status, step.clarity_state) == ("invalid", "BLOCKED")
     assert "division by zero" in (step.failure or "").lower()
     second, sink = engine_for(script, state_db=tmp_path / "runs.db")
-    moves = Moves()
-    second.pm.register(moves, name="moves")
     with second:
         result = second.resume(run.run_id)
     assert result["status"] == "completed", result["message"]
     assert phases(sink) == ["evaluate", "refine", "step:1", "step:2", "evaluate"]  # step 2 waited
     assert script.blocked == [["1"]]
-    assert moves.seen == [
+    assert sink.of("aeon_step_status_changed") == [
         ("1", "pending", "running"),
         ("1", "running", "complete"),
         ("2", "pending", "running"),
@@ -613,8 +600,6 @@ def test_a_blocked_step_no_refinement_replaces_fails_and_the_run_goes_on() -> No
     )
     script = Script(depth=1, plan=BLOCKED_FIRST, assessments=[NOT_YET, NOT_YET], refinements=[[add], []])
     engine, sink = engine_for(script)
-    moves = Moves()
-    engine.pm.register(moves, name="moves")
     with engine:
         events = list(engine.stream("divide 1 by 0, then say done"))
     result = events[-1].result  # type: ignore[attr-defined]
@@ -632,7 +617,7 @@ def test_a_blocked_step_no_refinement_replaces_fails_and_the_run_goes_on() -> No
         "evaluate",
         "refine",
     ]
-    assert moves.seen[:3] == [
+    assert sink.of("aeon_step_status_changed")[:3] == [
         ("1", "pending", "running"),
         ("1", "running", "invalid"),
         ("1", "invalid", "failed"),
