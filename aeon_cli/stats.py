@@ -16,9 +16,9 @@ from aeon_kernel.errors import ConfigError
 
 #: The token counters shown, as OpenAI-style usage names them (llama.cpp's adapters too).
 TOKENS = ("prompt_tokens", "completion_tokens")
-#: What the embedded model adds (issue 31): prompt tokens evaluated (the rest came from its KV cache), and the time
-#: spent on them and on decoding, for tokens per second of each
-SPEEDS = ("prompt_eval_tokens", "prompt_eval_ms", "decode_ms")
+#: What the embedded model adds (issue 31): prompt tokens evaluated (the rest came from its KV cache), the time
+#: spent on them and on decoding, for tokens per second of each, and the tokens its draft lookups guessed right
+SPEEDS = ("prompt_eval_tokens", "prompt_eval_ms", "decode_ms", "drafted_tokens")
 
 
 def logged_entries(path: str, run_id: str) -> list[dict[str, Any]]:
@@ -209,5 +209,7 @@ def _speeds(run: Mapping[str, Any]) -> list[str]:
     decode = "-" if run["decode_tokens_per_s"] is None else f"{run['decode_tokens_per_s']:,.1f} tokens/s"
     return [
         f"model: prompt {prompt} ({run['prompt_eval_tokens']} evaluated, {cached} from the KV cache, "
-        f"{_ms(run['prompt_eval_ms'])}); decoding {decode} ({run['completion_tokens']} tokens, {_ms(run['decode_ms'])})"
+        f"{_ms(run['prompt_eval_ms'])}); decoding {decode} ({run['completion_tokens']} tokens"
+        + (f", {run['drafted_tokens']} of them drafted" if run["drafted_tokens"] else "")
+        + f", {_ms(run['decode_ms'])})"
     ]

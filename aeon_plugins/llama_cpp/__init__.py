@@ -37,8 +37,9 @@ from typing import Any
 
 from aeon_kernel import ConfigError, LLMAdapter, LLMError, LLMResponse, Register, ValidationError, hookimpl
 
+from . import lookup
 from .bounded import to_gbnf
-from .prefix_cache import install
+from .prefix_cache import install as install_prefix_cache
 
 INSTALL_HINT = (
     'install the local backend with: CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON '
@@ -122,6 +123,7 @@ class LlamaCppAdapter(LLMAdapter):
         constrain: bool | str = True,
         prefix_cache: int = 0,
         parallel: int = 1,
+        draft_tokens: int = 7,
     ) -> None:
         if not isinstance(constrain, bool | str) or constrain not in _CONSTRAIN:
             raise ConfigError(
@@ -134,6 +136,11 @@ class LlamaCppAdapter(LLMAdapter):
         if type(parallel) is not int or not 1 <= parallel <= 64:
             raise ConfigError(
                 f"llama_cpp: parallel is how many requests decode at once (1-64), got {parallel!r}"
+            )
+        if type(draft_tokens) is not int or not 0 <= draft_tokens <= 15:
+            raise ConfigError(
+                "llama_cpp: draft_tokens is how many looked-up tokens a greedy decoding step checks (0-15), "
+                f"got {draft_tokens!r}"
             )
         try:
             import llama_cpp
@@ -166,8 +173,11 @@ class LlamaCppAdapter(LLMAdapter):
         self._llama: Any = contexts[0]
         self._contexts = contexts
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._drafts: dict[int, lookup.Drafts] = {}
         for context in contexts:
-            install(context, llama_cpp, prefix_cache)
+            # first: the prefix cache wraps what this installs
+            self._drafts[id(context)] = lookup.install(context, llama_cpp, draft_tokens)
+            install_prefix_cache(context, llama_cpp, prefix_cache)
             self._idle.put(context)
         self.model_id = Path(path).stem
         self._path = path
@@ -389,18 +399,22 @@ class LlamaCppAdapter(LLMAdapter):
         return {"text": text, "usage": usage, "model": self.model_id}
 
     def _perf_reset(self, llama: Any) -> None:
+        self._drafts[id(llama)].reset()
         with contextlib.suppress(Exception):  # the counters are only for stats: never fail a call for them
             self._llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
 
     def _perf(self, llama: Any) -> dict[str, int]:
         """llama.cpp's counters for the call: prompt tokens evaluated (the rest came from the KV cache), and the
-        milliseconds on them and on decoding (``aeon stats`` shows both speeds)."""
+        milliseconds on them and on decoding (``aeon stats`` shows both speeds), with the draft batches, which
+        llama.cpp counts as prompt, moved to decoding; and how many drafted tokens were chosen."""
+        drafts = self._drafts[id(llama)]
         try:
             perf = self._llama_cpp.llama_perf_context(llama._ctx.ctx)
             return {
-                "prompt_eval_tokens": int(perf.n_p_eval),
-                "prompt_eval_ms": round(perf.t_p_eval_ms),
-                "decode_ms": round(perf.t_eval_ms),
+                "prompt_eval_tokens": int(perf.n_p_eval) - drafts.evaluated,
+                "prompt_eval_ms": round(perf.t_p_eval_ms - drafts.ms),
+                "decode_ms": round(perf.t_eval_ms + drafts.ms),
+                "drafted_tokens": drafts.kept,
             }
         except Exception:
             return {}

@@ -175,6 +175,11 @@ def test_the_model_speeds_are_shown_where_the_model_measured_them() -> None:
         "model: prompt 500 tokens/s (100 evaluated, 205 from the KV cache, 200.0ms); decoding 80.0 tokens/s"
         in (render("r", run_stats(entries)))
     )
+    assert "decoding 80.0 tokens/s (40 tokens, 500.0ms)" in render("r", run_stats(entries))
+    entries[0]["usage"]["drafted_tokens"] = 25  # guessed by draft lookups, checked in batches
+    assert "decoding 80.0 tokens/s (40 tokens, 25 of them drafted, 500.0ms)" in render(
+        "r", run_stats(entries)
+    )
     untimed = run_stats([entries[1]])
     assert untimed["run"]["decode_tokens_per_s"] is None and "tokens/s" not in render("r", untimed)
 

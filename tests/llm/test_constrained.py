@@ -172,6 +172,12 @@ def test_prefix_cache_is_a_whole_number_of_prompts(value: Any) -> None:
         LlamaCppAdapter(prefix_cache=value)
 
 
+@pytest.mark.parametrize("value", [-1, 16, 1.5, "7", None, True])
+def test_draft_tokens_is_a_whole_number_from_0_to_15(value: Any) -> None:
+    with pytest.raises(ConfigError, match="draft_tokens is how many looked-up tokens"):
+        LlamaCppAdapter(draft_tokens=value)
+
+
 @pytest.mark.parametrize("value", [0, -1, 65, 1.5, "2", None, True])
 def test_parallel_is_a_number_of_contexts_from_1_to_64(value: Any) -> None:
     with pytest.raises(ConfigError, match="parallel is how many requests decode at once"):
@@ -341,8 +347,14 @@ def adapters() -> Any:
 def generate(adapter: LlamaCppAdapter, prompt: str, schema: dict[str, Any], temperature: float = 0.0) -> str:
     """From an empty context. Reusing a cached prompt prefix changes the logits a little (the prompt's tokens are
     evaluated in other batches), which can change greedy decoding's choice on either path."""
+    return generated(adapter, prompt, schema, temperature)["text"]
+
+
+def generated(
+    adapter: LlamaCppAdapter, prompt: str, schema: dict[str, Any], temperature: float = 0.0
+) -> dict[str, Any]:
     adapter._llama.reset()
-    return adapter.generate(prompt, SYSTEM_PROMPT, 512, temperature, json_schema=schema)["text"]
+    return dict(adapter.generate(prompt, SYSTEM_PROMPT, 512, temperature, json_schema=schema))
 
 
 @pytest.mark.model
@@ -359,11 +371,20 @@ def test_a_quoted_const_is_written_exactly_on_both_decoding_paths(
 def test_the_default_path_writes_valid_json_deterministically_and_as_the_grammar_sampler_does(
     adapters: dict[str, LlamaCppAdapter],
 ) -> None:
+    """The default path also checks looked-up drafts in batches (aeon_plugins/llama_cpp/lookup.py); the grammar
+    sampler's path decodes one token at a time. Both write the same replies."""
+    drafted = written = 0
     for prompt, schema in cases():
-        text = generate(adapters["top"], prompt, schema)
+        reply = generated(adapters["top"], prompt, schema)
+        text = reply["text"]
+        drafted, written = (
+            drafted + reply["usage"]["drafted_tokens"],
+            written + reply["usage"]["completion_tokens"],
+        )
         assert schema_errors(schema, json.loads(text)) == [], text
         assert generate(adapters["top"], prompt, schema) == text
         assert generate(adapters["grammar"], prompt, schema) == text
+    assert drafted * 3 > written  # over a third of the tokens were guessed by draft lookups (half, measured)
 
 
 @pytest.mark.model

@@ -53,8 +53,9 @@ def gemma() -> Iterator[LlamaCppAdapter]:
 
 
 def counts(usage: dict[str, int]) -> dict[str, int]:
-    """The token counts of a call's usage, without its timings (``prompt_eval_ms``, ``decode_ms``)."""
-    return {key: value for key, value in usage.items() if not key.endswith("_ms")}
+    """The token counts of a call's usage, without its timings (``prompt_eval_ms``, ``decode_ms``) and how many
+    tokens a draft lookup guessed (``drafted_tokens``: the grammar sampler's path never drafts)."""
+    return {key: value for key, value in usage.items() if not key.endswith("_ms") and key != "drafted_tokens"}
 
 
 def generated(adapter: LlamaCppAdapter, prompt: str, **options: Any) -> LLMResponse:
