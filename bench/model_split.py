@@ -1,6 +1,6 @@
 """Where the time to a plan goes on the embedded model (issue 31, item 5).
 
-    python bench/model_split.py [--runs 5] [--prefix-cache N] [--same]
+    python bench/model_split.py [--runs 5] [--prefix-cache N] [--draft-tokens N] [--same]
 
 Builds one Engine on the default model (timing the load), then runs the quick-start request and "what is 7 times
 6?" in turn (``--same``: the quick-start request every time) and prints, for each run's plan call, the prompt
@@ -18,7 +18,14 @@ from aeon_kernel import Engine
 from aeon_kernel.config import AeonConfig
 
 REQUESTS = ("calculate the sum of 5 and 10", "what is 7 times 6?")
-FIELDS = ("prompt_tokens", "prompt_eval_tokens", "prompt_eval_ms", "completion_tokens", "decode_ms")
+FIELDS = (
+    "prompt_tokens",
+    "prompt_eval_tokens",
+    "prompt_eval_ms",
+    "completion_tokens",
+    "drafted_tokens",
+    "decode_ms",
+)
 
 
 def main() -> None:
@@ -27,10 +34,14 @@ def main() -> None:
     parser.add_argument(
         "--prefix-cache", type=int, default=0, help="[llm] prefix_cache (0: off, the default)"
     )
+    parser.add_argument(
+        "--draft-tokens", type=int, default=7, help="[llm] draft_tokens (0: one token at a time)"
+    )
     parser.add_argument("--same", action="store_true", help="the quick-start request every time")
     args = parser.parse_args()
     started = time.perf_counter()
-    engine = Engine(AeonConfig().with_choice("llm", "llama_cpp", prefix_cache=args.prefix_cache))
+    options = {"prefix_cache": args.prefix_cache, "draft_tokens": args.draft_tokens}
+    engine = Engine(AeonConfig().with_choice("llm", "llama_cpp", **options))
     engine.llm  # noqa: B018 - building it loads the model
     print(f"model load: {(time.perf_counter() - started) * 1000:.0f} ms")
     plans = []
@@ -42,9 +53,11 @@ def main() -> None:
         usage = result["final_state"]["llm_outputs"][0]["usage"]
         plans.append(usage)
         shown = ", ".join(f"{key} {usage.get(key)}" for key in FIELDS)
-        print(f"run {number}: {result['status']}, {wall:.2f} s; plan call: {shown}", flush=True)
+        plan_ms = usage.get("prompt_eval_ms", 0) + usage.get("decode_ms", 0)
+        print(f"run {number}: {result['status']}, {wall:.2f} s; plan call {plan_ms} ms: {shown}", flush=True)
+    model_ms = [u.get("prompt_eval_ms", 0) + u.get("decode_ms", 0) for u in plans]
     print(
-        "plan call, median:",
+        f"plan call, median: {statistics.median(model_ms)} ms in the model;",
         ", ".join(f"{k} {statistics.median(u.get(k, 0) for u in plans)}" for k in FIELDS),
     )
     engine.close()

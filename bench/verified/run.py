@@ -3,6 +3,7 @@
     python bench/verified/run.py --label before                 # both modes; writes results-before.json
     python bench/verified/run.py --label after --modes single   # one mode
     python bench/verified/run.py --case m01 --case s05          # some cases, printed only
+    python bench/verified/run.py --label drafts-off --draft-tokens 0 --prefix-cache 4   # [llm] options
 
 ``cases.jsonl`` was written and committed before the code it measures changed, and is not tuned on: 36
 multi-step requests (two to four operations, number words, many ways of chaining and of referring to an earlier
@@ -121,8 +122,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_mode(mode: str, cases: list[dict[str, Any]], ttl: int) -> list[dict[str, Any]]:
-    config = AeonConfig(ttl=ttl)
+def run_mode(mode: str, cases: list[dict[str, Any]], ttl: int, llm: dict[str, Any]) -> list[dict[str, Any]]:
+    config = AeonConfig(ttl=ttl).with_choice("llm", "llama_cpp", **llm)
     if mode == "multipass":
         config = config.multipass()
     rows = []
@@ -148,13 +149,20 @@ def main() -> None:
     parser.add_argument("--modes", default="single,multipass")
     parser.add_argument("--ttl", type=int, default=12)
     parser.add_argument("--label", default="after", help="writes results-LABEL.json")
+    parser.add_argument("--draft-tokens", type=int, help="[llm] draft_tokens (default: the adapter's)")
+    parser.add_argument("--prefix-cache", type=int, help="[llm] prefix_cache (default: the adapter's)")
     args = parser.parse_args()
+    llm = {
+        key: value
+        for key, value in (("draft_tokens", args.draft_tokens), ("prefix_cache", args.prefix_cache))
+        if value is not None
+    }
     cases = [
         json.loads(line) for line in (HERE / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line
     ]
     if args.case:
         cases = [c for c in cases if c["id"] in args.case]
-    results = {mode: run_mode(mode, cases, args.ttl) for mode in args.modes.split(",")}
+    results = {mode: run_mode(mode, cases, args.ttl, llm) for mode in args.modes.split(",")}
     summary = {mode: summarise(rows) for mode, rows in results.items()}
     print(json.dumps(summary, indent=2))
     if not args.case:
