@@ -121,7 +121,7 @@ class LlamaCppAdapter(LLMAdapter):
         top_p: float = 0.95,
         repeat_penalty: float = 1.0,
         constrain: bool | str = True,
-        prefix_cache: int = 0,
+        prefix_cache: int = 4,
         parallel: int = 1,
         draft_tokens: int = 7,
     ) -> None:

@@ -53,9 +53,11 @@ def gemma() -> Iterator[LlamaCppAdapter]:
 
 
 def counts(usage: dict[str, int]) -> dict[str, int]:
-    """The token counts of a call's usage, without its timings (``prompt_eval_ms``, ``decode_ms``) and how many
-    tokens a draft lookup guessed (``drafted_tokens``: the grammar sampler's path never drafts)."""
-    return {key: value for key, value in usage.items() if not key.endswith("_ms") and key != "drafted_tokens"}
+    """The token counts of a call's usage, without its timings (``prompt_eval_ms``, ``decode_ms``) and what the
+    decoding path and the KV cache spared (``drafted_tokens``, ``prompt_eval_tokens``: a second decode of the same
+    prompt evaluates only its last batch again)."""
+    spared = ("drafted_tokens", "prompt_eval_tokens")
+    return {key: value for key, value in usage.items() if not key.endswith("_ms") and key not in spared}
 
 
 def generated(adapter: LlamaCppAdapter, prompt: str, **options: Any) -> LLMResponse:
