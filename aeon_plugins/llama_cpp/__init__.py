@@ -16,6 +16,11 @@ them: the context when the first token is sampled is the prompt, and every token
 the end-of-turn one (a chat format's stop text written out as ordinary tokens, never seen with Gemma, whose turn
 ends with a token of its own, would count one token less than ``generate`` does).
 
+Two things make the model path faster (issue 31): a prompt reuses the KV cache of earlier prompts
+(``prefix_cache``, kept states) only where that gives the logits of evaluating it afresh, bit for bit
+(:mod:`.prefix_cache`), and greedy decoding checks up to ``draft_tokens`` tokens looked up in the context per model
+pass (:mod:`.lookup`: the greedy choice for the logits computed, though a batch rounds differently from one token).
+
 llama-cpp-python is an optional extra (``aeon-core[local]``); it is imported when the adapter is built, never
 when this module is imported, so the plugin can always be listed.
 """
