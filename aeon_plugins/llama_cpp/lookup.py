@@ -21,8 +21,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import numpy as np
-
 #: how many tokens a guess is keyed by: three or five found fewer tokens per step on recorded plans (bench/README.md)
 NGRAM: Final = 4
 #: batch sizes llama.cpp's CPU kernels are quick at: 2, 3, 5 or 7 tokens cost more than 4 or 8 (bench/README.md)
@@ -106,6 +104,8 @@ def _decode(
 ) -> Iterator[int]:
     """From ``token`` (chosen, not yet evaluated) on: evaluate it with a guess, choose at every position, keep the
     guess while it matches. ``llama.n_tokens`` always ends at the last token kept, also when the caller stops."""
+    import numpy as np  # here, not at import: the plugin is listed where llama-cpp-python and numpy are not installed
+
     n_vocab = llama.n_vocab()
     lookup = Lookup(llama.input_ids[: llama.n_tokens].tolist())
     kept = llama.n_tokens
@@ -148,6 +148,8 @@ def _decode(
 
 def _choose(logits: Any, context: Any, processors: list[Any]) -> int:
     """The token llama-cpp-python's greedy chain picks: each processor in turn, then the first highest score."""
+    import numpy as np
+
     scores = np.array(logits, dtype=np.float32)
     for processor in processors:
         scores = processor(context, scores)
