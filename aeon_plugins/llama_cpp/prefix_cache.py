@@ -131,7 +131,7 @@ class PrefixCache:
         written = self._bindings.llama_state_seq_get_data(ctx, buffer, size, 0)
         if written <= 0:
             return
-        self._saved[key] = (bytes(buffer[:written]), exact)
+        self._saved[key] = (ctypes.string_at(buffer, written), exact)  # not a slice: that is a list of ints
         while len(self._saved) > self._size:
             self._saved.popitem(last=False)
 
