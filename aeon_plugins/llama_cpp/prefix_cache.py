@@ -65,8 +65,10 @@ class PrefixCache:
     def __init__(self, llama: Any, bindings: Any, size: int = 4) -> None:
         self._llama, self._bindings, self._size = llama, bindings, size
         self._exact = 0  # how much of the sequence the context holds may be reused
-        #: the longest sequence whose saved state is whole: a sliding window's, or any (0)
-        self._window = int(bindings.llama_model_n_swa(llama._model.model)) if size else 0
+        #: the longest sequence whose saved state is whole: a sliding window's, or any (0); bindings that cannot
+        #: tell get 1, so nothing is kept rather than a state that may be wrong
+        n_swa = getattr(bindings, "llama_model_n_swa", None)
+        self._window = (int(n_swa(llama._model.model)) if n_swa else 1) if size else 0
         self._saved: OrderedDict[tuple[int, ...], tuple[bytes, int]] = OrderedDict()
 
     def install(self) -> None:
