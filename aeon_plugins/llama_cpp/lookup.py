@@ -9,8 +9,9 @@ position exactly as the one-token path does (the logits processors, the grammar 
 score) and keeps the guesses only while they match. Only greedy decoding (temperature 0, no repetition penalty,
 no llama.cpp grammar sampler) is routed here: sampling falls back to llama-cpp-python's own loop.
 
-The tokens chosen are the greedy ones for the logits computed. Like the prompt cache, batching can move a logit
-in its last bits (llama.cpp's kernels for one token and for several differ), so a near tie can go the other way.
+The tokens chosen are the greedy ones for the logits computed. But a checked position's logits come from
+llama.cpp's grouped kernel, which rounds differently from the one-row kernel that decodes a token alone (up to
+about one logit on this model: bench/decode_batches.py), so a near tie can go the other way.
 """
 
 from __future__ import annotations
