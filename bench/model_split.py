@@ -44,7 +44,7 @@ def main() -> None:
     engine = Engine(AeonConfig().with_choice("llm", "llama_cpp", **options))
     engine.llm  # noqa: B018 - building it loads the model
     print(f"model load: {(time.perf_counter() - started) * 1000:.0f} ms")
-    plans, durations = [], []
+    plans, durations, model_ms = [], [], []
     for number in range(args.runs):
         request = REQUESTS[0 if args.same else number % len(REQUESTS)]
         started = time.perf_counter()
@@ -53,14 +53,13 @@ def main() -> None:
         usage = result["final_state"]["llm_outputs"][0]["usage"]
         plans.append(usage)
         shown = ", ".join(f"{key} {usage.get(key)}" for key in FIELDS)
-        plan_ms = usage.get("prompt_eval_ms", 0) + usage.get("decode_ms", 0)
+        model_ms.append(usage.get("prompt_eval_ms", 0) + usage.get("decode_ms", 0))
         durations.append(result["final_state"]["llm_outputs"][0]["duration_ms"])
         print(
             f"run {number}: {result['status']}, {wall:.2f} s; plan call {durations[-1]:.0f} ms "
-            f"({plan_ms} ms in the model): {shown}",
+            f"({model_ms[-1]} ms in the model): {shown}",
             flush=True,
         )
-    model_ms = [u.get("prompt_eval_ms", 0) + u.get("decode_ms", 0) for u in plans]
     print(
         f"plan call, median: {statistics.median(durations):.0f} ms, {statistics.median(model_ms)} ms in the model;",
         ", ".join(f"{k} {statistics.median(u.get(k, 0) for u in plans)}" for k in FIELDS),

@@ -73,9 +73,8 @@ def install(llama: Any, bindings: Any, draft: int) -> Drafts:
         if args or not _greedy(kwargs):
             yield from generate(tokens, *args, **kwargs)
             return
-        first = generate(
-            tokens, **kwargs
-        )  # llama-cpp-python reuses the KV cache, evaluates the prompt, chooses
+        # llama-cpp-python's own loop reuses the KV cache, evaluates the prompt and chooses the first token
+        first = generate(tokens, **kwargs)
         try:
             token = next(first)
         except StopIteration:
