@@ -91,6 +91,10 @@ class Tool(BaseModel, ABC):
     #: the permissions whose every use needs a person's approval: the run waits for it (:mod:`aeon_kernel.approvals`;
     #: a tool may declare some by default, ``[tools.<name>] ask`` chooses)
     ask: frozenset[str] = frozenset()
+    #: True for a tool whose result depends only on its arguments and whose call changes nothing (the calculator):
+    #: a planner may call it, outside the run, to compare plans (``[planner] samples``). One that declares
+    #: ``permissions`` is never called so
+    pure: bool = False
 
     # Validators rather than Field constraints: a subclass that redeclares ``name: str = "echo"`` keeps them.
     @field_validator("name")
@@ -219,9 +223,9 @@ def tool(function: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     enums, models), the description its docstring, with each parameter's (Google, NumPy or Sphinx style); the
     output schema is its return annotation's: a return that is an object (dict, TypedDict, model, dataclass) is
     the result, anything else (``-> int``) is returned as ``{"result": value}``. ``options``: ``name``,
-    ``description``, and :class:`Tool`'s ``permissions``, ``timeout``, ``example``, ``sensitive_arguments``,
-    ``sensitive_results``. A parameter the tool cannot be called with by name, or typed without a JSON Schema, is
-    a :class:`ToolRegistrationError` naming it.
+    ``description``, and :class:`Tool`'s ``permissions``, ``timeout``, ``example``, ``pure``,
+    ``sensitive_arguments``, ``sensitive_results``. A parameter the tool cannot be called with by name, or typed
+    without a JSON Schema, is a :class:`ToolRegistrationError` naming it.
     """
     if function is None:
         return lambda function: tool(function, **options)
@@ -242,7 +246,8 @@ def tool(function: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
 
 _OPTIONS: Final = frozenset(
-    {"name", "description", "permissions", "timeout", "example", "sensitive_arguments", "sensitive_results"}
+    {"name", "description", "permissions", "timeout", "example", "pure"}
+    | {"sensitive_arguments", "sensitive_results"}
 )
 
 

@@ -53,15 +53,18 @@ from aeon_kernel import (
     RefinementAction,
     Register,
     StepStatus,
+    Supervisor,
     TaskProfile,
     ToolRegistry,
     ValidationError,
     ValidationIssue,
+    Validator,
     hookimpl,
 )
 from aeon_kernel.errors import NestingDepthError
-from aeon_kernel.kit import ModelBacked, RecordAction, canonical_json
+from aeon_kernel.kit import ModelBacked, ModelClient, RecordAction, canonical_json
 from aeon_plugins.planning import ModelPlanner
+from aeon_plugins.planning.planner import sample_count
 
 MAX_PLAN_STEPS: Final = 10
 MAX_ACTIONS: Final = 3
@@ -206,10 +209,29 @@ _REFINABLE: Final = (StepStatus.PENDING, StepStatus.INVALID)
 class ModelRecursivePlanner(ModelBacked, RecursivePlanner):
     """Plans, refines and decomposes with the run's model; everything it returns is checked in code first."""
 
-    def _writer(self, max_steps: int) -> ModelPlanner:
+    def __init__(
+        self,
+        llm: ModelClient,
+        validator: Validator,
+        supervisor: Supervisor,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        samples: int = 0,
+    ) -> None:
+        super().__init__(llm, validator, supervisor, max_tokens, temperature)
+        #: the ``model`` planner's ``samples``, for the run's plan (not for subplans)
+        self.samples = sample_count(samples)
+
+    def _writer(self, max_steps: int, samples: int = 0) -> ModelPlanner:
         """The kernel's planner on this one's model and settings, writing at most ``max_steps`` steps."""
         return ModelPlanner(
-            self.llm, self.validator, self.supervisor, self.max_tokens, self.temperature, max_steps=max_steps
+            self.llm,
+            self.validator,
+            self.supervisor,
+            self.max_tokens,
+            self.temperature,
+            max_steps=max_steps,
+            samples=samples,
         )
 
     def answer_problem(
@@ -229,7 +251,7 @@ class ModelRecursivePlanner(ModelBacked, RecursivePlanner):
         if not isinstance(task_description, str) or not task_description.strip():
             raise ValidationError("task_description must be a non-empty string")
         # The kernel's planner writes it (its prompt, its schema, validation and repair), sized by the profile.
-        writer = self._writer(max_plan_steps(task_profile))
+        writer = self._writer(max_plan_steps(task_profile), self.samples)
         plan = writer.generate_plan(task_description, task_profile, tool_registry, record=record)
         return plan.model_copy(update={"steps": linked(plan.steps)})
 

@@ -38,6 +38,7 @@ class CalculatorTool(Tool):
         "additionalProperties": False,
     }
     example: dict[str, Any] | None = {"expression": "5 + 10"}
+    pure: bool = True
 
     def review(self, request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
         """The calculator knows what arithmetic words mean: :func:`~aeon_plugins.calculator.review.review_calls`."""

@@ -142,9 +142,13 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(text.lower()))
 
 
-def plan_examples(request: str, tools: Collection[str], shown: int = EXAMPLES_SHOWN) -> str:
+def plan_examples(
+    request: str, tools: Collection[str], shown: int = EXAMPLES_SHOWN, leave_out: int | None = None
+) -> str:
     """The prompt's examples for ``request``: the ``shown`` examples of the pool whose tools are all in ``tools``
-    and whose words are most like the request's (Jaccard similarity), least like it first."""
+    and whose words are most like the request's (Jaccard similarity), least like it first. ``leave_out``: the
+    rank (0, the nearest) of one of them to show the next nearest instead, for a plan written from other
+    examples (:mod:`aeon_plugins.planning.agreement`)."""
     words = _words(request)
 
     def likeness(example: PlanExample) -> float:
@@ -152,5 +156,8 @@ def plan_examples(request: str, tools: Collection[str], shown: int = EXAMPLES_SH
         return len(words & theirs) / (len(words | theirs) or 1)
 
     usable = [e for e in PLAN_EXAMPLES if e.tools <= set(tools)]
-    closest = sorted(usable, key=likeness, reverse=True)[:shown]  # stable: ties keep the pool's order
+    ranked = sorted(usable, key=likeness, reverse=True)  # stable: ties keep the pool's order
+    if leave_out is not None and leave_out < len(ranked):
+        del ranked[leave_out]
+    closest = ranked[:shown]
     return "\n".join(example.text() for example in reversed(closest))

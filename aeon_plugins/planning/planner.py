@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from aeon_kernel import Plan, Planner, PlanStep, Supervisor, SupervisorAction, ToolRegistry, Validator
-from aeon_kernel.errors import SupervisorError, ValidationError
+from aeon_kernel.errors import ConfigError, SupervisorError, ValidationError
 from aeon_kernel.kit import (
     Check,
     CheckVerdict,
@@ -37,6 +37,8 @@ from aeon_kernel.kit import (
     ignore_action,
     tool_reviews,
 )
+from aeon_plugins.planning.agreement import Outcome, agreement, outcome
+from aeon_plugins.planning.examples import EXAMPLES_SHOWN
 from aeon_plugins.planning.grounding import grounding_problem, plan_problems
 from aeon_plugins.planning.parse import parse_plan
 from aeon_plugins.planning.prompts import MAX_PLAN_STEPS, SYSTEM_PROMPT, plan_prompt, plan_schema
@@ -58,12 +60,15 @@ class ModelPlanner(ModelBacked, Planner):
         temperature: float = 0.0,
         max_steps: int = MAX_PLAN_STEPS,
         check: bool = True,
+        samples: int = 0,
     ) -> None:
         super().__init__(llm, validator, supervisor, max_tokens, temperature)
         #: the longest plan the schema lets the model write
         self.max_steps = max_steps
         #: whether a plan is checked against the request, and asked for again when it fails
         self.check = check
+        #: how many more plans, each from other worked examples, the plan's result is compared with
+        self.samples = sample_count(samples)
 
     def answer_problem(
         self, answer: Any, request: str, steps: Sequence[PlanStep], *, final: bool
@@ -81,6 +86,21 @@ class ModelPlanner(ModelBacked, Planner):
         record: RecordAction | None = None,
     ) -> Plan:
         tools = tool_registry.export_tools_for_llm()
+        plan = self._checked(task_description, tools, tool_registry, record)
+        if self.samples:
+            check = self._agreement(plan, task_description, tools, tool_registry)
+            if check is not None:
+                (record or ignore_action)(check)
+        return plan
+
+    def _checked(
+        self,
+        task_description: str,
+        tools: list[dict[str, Any]],
+        tool_registry: ToolRegistry,
+        record: RecordAction | None,
+    ) -> Plan:
+        """The plan, checked against the request and asked for again when it does not fit (``check``)."""
         prompt = plan_prompt(task_description, tools)
         plan = self._plan(prompt, plan_schema(tools, self.max_steps), tool_registry, record)
         if not self.check:
@@ -98,6 +118,25 @@ class ModelPlanner(ModelBacked, Planner):
                 return plan
         # (not asked again otherwise: to a model that cannot be constrained it would be the same prompt again)
         return self._kept(plan, problems, task_description, tool_registry, emit)
+
+    def _agreement(
+        self, plan: Plan, request: str, tools: list[dict[str, Any]], tool_registry: ToolRegistry
+    ) -> Check | None:
+        """The ``plans_agree`` check (:mod:`~aeon_plugins.planning.agreement`), or None for a plan whose result
+        is not known before it runs: then no sample is asked for."""
+        first = outcome(plan, tool_registry)
+        if first.problem is not None:
+            return None
+        schema = plan_schema(tools, self.max_steps)
+        samples = []
+        for rank in range(self.samples):
+            try:  # the samples' repairs are not the run's: nothing of theirs is recorded
+                sample = self._plan(plan_prompt(request, tools, leave_out=rank), schema, tool_registry, None)
+            except (SupervisorError, ValidationError) as exc:
+                samples.append(Outcome(problem=f"no valid plan: {exc}"))
+            else:
+                samples.append(outcome(sample, tool_registry))
+        return agreement(first, samples)
 
     def _kept(
         self, plan: Plan, problems: list[str], request: str, tool_registry: ToolRegistry, emit: RecordAction
@@ -181,6 +220,16 @@ class ModelPlanner(ModelBacked, Planner):
         error["message"] += " The first plan is kept."
         emit(_action(original, error=error))
         return plan, problems
+
+
+def sample_count(samples: Any) -> int:
+    """``[planner] samples``, checked: each sample leaves out one of the examples a plan prompt shows."""
+    if type(samples) is not int or not 0 <= samples <= EXAMPLES_SHOWN:
+        raise ConfigError(
+            "planner: samples is how many more plans are written to compare with the plan "
+            f"(0-{EXAMPLES_SHOWN}), got {samples!r}"
+        )
+    return samples
 
 
 def _action(

@@ -106,15 +106,15 @@ def _tool_lines(tools: list[dict[str, Any]]) -> str:
     )
 
 
-def plan_prompt(request: str, tools: list[dict[str, Any]]) -> str:
+def plan_prompt(request: str, tools: list[dict[str, Any]], leave_out: int | None = None) -> str:
     """FR-006: ask for a declarative plan. Stable prefix first; then the worked examples most like the request
-    (:mod:`aeon_plugins.planning.examples`) and the request."""
+    (:mod:`aeon_plugins.planning.examples`; ``leave_out``: the rank of one to replace) and the request."""
     return (
         'Write a plan as JSON with a "goal" and a list of "steps". Each step has a "step_id" and a '
         '"description", and either a "tool" with its "arguments", or "agent": "llm" for a step that '
         'thinks or writes the answer. End with an "agent": "llm" step that reports the answer.\n'
         f"Tools:\n{_tool_lines(tools)}\n"
-        f"Examples:\n{plan_examples(request, [t['name'] for t in tools])}\n\n"
+        f"Examples:\n{plan_examples(request, [t['name'] for t in tools], leave_out=leave_out)}\n\n"
         f"Request: {request}\nPlan:"
     )
 
