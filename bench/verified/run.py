@@ -4,6 +4,7 @@
     python bench/verified/run.py --label after --modes single   # one mode
     python bench/verified/run.py --case m01 --case s05          # some cases, printed only
     python bench/verified/run.py --label drafts-off --draft-tokens 0 --prefix-cache 4   # [llm] options
+    python bench/verified/run.py --label samples-2 --samples 2   # [planner] samples: self-consistency
 
 ``cases.jsonl`` was written and committed before the code it measures changed, and is not tuned on: 36
 multi-step requests (two to four operations, number words, many ways of chaining and of referring to an earlier
@@ -76,6 +77,12 @@ def verdict(result: dict[str, Any]) -> str:
     return "verified" if result["status"] == "completed" else "unverified"
 
 
+def agreement(result: dict[str, Any]) -> str | None:
+    """The ``plans_agree`` check's verdict ([planner] samples), None where none was recorded."""
+    checks = (result.get("verification") or {}).get("checks") or []
+    return next((c["verdict"] for c in checks if c.get("name") == "plans_agree"), None)
+
+
 def run_case(engine: Engine, case: dict[str, Any], ttl: int) -> dict[str, Any]:
     started = time.perf_counter()
     calls = 0
@@ -94,6 +101,7 @@ def run_case(engine: Engine, case: dict[str, Any], ttl: int) -> dict[str, Any]:
         "right": right(case, result),
         "status": result["status"],
         "verdict": verdict(result),
+        "plans_agree": agreement(result),
         "answer": result.get("answer"),
         "tools": [[c["tool_name"], c["arguments"], c.get("result")] for c in calls_of(result)],
         "llm_calls": calls,
@@ -116,14 +124,28 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "wrong_reported_verified": sum(1 for r in rows if not r["right"] and r["verdict"] == "verified"),
         "right_verified": share(sum(r["verdict"] == "verified" for r in rights), len(rights)),
         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in sorted({r["verdict"] for r in rows})},
+        # the self-consistency check ([planner] samples), by whether the answer was right
+        "plans_agree": {
+            f"{'right' if r['right'] else 'wrong'} {r.get('plans_agree')}": sum(
+                (x["right"], x.get("plans_agree")) == (r["right"], r.get("plans_agree")) for x in rows
+            )
+            for r in rows
+            if r.get("plans_agree")
+        },
         "model_calls_mean": round(statistics.mean(r["llm_calls"] for r in rows), 2) if rows else 0,
         "seconds_mean": round(statistics.mean(r["seconds"] for r in rows), 2) if rows else 0,
         "seconds_median": round(statistics.median(r["seconds"] for r in rows), 2) if rows else 0,
     }
 
 
-def run_mode(mode: str, cases: list[dict[str, Any]], ttl: int, llm: dict[str, Any]) -> list[dict[str, Any]]:
+def run_mode(
+    mode: str, cases: list[dict[str, Any]], ttl: int, llm: dict[str, Any], samples: int = 0
+) -> list[dict[str, Any]]:
     config = AeonConfig(ttl=ttl).with_choice("llm", "llama_cpp", **llm)
+    if samples:  # [planner] samples, on the planner the mode uses
+        config = config.with_choice(
+            "planner", "recursive" if mode == "multipass" else "model", samples=samples
+        )
     if mode == "multipass":
         config = config.multipass()
     rows = []
@@ -151,6 +173,9 @@ def main() -> None:
     parser.add_argument("--label", default="after", help="writes results-LABEL.json")
     parser.add_argument("--draft-tokens", type=int, help="[llm] draft_tokens (default: the adapter's)")
     parser.add_argument("--prefix-cache", type=int, help="[llm] prefix_cache (default: the adapter's)")
+    parser.add_argument(
+        "--samples", type=int, default=0, help="[planner] samples (self-consistency; default 0)"
+    )
     args = parser.parse_args()
     llm = {
         key: value
@@ -162,7 +187,7 @@ def main() -> None:
     ]
     if args.case:
         cases = [c for c in cases if c["id"] in args.case]
-    results = {mode: run_mode(mode, cases, args.ttl, llm) for mode in args.modes.split(",")}
+    results = {mode: run_mode(mode, cases, args.ttl, llm, args.samples) for mode in args.modes.split(",")}
     summary = {mode: summarise(rows) for mode, rows in results.items()}
     print(json.dumps(summary, indent=2))
     if not args.case:
