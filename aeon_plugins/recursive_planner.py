@@ -37,6 +37,10 @@ the description ("multiply the result by 4, where the result is 5"). Raises ``LL
 or ``ValidationError`` like any planner when the model gives nothing usable. (A prompt of its own — "split the
 step into 2 to 4 smaller steps", one worked example — was tried first: Gemma 3 270M returned the example's
 steps for every step it was given, 4 times in 4; bench/README.md.)
+
+**propose_parts** asks the model to split a request into its operations, 2 to 4 parts under a schema, with two
+worked examples, for the multi-pass scheduler when its own split finds one part; the scheduler checks the parts
+(:func:`~aeon_plugins.multipass.decompose.proposed_parts`). Model failure gives ``[request]``.
 """
 
 from __future__ import annotations
@@ -63,8 +67,7 @@ from aeon_kernel import (
 )
 from aeon_kernel.errors import NestingDepthError
 from aeon_kernel.kit import ModelBacked, ModelClient, RecordAction, canonical_json
-from aeon_plugins.planning import ModelPlanner
-from aeon_plugins.planning.planner import sample_count
+from aeon_plugins.planning import ModelPlanner, sample_count
 
 MAX_PLAN_STEPS: Final = 10
 MAX_ACTIONS: Final = 3
@@ -163,6 +166,25 @@ def refine_schema(targets: list[str], uses: list[str]) -> dict[str, Any]:
     }
 
 
+#: propose_parts: the worked examples are the plan examples' own chained requests (none from a measured set)
+PARTS_PROMPT: Final = (
+    "Split the request into the operations it asks for, in order, one part per operation. A part that works on "
+    'the result of the part before says "the result". Keep each number as the request writes it.\n'
+    'Request: what is nine minus four, then doubled?\nParts: {"parts": ["what is nine minus four", '
+    '"double the result"]}\n'
+    'Request: add 6 and 9, then divide the result by 5\nParts: {"parts": ["add 6 and 9", '
+    '"divide the result by 5"]}\n'
+)
+PARTS_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "parts": {"type": "array", "items": _TEXT, "minItems": 2, "maxItems": MAX_SUBSTEPS},
+    },
+    "required": ["parts"],
+    "additionalProperties": False,
+}
+
+
 def _uses(step: PlanStep) -> str:
     return step.tool or "llm"
 
@@ -254,6 +276,15 @@ class ModelRecursivePlanner(ModelBacked, RecursivePlanner):
         writer = self._writer(max_plan_steps(task_profile), self.samples)
         plan = writer.generate_plan(task_description, task_profile, tool_registry, record=record)
         return plan.model_copy(update={"steps": linked(plan.steps)})
+
+    def propose_parts(self, request: str, *, record: RecordAction | None = None) -> list[str]:
+        """The model's split of ``request``, one part per operation, as it wrote it (the scheduler checks it);
+        ``[request]`` when the model gives none: like refinement, a split is best effort."""
+        try:
+            value = self.ask(f"{PARTS_PROMPT}Request: {request}\nParts:", PARTS_SCHEMA, record=record)
+            return [str(part) for part in value["parts"]]
+        except (AeonError, KeyError, TypeError):
+            return [request]
 
     def refine_plan(
         self,

@@ -113,3 +113,8 @@ class RecursivePlanner(Planner):
         tool_registry: ToolRegistry | None = None,
     ) -> Plan:
         """The steps that decompose one step; raises ``NestingDepthError`` when ``current_depth >= max_depth``."""
+
+    def propose_parts(self, request: str, *, record: RecordAction | None = None) -> list[str]:
+        """The operations ``request`` sequences, in order, for a scheduler whose own split found one (an Aeon
+        addition, issue 26); the scheduler checks them before it uses them. By default ``[request]``: no split."""
+        return [request]

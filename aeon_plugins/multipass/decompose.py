@@ -32,7 +32,9 @@ Parts are stripped of spaces and end punctuation; empty ones are dropped; a requ
 :data:`MAX_PARTS` parts keeps the rest in its last part (the refinement limit is 10 per run: each part costs an
 ADD and a REPLACE). A request of one part is not decomposed. Commas before a number ("the average of 3, 9 and
 12") and plain *and* never cut: they list operands rather than sequence operations. The heuristic reads
-English connectives only; any other request is one part and is refined the ordinary way.
+English connectives only. For any other request the planner is asked (``RecursivePlanner.propose_parts``: the
+model proposes parts under a schema), and its parts are kept only when :func:`proposed_parts` finds them to be
+the request's: that check reads numbers, in digits or words, not connectives.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from aeon_kernel import PlanStep, StepStatus
+from aeon_kernel import PlanStep, RecursivePlanner, StepStatus
+from aeon_kernel.kit import RecordAction
+from aeon_plugins.calculator import request_numbers
 from aeon_plugins.planning import compact, facts_in
 
 MAX_PARTS: Final = 4
@@ -68,6 +72,33 @@ def sequenced_parts(request: str) -> list[str]:
     if len(parts) > MAX_PARTS:
         parts = [*parts[: MAX_PARTS - 1], ", ".join(parts[MAX_PARTS - 1 :])]
     return parts if len(parts) > 1 else [request]
+
+
+def request_parts(request: str, planner: RecursivePlanner, record: RecordAction) -> list[str]:
+    """The parts of ``request``: :func:`sequenced_parts`, or where it finds one, the ``planner``'s proposal as
+    :func:`proposed_parts` keeps it."""
+    parts = sequenced_parts(request)
+    return parts if len(parts) > 1 else proposed_parts(request, planner.propose_parts(request, record=record))
+
+
+def proposed_parts(request: str, parts: Sequence[str]) -> list[str]:
+    """``parts`` a planner proposed for ``request``, kept when they are the request in parts: 2 to
+    :data:`MAX_PARTS` of them, none the whole request, stating between them the request's numbers (read as the
+    calculator reads them, in digits or words), each as often as the request does. A part may name an earlier
+    result in words and take the numbers in another order ("subtract 7 from the product of 6 and 5" → "multiply 6
+    and 5" | "subtract 7 from the result"); it may not add or drop one. Otherwise ``[request]``."""
+    kept = [p.strip(_TRIM) for p in parts if re.search(r"\w", p)]
+    whole = request.strip(_TRIM).casefold()
+    stated = sorted(value for _, value, _ in request_numbers(request))
+    theirs = sorted(value for part in kept for _, value, _ in request_numbers(part))
+    if (
+        2 <= len(kept) <= MAX_PARTS
+        and stated
+        and theirs == stated
+        and all(p.casefold() != whole for p in kept)
+    ):
+        return kept
+    return [request]
 
 
 def _cut(text: str, pattern: re.Pattern[str], conditional: bool) -> list[str]:

@@ -75,7 +75,7 @@ from aeon_kernel.kit import (
 from aeon_plugins.multipass.decompose import (
     part_context,
     part_steps,
-    sequenced_parts,
+    request_parts,
     with_context,
 )
 from aeon_plugins.multipass.deltas import RefinementLedger, apply_refinements, depth_of
@@ -428,7 +428,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
             return []  # a planner that cannot refine: the plan stays as it is
         memo = self._memo(run)
         if memo.stage == "refine" and _dropped_part(memo) and not memo.decomposed:
-            parts = sequenced_parts(run.state.request)
+            parts = request_parts(run.state.request, planner, run.record_action)
             if len(parts) > 1:  # what one pass could not do: the parts, one at a time
                 return self._decomposition(run, plan, parts)
         issues = memo.report.issues if memo.report else ()

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         repair_json_text,
         tool_call_scope,
     )
-    from aeon_plugins.planning.planner import ModelPlanner
+    from aeon_plugins.planning.planner import ModelPlanner, sample_count
     from aeon_plugins.planning.prompts import compact
 
 if TYPE_CHECKING:  # the hook implementations' annotations
@@ -48,15 +48,15 @@ _EXPORTS: Final[dict[str, str]] = {
             "PlanParse", "normalize_plan", "parse_plan", "plan_repair_scope", "repair_json_text",
             "tool_call_scope",
         ),
-        "aeon_plugins.planning.planner": ("ModelPlanner",),
+        "aeon_plugins.planning.planner": ("ModelPlanner", "sample_count",),
         "aeon_plugins.planning.prompts": ("compact",),
     }.items()
     for name in names
 }
 __all__ = [
     "KernelStepExecutor", "LinearPlanScheduler", "ModelPlanner", "PlanParse", "compact", "facts_in",
-    "normalize_plan", "numbers_in", "parse_plan", "plan_repair_scope", "repair_json_text", "tool_call_scope",
-    "unsupported_numbers", "unused_numbers",
+    "normalize_plan", "numbers_in", "parse_plan", "plan_repair_scope", "repair_json_text", "sample_count",
+    "tool_call_scope", "unsupported_numbers", "unused_numbers",
 ]
 # fmt: on
 # --- end of exports

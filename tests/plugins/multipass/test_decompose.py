@@ -14,6 +14,7 @@ from aeon_plugins.multipass.decompose import (
     fresh_id,
     part_context,
     part_steps,
+    proposed_parts,
     sequenced_parts,
     with_context,
 )
@@ -109,3 +110,46 @@ def test_the_split_never_makes_up_text_nor_too_many_parts(words: list[str]) -> N
     assert all(part.strip() for part in parts)
     said = set(re.findall(r"\w+", request))
     assert all(set(re.findall(r"\w+", part)) <= said for part in parts)
+
+
+# --- parts a planner proposed (no connective in the request) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_text", "proposed"),
+    [
+        # the numbers taken in another order, an earlier result named in words
+        ("Take away 4 from the product of 9 and 3", ["multiply 9 and 3", "subtract 4 from the result."]),
+        # number words read as the calculator reads them, written in digits or words by the parts
+        ("multiply thirty by three and take away eight", ["multiply 30 by 3", "take away eight from it"]),
+        ("Halve 50 and add 5", ["halve 50", "add 5 to the result", "report it"]),
+    ],
+)
+def test_proposed_parts_that_state_the_requests_numbers_are_kept(
+    request_text: str, proposed: list[str]
+) -> None:
+    assert proposed_parts(request_text, proposed) == [p.strip(" .") for p in proposed]
+
+
+@pytest.mark.parametrize(
+    "proposed",
+    [
+        ["multiply 9 and 3", "subtract the result"],  # drops 4
+        ["multiply 9 and 3", "subtract 4 from the result", "add 1"],  # adds 1
+        ["multiply 9 and 9", "subtract 4 from the result"],  # 9 twice, 3 never
+        ["add 6 and 9", "divide the result by 5"],  # a worked example's parts, copied
+        ["Take away 4 from the product of 9 and 3", "report the result"],  # the whole request as a part
+        ["Take away 4 from the product of 9 and 3"],  # one part
+        ["multiply 9", "and 3", "subtract 4", "from the result", "please"],  # more than MAX_PARTS
+        ["", "  ", "9 3 4"],  # empty parts are dropped: one part left
+    ],
+)
+def test_proposed_parts_that_do_not_state_the_requests_numbers_are_not_kept(proposed: list[str]) -> None:
+    request_text = "Take away 4 from the product of 9 and 3"
+    assert proposed_parts(request_text, proposed) == [request_text]
+
+
+def test_a_request_without_numbers_is_never_split_by_a_proposal() -> None:
+    assert proposed_parts("translate cat and then dog", ["translate cat", "translate dog"]) == [
+        "translate cat and then dog"
+    ]

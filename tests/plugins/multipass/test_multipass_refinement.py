@@ -172,6 +172,44 @@ def test_a_chain_one_plan_lost_is_planned_part_by_part(monkeypatch: pytest.Monke
     assert model_calls(sink) == len(CHAIN_SCRIPT)
 
 
+NESTED = "Take away 4 from the product of 9 and 3"
+
+
+def test_a_request_without_connectives_is_split_by_the_planner_when_its_numbers_bear_the_split_out() -> None:
+    script = [
+        profile(),
+        calc_plan("Multiply 9 and 3", "9 * 3"),
+        answer("9 * 3 is 27."),
+        # pass 1 is not converged (4 was never used); no connective to cut at: the planner proposes parts
+        {"parts": ["multiply 9 and 3", "subtract 4 from the result"]},
+        calc_plan("Multiply 9 and 3", "9 * 3"),
+        calc_plan("Subtract 4 from 27", "27 - 4"),
+        answer("27 - 4 is 23."),
+    ]
+    built, sink, events = engine(script)
+    with built:
+        result = built.run(NESTED)
+        asked = prompts(built)
+    assert result["status"] == "completed", result["message"]
+    assert asked[3].endswith(f"Request: {NESTED}\nParts:")
+    assert asked[5].endswith("Request: subtract 4 from the result, where the result is 27\nPlan:")
+    (decomposition,) = events.named("decomposition")
+    assert [p["text"] for p in decomposition["parts"]] == ["multiply 9 and 3", "subtract 4 from the result"]
+    assert result["answer"] == "27 - 4 is 23." and model_calls(sink) == len(script)
+
+
+def test_propose_parts_gives_the_request_back_when_the_model_gives_no_parts() -> None:
+    built, _, _ = engine([{"parts": ["a", "b"]}, "no parts", "still none", "none"])
+    with built:
+        planner = built.planner
+        assert isinstance(planner, ModelRecursivePlanner)
+        assert planner.propose_parts(NESTED) == ["a", "b"]  # as written: the scheduler checks them
+        assert planner.propose_parts(NESTED) == [NESTED]
+        adapter = built.llm.adapter
+        assert isinstance(adapter, ScriptedLLM)
+        assert adapter.prompts[0]["prompt"].endswith(f"Request: {NESTED}\nParts:")
+
+
 def test_a_failed_step_is_superseded_by_the_parts_that_redo_the_request() -> None:
     """The first plan's only tool call fails: the step is blocked (``invalid``), so the pass is judged at once,
     before the report step after it runs; the parts redo the request, the blocked step, which they leave in place,
@@ -324,6 +362,7 @@ def test_a_number_no_tool_used_is_an_issue_whose_text_drives_the_refinement() ->
         profile(),
         calc_plan("Add 3 and 4", "3 + 4"),
         answer("3 + 4 is 7."),
+        {"parts": ["add 3 and 4", "report it"]},  # propose_parts: drops the 5, so not kept
         ADD_STEP,  # refine_plan, asked with the issue
         {"expression": "7 * 5"},  # the new step's arguments, from the results so far
     ]
@@ -348,9 +387,11 @@ def test_a_number_no_tool_used_is_an_issue_whose_text_drives_the_refinement() ->
     assert (issue["type"], issue["severity"], issue["location"]) == ("consistency", "HIGH", "request")
     assert issue["description"].startswith("the request states 5, which no tool call used")
     assert issue["proposed_repair"] == "add a step that does the part of the request with 5"
+    # no connective: the planner was asked for parts first, and the split it proposed was not kept
+    assert asked[3].endswith(f"Request: {BRACKETS}\nParts:")
     # the refinement prompt carries the issue's text; the delta it drove was applied by the kernel
-    assert f"request: consistency: {issue['description']}" in asked[3]
-    assert "plan: semantic_issues" in asked[3]
+    assert f"request: consistency: {issue['description']}" in asked[4]
+    assert "plan: semantic_issues" in asked[4]
     (added,) = history["passes"][1]["refinements"]
     assert added["action_type"] == "ADD" and added["target_plan_section"] == "end"
     assert result["answer"] == {"expression": "7 * 5", "value": 35}
