@@ -85,8 +85,8 @@ def proposed_parts(request: str, parts: Sequence[str]) -> list[str]:
     """``parts`` a planner proposed for ``request``, kept when they are the request in parts: 2 to
     :data:`MAX_PARTS` of them, none the whole request, stating between them the request's numbers (read as the
     calculator reads them, in digits or words), each as often as the request does. A part may name an earlier
-    result in words and take the numbers in another order ("subtract 7 from the product of 6 and 5" → "multiply 6
-    and 5" | "subtract 7 from the result"); it may not add or drop one. Otherwise ``[request]``."""
+    result in words and take the numbers in another order ("take away 4 from the product of 9 and 3" → "multiply 9
+    and 3" | "subtract 4 from the result"); it may not add or drop one. Otherwise ``[request]``."""
     kept = [p.strip(_TRIM) for p in parts if re.search(r"\w", p)]
     whole = request.strip(_TRIM).casefold()
     stated = sorted(value for _, value, _ in request_numbers(request))
