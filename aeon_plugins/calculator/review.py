@@ -72,8 +72,8 @@ def request_numbers(request: str) -> list[tuple[int, float, bool]]:
                 current *= _SCALES[word]
                 if _SCALES[word] >= 1000:
                     total, current = total + current, 0.0
-            elif word == "and" and current:
-                pass
+            elif word == "and" and current and words[i - 1][2] in _SCALES:
+                pass  # "one hundred and five"; "six and nine" are two numbers
             else:
                 break
             end = end_here

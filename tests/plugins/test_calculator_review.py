@@ -24,6 +24,8 @@ def review(request: str, *expressions: str, results: tuple[float, ...] = ()) -> 
     [
         ("what is seventeen plus twenty-six?", [17, 26]),
         ("one hundred and five apples", [105]),
+        ("add eight and nine", [8, 9]),  # "and" joins a number only after a scale word
+        ("twenty and three hundred and two", [20, 302]),
         ("two thousand three hundred", [2300]),
         ("add 1,250 and 3.5", [1250, 3.5]),
         ("ninety nine bottles", [99]),
