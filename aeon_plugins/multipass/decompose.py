@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
-from aeon_kernel import PlanStep, RecursivePlanner, StepStatus
-from aeon_kernel.kit import RecordAction
+from aeon_kernel import PlanStep, RecursivePlanner, RunContext, StepExecutionResult, StepStatus
+from aeon_kernel.kit import RecordAction, Review, tool_reviews
 from aeon_plugins.calculator import request_numbers
 from aeon_plugins.planning import compact, facts_in
 
@@ -59,6 +59,8 @@ _SEQUENCE: Final = re.compile(rf"\s*;\s*(?:{_CONNECTIVE})?|(?:\s*,\s*|\s+){_CONN
 #: cut before the operation word, which stays in the new part
 _CHAINED: Final = re.compile(r"\s*,\s*(?=(?:plus|minus|times|multiplied\s+by|divided\s+by)\b)", re.IGNORECASE)
 _IF: Final = re.compile(r"\bif\b", re.IGNORECASE)
+#: a context that is numbers only (what :func:`part_context` gives after a tool)
+_NUMBERS: Final = re.compile(r"[-+0-9.eE, ]+")
 _TRIM: Final = " \t\n,.;:!?"
 
 
@@ -178,6 +180,35 @@ def part_context(steps: Sequence[PlanStep], previous_part: str | None) -> str | 
 def with_context(part: str, context: str | None) -> str:
     """The text the planner decomposes: the part, and what the part before it found."""
     return part if not context else f"{part}, where the result is {context}"
+
+
+def reviewed(parts: Sequence[Mapping[str, Any]], run: RunContext, step_id: str | None, outcome: Any) -> Any:
+    """A part's step as it ran, unless the part's calls do not do what the part asks. At the part's last tool step,
+    each tool the part called reviews its calls against the part's text with the number it was given
+    (:func:`with_context`). A finding makes the step's outcome a failure, so the step ends ``invalid`` and the
+    next refinement may replace or modify it (issue 26: a step that was wrong although it ran). A part is one
+    operation, so unlike a step of a whole plan it can be judged alone; a part given a text rather than a number
+    is not judged (its numbers are not the part's). Any other step passes as it is."""
+    part = next((p for p in parts if step_id and step_id.startswith(f"{p['step_id']}.")), None)
+    calls = [c for c in getattr(outcome, "tool_calls", ()) if c.error is None]
+    if part is None or not isinstance(outcome, StepExecutionResult) or not outcome.success or not calls:
+        return outcome
+    context = part.get("context")
+    own = [s for s in run.state.steps if s.step_id.startswith(f"{part['step_id']}.")]
+    later = own[[s.step_id for s in own].index(step_id) + 1 :] if step_id in run.state.index else []
+    if (context is not None and not _NUMBERS.fullmatch(context)) or any(s.tool is not None for s in later):
+        return outcome
+    done = {s.step_id for s in own if s.status is StepStatus.COMPLETE}
+    last = {c.step_id: c for c in run.state.tool_history if c.step_id in done and c.error is None}
+    made: dict[str, list[dict[str, Any]]] = {}
+    for call in [*last.values(), *calls]:  # each earlier step's call that counted, then this step's
+        made.setdefault(call.tool_name, []).append({"arguments": call.arguments, "result": call.result})
+    found = tool_reviews(with_context(part["text"], context), made, run.components.tools, whole_request=True)
+    findings = [f for r in found.values() if isinstance(r, Review) and not r.approved for f in r.findings]
+    if not findings:
+        return outcome
+    why = f"its calls do not do what {part['step_id']} asks: {' '.join(findings)}"
+    return outcome.model_copy(update={"success": False, "error": why})
 
 
 def _number(value: float) -> str:

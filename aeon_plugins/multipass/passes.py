@@ -19,10 +19,10 @@ steps) gets no model call to judge it: the semantic validator's structural check
 every step completed and they found nothing HIGH or CRITICAL. A deep task gets the full validation (decision 0014).
 
 When a pass does not converge because the plan lost part of the request (a blocking semantic issue, or a failed
-or blocked step) and the request sequences several parts ("…, then …"), the next pass plans the parts one at a
-time, each part's subplan written by the planner's ``create_subplan`` with the previous part's result
-(:mod:`aeon_plugins.multipass.decompose`), once per run, followed by phase D even for a shallow task: its deeper
-profile's TTL pays for the parts. Otherwise the planner's ``refine_plan`` proposes deltas for what the pass left.
+or blocked step) and the request has several parts ("…, then …", or as the planner proposes them), the next pass
+plans them one at a time with ``create_subplan``, given the previous part's result, and reviews each part's steps
+against it (:mod:`aeon_plugins.multipass.decompose`); once per run, followed by phase D even for a shallow task.
+Otherwise the planner's ``refine_plan`` proposes deltas for what the pass left.
 
 Each step records its ``clarity_state`` as it ends, derived from its outcome: CLEAR (done as asked),
 PARTIALLY_CLEAR (a fallback, an answer the kernel grounded) or BLOCKED (failed). A BLOCKED step ends ``invalid``
@@ -76,6 +76,7 @@ from aeon_plugins.multipass.decompose import (
     part_context,
     part_steps,
     request_parts,
+    reviewed,
     with_context,
 )
 from aeon_plugins.multipass.deltas import RefinementLedger, apply_refinements, depth_of
@@ -245,10 +246,10 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         return Work(STAGES[stage][0])
 
     def perform(self, work: Work, run: RunContext) -> Any:
-        if work.phase == "step":
-            return self.linear.perform(work, run)
-        components = run.components
-        stage = self._memo(run).stage
+        components, memo = run.components, self._memo(run)
+        if work.phase == "step":  # a part's step is reviewed against its part
+            return reviewed(memo.parts, run, work.step_id, self.linear.perform(work, run))
+        stage = memo.stage
         if stage == "profile":
             depth = self.depth()
             profile = depth.infer_task_profile(run.state.request, record=run.record_action)

@@ -198,6 +198,69 @@ def test_a_request_without_connectives_is_split_by_the_planner_when_its_numbers_
     assert result["answer"] == "27 - 4 is 23." and model_calls(sink) == len(script)
 
 
+def test_a_parts_step_that_ran_but_does_not_do_what_the_part_asks_is_blocked_and_refined() -> None:
+    """Issue 26: a step wrong although it ran. Part 2's call adds where the part says subtract: its tool's review
+    against the part blocks it (``invalid``), and the refinement's MODIFY runs it again under its id."""
+    modify = {
+        "actions": [
+            {
+                "action_type": "MODIFY",
+                "target": "part2.1",
+                "reason": "subtract, not add",
+                "step": {"description": "Subtract 4 from 27", "uses": "calculator"},
+            }
+        ]
+    }
+    script = [
+        profile(),
+        calc_plan("Multiply 9 and 3", "9 * 3"),
+        answer("9 * 3 is 27."),
+        {"parts": ["multiply 9 and 3", "subtract 4 from the result"]},
+        calc_plan("Multiply 9 and 3", "9 * 3"),
+        calc_plan("Subtract 4 from 27", "27 + 4"),  # part 2's subplan: the wrong operation
+        modify,  # refine_plan, told the step is blocked and why
+        {"expression": "27 - 4"},  # the modified step's arguments
+        answer("27 - 4 is 23."),
+    ]
+    built, _, _ = engine(script)
+    with built:
+        result = built.run(NESTED)
+        asked = prompts(built)
+    assert result["status"] == "completed", result["message"]
+    assert (
+        "part2.1: the step is blocked: its calls do not do what part2 asks: The request asks to subtract"
+        in (asked[6])
+    )
+    step = next(s for s in result["plan"]["steps"] if s["step_id"] == "part2.1")
+    assert step["status"] == "complete" and step["result"]["value"] == 23
+    calls = [c["arguments"]["expression"] for c in result["final_state"]["tool_history"]]
+    assert calls == ["9 * 3", "9 * 3", "27 + 4", "27 - 4"]  # the blocked call ran, and is on record
+    assert result["answer"] == "27 - 4 is 23."
+
+
+def test_a_part_given_a_text_rather_than_a_number_is_not_judged() -> None:
+    """Part 1 answered in words: part 2's text would carry numbers that are not the part's, so no review."""
+    script = [
+        profile(),
+        calc_plan("Multiply 9 and 3", "9 * 3"),
+        answer("9 * 3 is 27."),
+        {"parts": ["multiply 9 and 3", "subtract 4 from the result"]},
+        "not json",  # part 1's subplan: garbage, and the supervisor's two repairs too
+        "{{{",
+        "still not",
+        answer("nine times three makes twenty-seven"),  # part 1, answered by the model
+        calc_plan("Subtract 4", "27 - 4"),
+        answer("27 - 4 is 23."),
+    ]
+    built, _, _ = engine(script)
+    with built:
+        result = built.run(NESTED)
+    assert result["status"] == "completed", result["message"]
+    assert [s["status"] for s in result["plan"]["steps"] if s["step_id"].startswith("part2")] == [
+        "complete"
+    ] * 2
+
+
 def test_propose_parts_gives_the_request_back_when_the_model_gives_no_parts() -> None:
     built, _, _ = engine([{"parts": ["a", "b"]}, "no parts", "still none", "none"])
     with built:
@@ -257,8 +320,8 @@ def test_a_decomposed_task_is_profiled_deeper_and_gets_the_cycles_its_parts_need
     the task is still judged as the shallow one it was planned as (no model judge, even at depth 3)."""
     first = calc_plan("Add 2 and 3", "2 + 3")
     first["steps"].insert(1, calc_step("3", "Times 4", "5 * 4"))
-    two_steps = calc_plan("Multiply 5 by 4", "5 * 2", report=False)
-    two_steps["steps"].append(calc_step("2", "Double it", "10 * 2"))
+    two_steps = calc_plan("Multiply 5 by 4", "5 * 4", report=False)
+    two_steps["steps"].append(calc_step("2", "Show it", "20"))
     script = [
         profile(depth),
         first,
