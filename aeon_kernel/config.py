@@ -149,12 +149,14 @@ class AeonConfig:
         return replace(self, choices={**self.choices, **changes})
 
     def with_choice(self, role: str, use: str, **options: Any) -> AeonConfig:
-        """A copy with ``role`` switched to another component (used by CLI flags and tests)."""
+        """A copy with ``role`` switched to another component (used by CLI flags and tests); chosen, like a table
+        in aeon.toml, so that :meth:`multipass` keeps it."""
         from dataclasses import replace
 
         if role == "state":
             return replace(self, state=Choice(use, options))
-        return replace(self, choices={**self.choices, role: Choice(use, options)})
+        choices = {**self.choices, role: Choice(use, options)}
+        return replace(self, choices=choices, explicit=self.explicit | {role})
 
     def fingerprint(self) -> str:
         """A hash of the configuration with secret references left unresolved: safe to log."""

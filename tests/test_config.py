@@ -482,3 +482,18 @@ def test_plugin_lists_given_as_none_in_code_mean_not_set() -> None:
     """Found by the fuzz test: ``{"block": None}`` (possible from code, not from TOML) raised a TypeError."""
     config = parse_config({"plugins": {"block": None, "allow": None}})
     assert config.block == () and config.allow is None
+
+
+def test_a_component_chosen_in_code_is_kept_by_multipass_as_one_chosen_in_aeon_toml() -> None:
+    """Found measuring ``[planner] samples`` in multi-pass: ``with_choice`` then ``multipass()`` dropped the
+    chosen planner and its options for the default ``recursive`` one."""
+    chosen = (
+        AeonConfig()
+        .with_choice("planner", "recursive", samples=2)
+        .with_choice("convergence", "plan_finished")
+    )
+    config = chosen.multipass()
+    assert config.choices["planner"].options == {"samples": 2}
+    assert config.choices["convergence"].use == "plan_finished"
+    assert config.choices["scheduler"].use == "multipass"
+    assert AeonConfig().multipass().choices["planner"].use == "recursive"  # what nothing chose is the default
