@@ -18,11 +18,10 @@ A *shallow* task (``reasoning_depth`` at most ``shallow_depth``, or a plan of at
 steps) gets no model call to judge it: the semantic validator's structural checks only, and it has converged when
 every step completed and they found nothing HIGH or CRITICAL. A deep task gets the full validation (decision 0014).
 
-When a pass does not converge because the plan lost part of the request (a blocking semantic issue, or a failed
-or blocked step) and the request has several parts ("…, then …", or as the planner proposes them), the next pass
-plans them one at a time with ``create_subplan``, given the previous part's result, and reviews each part's steps
-against it (:mod:`aeon_plugins.multipass.decompose`); once per run, followed by phase D even for a shallow task.
-Otherwise the planner's ``refine_plan`` proposes deltas for what the pass left.
+When a pass does not converge because the plan lost part of the request (a blocking semantic issue, a failed or
+blocked step) and the request has parts ("…, then …", or as the planner proposes), the next pass plans them one at
+a time (``create_subplan``, given the previous part's result) and reviews each part's calls against the part
+(:mod:`~aeon_plugins.multipass.decompose`), once per run, then phase D; else ``refine_plan`` proposes deltas.
 
 Each step records its ``clarity_state`` as it ends, derived from its outcome: CLEAR (done as asked),
 PARTIALLY_CLEAR (a fallback, an answer the kernel grounded) or BLOCKED (failed). A BLOCKED step ends ``invalid``
