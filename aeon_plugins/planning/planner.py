@@ -18,6 +18,8 @@ back, or a worse one; bench/README.md.) Each tool the plan calls also reviews th
 calls to a tool the request asks nothing of left out, and is recorded as an ``inconclusive``
 ``plan_fits_request`` check (decision 0018). The planner also judges the model's answers to its steps
 (:meth:`ModelPlanner.answer_problem`, the grounding check). ``[planner] check = false`` turns both checks off.
+``[planner] samples = N`` (off by default) compares the plan's result with N more plans written from other
+worked examples (:mod:`~aeon_plugins.planning.agreement`).
 """
 
 from __future__ import annotations
