@@ -190,13 +190,12 @@ def reviewed(parts: Sequence[Mapping[str, Any]], run: RunContext, step_id: str |
     operation, so unlike a step of a whole plan it can be judged alone; a part given a text rather than a number
     is not judged (its numbers are not the part's). Any other step passes as it is."""
     part = next((p for p in parts if step_id and step_id.startswith(f"{p['step_id']}.")), None)
-    calls = [c for c in getattr(outcome, "tool_calls", ()) if c.error is None]
-    if part is None or not isinstance(outcome, StepExecutionResult) or not outcome.success or not calls:
+    if part is None or not isinstance(outcome, StepExecutionResult) or not outcome.success:
         return outcome
-    context = part.get("context")
+    calls, context = [c for c in outcome.tool_calls if c.error is None], part.get("context")
     own = [s for s in run.state.steps if s.step_id.startswith(f"{part['step_id']}.")]
     later = own[[s.step_id for s in own].index(step_id) + 1 :] if step_id in run.state.index else []
-    if (context is not None and not _NUMBERS.fullmatch(context)) or any(s.tool is not None for s in later):
+    if not calls or (context is not None and not _NUMBERS.fullmatch(context)) or any(s.tool for s in later):
         return outcome
     done = {s.step_id for s in own if s.status is StepStatus.COMPLETE}
     last = {c.step_id: c for c in run.state.tool_history if c.step_id in done and c.error is None}
