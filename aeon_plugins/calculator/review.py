@@ -148,12 +148,17 @@ _SEQUENCE: Final = re.compile(r"\bthen\b|\bafter that\b|\bnext\b|\bfinally\b|\ba
 _Cue = tuple[int, str, frozenset[str], bool]
 
 
+#: "the total" (not "the total of ..."): a name for an earlier result, not an operation ("divide the total by 4")
+_NAMED_RESULT: Final = re.compile(r"\bthe\s+(total|sum|product|difference)\b(?!\s+of\b)", re.IGNORECASE)
+
+
 def _operations(request: str) -> list[_Cue]:
     """The operations ``request`` names, in the order it names them."""
     found = []
     for pattern, name, operators, ordered in _CUES:
         found += [(m.start(), name, operators, ordered) for m in re.finditer(pattern, request, re.IGNORECASE)]
-    return sorted(found, key=lambda cue: cue[0])
+    names = {m.start(1) for m in _NAMED_RESULT.finditer(request)}
+    return sorted((cue for cue in found if cue[0] not in names), key=lambda cue: cue[0])
 
 
 def _implied(request: str, numbers: Sequence[tuple[int, float, bool]]) -> set[float]:

@@ -86,6 +86,8 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("what is 10 divided by (5 - 5)?", ["10 / (5 - 5)"]),
         # step by step: a later call uses an earlier call's result
         ("add 2 and 3. Multiply that by 4. Subtract 1.", ["2 + 3", "5 * 4", "20 - 1"]),
+        # "the total" named the sum before it: not a second addition, after the division
+        ("add 8, 6 and 2, then divide the total by 4", ["(8 + 6 + 2) / 4"]),
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
@@ -131,6 +133,10 @@ def _follow_up(message: str, *earlier: tuple[str, float]) -> str:
         ("and minus 5", "35 - 5", True),  # an operation with one number continues from the last result
         ("and minus 5", "70 - 5", False),
         ("double the previous answer", "(70 / 2) * 2", True),  # worked out again, on the way
+        # "the total", "the sum" name the earlier result: no operation of their own ("the sum of" is one)
+        ("divide the total by 5", "35 / 5", True),
+        ("multiply the sum by 2", "35 * 2", True),
+        ("multiply the sum by 2", "30 * 2", False),
         ("what is 8 plus 9?", "8 + 9", True),  # a question of its own needs no earlier result
     ],
 )
