@@ -127,6 +127,7 @@ if TYPE_CHECKING:
         given_results,
         request_for,
         request_parts,
+        reviews,
         tool_reviews,
         verify,
     )
@@ -192,7 +193,7 @@ _EXPORTS: Final[dict[str, str]] = {
         "aeon_kernel.tools": ("workspace_root",),
         "aeon_kernel.verification": (
             "ASKED_HEAD", "Check", "CheckVerdict", "GIVEN_HEAD", "Review", "Verification", "given_line",
-            "given_results", "request_for", "request_parts", "tool_reviews", "verify",
+            "given_results", "request_for", "request_parts", "reviews", "tool_reviews", "verify",
         ),
     }.items()
     for name in names
@@ -213,11 +214,11 @@ __all__ = [
     "error_outcome", "error_record", "expand_log", "failure_text", "given_line", "given_results",
     "ignore_action", "increment_error", "is_utf8", "json_encoder", "json_problem", "lazy_getattr",
     "loads_strict", "memory_key", "parse_json", "plan_progress", "plan_snapshots", "read_log", "redacted",
-    "refusal", "register_secret", "request_for", "request_parts", "safe_text", "schema_errors", "scrub_hold",
-    "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json", "storable_json", "storable_model_json",
-    "storable_result", "storable_text", "stored_state", "structure", "tasks_for", "tool_names",
-    "tool_reviews", "use_wal", "utc_now", "validate_against", "verify", "was_checked", "watching",
-    "workspace_root",
+    "refusal", "register_secret", "request_for", "request_parts", "reviews", "safe_text", "schema_errors",
+    "scrub_hold", "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json", "storable_json",
+    "storable_model_json", "storable_result", "storable_text", "stored_state", "structure", "tasks_for",
+    "tool_names", "tool_reviews", "use_wal", "utc_now", "validate_against", "verify", "was_checked",
+    "watching", "workspace_root",
 ]
 # fmt: on
 # --- end of exports

@@ -117,14 +117,14 @@ def tool_reviews(
     return found
 
 
-def reviews(request: str, calls: Sequence[Any], tools: Any) -> list[Check]:
-    """The reviews of the calls a run made (:func:`tool_reviews`), as checks: one per tool that can review, in the
-    order the tools were first called."""
+def reviews(request: str, calls: Sequence[Any], tools: Any, *, whole_request: bool = False) -> list[Check]:
+    """The reviews of the calls a run made (:func:`tool_reviews`, ``whole_request`` passed on), as checks: one per
+    tool that can review, in the order the tools were first called."""
     by_tool: dict[str, list[dict[str, Any]]] = {}
     for call in (c for c in calls if c.error is None):
         by_tool.setdefault(call.tool_name, []).append({"arguments": call.arguments, "result": call.result})
     checks = []
-    for name, review in tool_reviews(request, by_tool, tools).items():
+    for name, review in tool_reviews(request, by_tool, tools, whole_request=whole_request).items():
         if isinstance(review, Exception):  # the calls are not verified
             detail = f"the review failed: {type(review).__name__}: {review}"
             checks.append(_review_check(name, "inconclusive", detail))

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from aeon_kernel import PlanStep, RecursivePlanner, RunContext, StepExecutionResult, StepStatus
-from aeon_kernel.kit import RecordAction, Review, tool_reviews
+from aeon_kernel.kit import RecordAction, reviews
 from aeon_plugins.calculator import request_numbers
 from aeon_plugins.planning import compact, facts_in
 
@@ -199,11 +199,9 @@ def reviewed(parts: Sequence[Mapping[str, Any]], run: RunContext, step_id: str |
         return outcome
     done = {s.step_id for s in own if s.status is StepStatus.COMPLETE}
     last = {c.step_id: c for c in run.state.tool_history if c.step_id in done and c.error is None}
-    made: dict[str, list[dict[str, Any]]] = {}
-    for call in [*last.values(), *calls]:  # each earlier step's call that counted, then this step's
-        made.setdefault(call.tool_name, []).append({"arguments": call.arguments, "result": call.result})
-    found = tool_reviews(with_context(part["text"], context), made, run.components.tools, whole_request=True)
-    findings = [f for r in found.values() if isinstance(r, Review) and not r.approved for f in r.findings]
+    made = [*last.values(), *calls]  # each earlier step's call that counted, then this step's
+    checks = reviews(with_context(part["text"], context), made, run.components.tools, whole_request=True)
+    findings = [c.detail for c in checks if c.verdict == "failed" and c.detail]
     if not findings:
         return outcome
     why = f"its calls do not do what {part['step_id']} asks: {' '.join(findings)}"
