@@ -173,19 +173,19 @@ def test_a_chain_one_plan_lost_is_planned_part_by_part(monkeypatch: pytest.Monke
 
 
 NESTED = "Take away 4 from the product of 9 and 3"
+#: what the scripted model answers for NESTED up to part 2's subplan: the first plan drops the 4; no connective
+#: to cut at, so the planner proposes parts; part 1's subplan
+NESTED_OPENING = [
+    profile(),
+    calc_plan("Multiply 9 and 3", "9 * 3"),
+    answer("9 * 3 is 27."),
+    {"parts": ["multiply 9 and 3", "subtract 4 from the result"]},
+    calc_plan("Multiply 9 and 3", "9 * 3"),
+]
 
 
 def test_a_request_without_connectives_is_split_by_the_planner_when_its_numbers_bear_the_split_out() -> None:
-    script = [
-        profile(),
-        calc_plan("Multiply 9 and 3", "9 * 3"),
-        answer("9 * 3 is 27."),
-        # pass 1 is not converged (4 was never used); no connective to cut at: the planner proposes parts
-        {"parts": ["multiply 9 and 3", "subtract 4 from the result"]},
-        calc_plan("Multiply 9 and 3", "9 * 3"),
-        calc_plan("Subtract 4 from 27", "27 - 4"),
-        answer("27 - 4 is 23."),
-    ]
+    script = [*NESTED_OPENING, calc_plan("Subtract 4 from 27", "27 - 4"), answer("27 - 4 is 23.")]
     built, sink, events = engine(script)
     with built:
         result = built.run(NESTED)
@@ -212,11 +212,7 @@ def test_a_parts_step_that_ran_but_does_not_do_what_the_part_asks_is_blocked_and
         ]
     }
     script = [
-        profile(),
-        calc_plan("Multiply 9 and 3", "9 * 3"),
-        answer("9 * 3 is 27."),
-        {"parts": ["multiply 9 and 3", "subtract 4 from the result"]},
-        calc_plan("Multiply 9 and 3", "9 * 3"),
+        *NESTED_OPENING,
         calc_plan("Subtract 4 from 27", "27 + 4"),  # part 2's subplan: the wrong operation
         modify,  # refine_plan, told the step is blocked and why
         {"expression": "27 - 4"},  # the modified step's arguments
@@ -227,10 +223,10 @@ def test_a_parts_step_that_ran_but_does_not_do_what_the_part_asks_is_blocked_and
         result = built.run(NESTED)
         asked = prompts(built)
     assert result["status"] == "completed", result["message"]
-    assert (
+    blocked = (
         "part2.1: the step is blocked: its calls do not do what part2 asks: The request asks to subtract"
-        in (asked[6])
     )
+    assert blocked in asked[6]
     step = next(s for s in result["plan"]["steps"] if s["step_id"] == "part2.1")
     assert step["status"] == "complete" and step["result"]["value"] == 23
     calls = [c["arguments"]["expression"] for c in result["final_state"]["tool_history"]]
