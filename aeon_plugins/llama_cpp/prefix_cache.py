@@ -47,13 +47,18 @@ def exact(prompt_tokens: int, n_batch: int = 512) -> int:
     return whole * n_batch + (rest - rest % ROW_GROUP if rest >= GROUPED_BATCH else 0)
 
 
+def batch_end(row: int, n_batch: int = 512) -> int:
+    """Where the batch that evaluating a whole prompt puts ``row`` in ends (llama.cpp splits at ``n_batch``)."""
+    return (row // n_batch + 1) * n_batch
+
+
 def usable(shared: int, held_exact: int, prompt_tokens: int, n_batch: int = 512) -> int:
     """The start a prompt of ``prompt_tokens`` tokens reuses: shared, computed in groups, a whole number of groups,
     and leaving batches of eight rows or more to evaluate (the prompt's last batch and, when the rest crosses a
     multiple of ``n_batch``, the part before it), so each row is computed as evaluating the prompt whole does."""
     keep = min(shared, held_exact, prompt_tokens - GROUPED_BATCH)
     keep -= keep % ROW_GROUP
-    boundary = (keep // n_batch + 1) * n_batch
+    boundary = batch_end(keep, n_batch)
     if boundary < prompt_tokens and boundary - keep < GROUPED_BATCH:
         keep = boundary - GROUPED_BATCH
     return max(keep, 0)
@@ -102,7 +107,7 @@ class PrefixCache:
         if keep < llama.n_tokens:
             llama._ctx.kv_cache_seq_rm(-1, keep, -1)
             llama.n_tokens = keep
-        boundary = (keep // n_batch + 1) * n_batch
+        boundary = batch_end(keep, n_batch)
         if boundary < len(tokens) and (keep or self._size):  # up to where a whole evaluation's batch ends
             llama.eval(tokens[keep:boundary])
             self.save(boundary)  # a start other prompts may share, kept while it fits the window
