@@ -25,6 +25,7 @@ import json
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -125,13 +126,13 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "right_verified": share(sum(r["verdict"] == "verified" for r in rights), len(rights)),
         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in sorted({r["verdict"] for r in rows})},
         # the self-consistency check ([planner] samples), by whether the answer was right
-        "plans_agree": {
-            f"{'right' if r['right'] else 'wrong'} {r.get('plans_agree')}": sum(
-                (x["right"], x.get("plans_agree")) == (r["right"], r.get("plans_agree")) for x in rows
+        "plans_agree": dict(
+            Counter(
+                f"{'right' if r['right'] else 'wrong'} {r['plans_agree']}"
+                for r in rows
+                if r.get("plans_agree")
             )
-            for r in rows
-            if r.get("plans_agree")
-        },
+        ),
         "model_calls_mean": round(statistics.mean(r["llm_calls"] for r in rows), 2) if rows else 0,
         "seconds_mean": round(statistics.mean(r["seconds"] for r in rows), 2) if rows else 0,
         "seconds_median": round(statistics.median(r["seconds"] for r in rows), 2) if rows else 0,
