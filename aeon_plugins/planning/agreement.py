@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aeon_kernel import Plan, ToolRegistry
+from aeon_kernel import Plan, Tool, ToolRegistry
 from aeon_kernel.kit import Check, canonical_json
 
 
@@ -37,29 +37,24 @@ def outcome(plan: Plan, tools: ToolRegistry) -> Outcome:
     calls = [step for step in plan.steps if step.tool is not None]
     if not calls:
         return Outcome(problem="it calls no tool")
+    made: list[tuple[Tool, dict[str, Any]]] = []
     for step in calls:
         tool = tools.get(step.tool or "")
         if tool is None or not tool.pure or tool.permissions:
             return Outcome(problem=f"it calls {step.tool}, which is not a pure tool")
         if step.arguments is None:
             return Outcome(problem=f"step {step.step_id}'s arguments are written when it runs")
+        made.append((tool, step.arguments))
     result: dict[str, Any] = {}
-    for step in calls:
+    for tool, arguments in made:
         try:
-            result = _call(tools, step.tool or "", step.arguments or {})
+            tool.validate_input(**arguments)
+            result = tool.invoke(**arguments)
+            tool.validate_output(result)
         except Exception as exc:  # a call that fails gives no result; the run's own call is what counts
-            return Outcome(problem=f"{step.tool} failed: {exc}")
-    echoed = [canonical_json(v) for v in (calls[-1].arguments or {}).values()]
+            return Outcome(problem=f"{tool.name} failed: {exc}")
+    echoed = [canonical_json(v) for v in made[-1][1].values()]
     return Outcome(value={k: v for k, v in result.items() if canonical_json(v) not in echoed})
-
-
-def _call(tools: ToolRegistry, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    tool = tools.get(name)
-    assert tool is not None
-    tool.validate_input(**arguments)
-    result = tool.invoke(**arguments)
-    tool.validate_output(result)
-    return result
 
 
 def agreement(plan: Outcome, samples: Sequence[Outcome]) -> Check:
