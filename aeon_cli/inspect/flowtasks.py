@@ -102,15 +102,15 @@ def tally(
                 continue
             kind = event.get("event")
             if kind in ("branch_created", "split_created"):
-                children = [c for c in event.get("tasks") or () if isinstance(c, Mapping)]
-                spawned.setdefault(node, []).extend(str(c.get("task")) for c in children)
+                children = _children(event.get("tasks"), stage.get("route"))
+                spawned.setdefault(node, []).extend(children)
                 lineage[node] = "clone" if kind == "branch_created" else "subtask"
-                forks[str(event.get("parent"))] = {str(c.get("task")): str(c.get("node")) for c in children}
+                forks[str(event.get("parent"))] = children
             elif kind == "arrived_at_merge":
                 parked.setdefault(str(event.get("node")), []).append(str(event.get("task")))
             elif kind == "merge":
                 where = str(event.get("node"))
-                inputs = [str(i.get("task")) for i in event.get("inputs") or () if isinstance(i, Mapping)]
+                inputs = [_task_id(i) for i in _items(event.get("inputs"))]
                 merges[where] = merges.get(where, 0) + 1
                 merged.setdefault(where, []).extend(inputs)
                 owners.setdefault(where, []).append(str(event.get("task")))
@@ -151,6 +151,26 @@ def _expected(
         can = sum(1 for start in children.values() if start == merge or merge in reach.get(start, ()))
         expected += max(arrived, can)
     return expected
+
+
+def _children(tasks: Any, route: Any) -> dict[str, str]:
+    """A fork event's children, each with the node it started at: the i-th at the stage's ``route[i]`` (a record
+    written before the events named only ids had ``{"task", "node"}`` objects instead)."""
+    nodes = list(_items(route))
+    children = {}
+    for i, child in enumerate(_items(tasks)):
+        start = child.get("node") if isinstance(child, Mapping) else nodes[i] if i < len(nodes) else None
+        children[_task_id(child)] = str(start)
+    return children
+
+
+def _items(value: Any) -> Sequence[Any]:
+    return value if isinstance(value, list | tuple) else ()
+
+
+def _task_id(item: Any) -> str:
+    """A task id as events name it; older records named ``{"task": id, ...}``."""
+    return str(item.get("task")) if isinstance(item, Mapping) else str(item)
 
 
 def _reachable(edges: Sequence[tuple[str, str]]) -> dict[str, set[str]]:

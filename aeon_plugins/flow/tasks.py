@@ -173,7 +173,6 @@ class TaskBook:
         elif node.role in ("branch", "split"):
             task["state"] = "waiting"
             lineage: Literal["clone", "subtask"] = "clone" if node.role == "branch" else "subtask"
-            created = []
             spawned = task.get("spawned", 0)  # a task that forks again numbers its new children on
             task["children"] = []
             values = map_items(node.over, task["output"]) if node.over else [task["output"]] * len(route)
@@ -181,10 +180,12 @@ class TaskBook:
                 child = _task(f"{task_id}.{i}", task_id, lineage, target, value)
                 self.tasks[child["id"]] = child
                 task["children"].append(child["id"])
-                created.append({"task": child["id"], "lineage": lineage, "node": target})
             task["spawned"] = spawned + len(route)
             task["pending"] = len(route)  # children not yet parked or ended: the fork settles at 0
-            events.append({"event": f"{node.role}_created", "parent": task_id, "tasks": created})
+            # the i-th child starts at the stage's route[i]: the event names only the ids (a map's are thousands)
+            events.append(
+                {"event": f"{node.role}_created", "parent": task_id, "tasks": list(task["children"])}
+            )
             for child_id in task["children"]:
                 child = self.tasks[child_id]
                 if child["state"] != "done":  # not cancelled by a sibling that won as it arrived
@@ -366,7 +367,7 @@ class TaskBook:
                 "event": "merge",
                 "node": merge,
                 "task": owner["id"],
-                "inputs": [{"task": e["task"], "from": e["from"], "status": e["status"]} for e in entries],
+                "inputs": [e["task"] for e in entries],  # where each came from, and how: the merge's input
                 "strategy": strategy,
             }
         )

@@ -74,8 +74,14 @@ def test_a_map_makes_one_subtask_per_item_and_merges_them_in_item_order(tmp_path
     subtasks = [t for t in result.tasks if t["parent"] == "t1"]
     assert [t["id"] for t in subtasks] == ["t1.1", "t1.2", "t1.3", "t1.4", "t1.5"]
     assert {t["lineage"] for t in subtasks} == {"subtask"}
-    (created,) = [e for r in result.history for e in r.get("events", []) if e["event"] == "split_created"]
-    assert [t["task"] for t in created["tasks"]] == ["t1.1", "t1.2", "t1.3", "t1.4", "t1.5"]
+    # the events name the tasks by id (a map's can be thousands): where each starts is the split's route, where
+    # each came from and how it ended is the merge's input
+    (split,) = [r for r in result.history if r["node"] == "each"]
+    (created,) = [e for e in split["events"] if e["event"] == "split_created"]
+    assert created["tasks"] == ["t1.1", "t1.2", "t1.3", "t1.4", "t1.5"] and split["route"] == ["square"] * 5
+    (merged,) = [e for r in result.history for e in r.get("events", []) if e["event"] == "merge"]
+    (merge,) = [r for r in result.history if r["node"] == merged["node"]]
+    assert merged["inputs"] == [entry["task"] for entry in merge["input"]] == created["tasks"]
     # the same run one stage at a time
     one = run(tmp_path / "one", squares(parallelism=1), {"numbers": numbers})
     strip = [
