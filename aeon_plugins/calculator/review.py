@@ -8,7 +8,8 @@ call gets wrong without knowing the answer:
   some call; a call uses no number that the request, an earlier call's result or the request's words (double: 2,
   halve: 2, percent: 100, hours: 60 ...) do not account for.
 - **operations**: each operation the request names ("times", "take away", "halve", "squared", "percent of",
-  "average") appears in some call.
+  "average") appears in some call, and each step it names is done by an operation of its own: one
+  multiplication does not "multiply 3 by 4 and double it".
 - **order**: when the request sequences its operations ("then", "after that", "next", one sentence after
   another), the calls apply them in that order (``10 - 4 * 3`` does not "subtract 4 from 10, then multiply by 3").
 
@@ -99,7 +100,7 @@ _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
     (r"\bincrease[sd]?\b|\braise[sd]? by\b", "increase", frozenset("+*"), True),
     (r"\breduce[sd]?\b|\bdecrease[sd]?\b|\bdiscount(?:ed)?\b", "reduce", frozenset("-*"), True),
     (r"\bsubtract(?:s|ed|ing)?\b|\bminus\b|\btake away\b|\bless\b|\bdifference\b"
-     r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bgives? away\b",
+     r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bg(?:ive|ives|ave) away\b",
      "subtract", frozenset("-"), True),
     (r"\bmultipl(?:y|ied|ies)\b|\btimes\b|\bproduct\b", "multiply", frozenset("*"), True),
     (r"\bdouble[sd]?\b|\btwice\b|\btriple[sd]?\b", "double or triple", frozenset("*+"), True),
@@ -328,11 +329,17 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
     for name in dict.fromkeys(missing):
         findings.append(f"The request asks to {name}, which no calculation does.")
     steps = _collapsed([(name, operators) for _, name, operators, ordered in named if ordered])
-    if not missing and _SEQUENCE.search(request) and not _in_order([ops for _, ops in steps], applied):
+    done = _listed([_NAMES.get(op, op) for op in applied]) if applied else "nothing"
+    if not missing and _SEQUENCE.search(request):
+        if not _in_order([ops for _, ops in steps], applied):
+            findings.append(
+                "The request says in which order to calculate, and the calculation does it in another order: it "
+                f"asks to {_listed([name for name, _ in steps])}; the calculation does {done}."
+            )
+    elif not missing and not _each_done([ops for _, ops in steps], applied):  # "... and double it": not 3 * 4
         findings.append(
-            "The request says in which order to calculate, and the calculation does it in another order: it "
-            f"asks to {_listed([name for name, _ in steps])}; the calculation does "
-            f"{_listed([_NAMES.get(op, op) for op in applied])}."
+            f"The request asks for {len(steps)} operations ({_listed([name for name, _ in steps], 'and')}); "
+            f"the calculation does {done}."
         )
     return Review(approved=not findings, findings=tuple(dict.fromkeys(findings)))
 
@@ -424,6 +431,23 @@ def _in_order(wanted: Sequence[frozenset[str]], applied: Sequence[str]) -> bool:
     return position == len(wanted)
 
 
+def _each_done(wanted: Sequence[frozenset[str]], applied: Sequence[str]) -> bool:
+    """Each of ``wanted`` (the request's steps, in any order) is done by an operation of ``applied`` of its own: a
+    matching, found by augmenting paths (a request names a handful of steps)."""
+    owner: dict[int, int] = {}  # applied operation -> the wanted step it does
+
+    def place(step: int, seen: set[int]) -> bool:
+        for i, operation in enumerate(applied):
+            if i not in seen and wanted[step] & _counts(operation):
+                seen.add(i)
+                if i not in owner or place(owner[i], seen):
+                    owner[i] = step
+                    return True
+        return False
+
+    return all(place(step, set()) for step in range(len(wanted)))
+
+
 def _shares(percent: float) -> tuple[float, float, float]:
     """What a calculation may use a percentage as: 15% of x as 0.15 * x, increased or reduced by it as 1.15 * x or
     0.85 * x."""
@@ -445,5 +469,5 @@ def _counts(operation: str) -> frozenset[str]:
     return frozenset("*^") if operation == "x*x" else frozenset((operation,))
 
 
-def _listed(items: Sequence[str]) -> str:
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])}, then {items[-1]}"
+def _listed(items: Sequence[str], last: str = "then") -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])}, {last} {items[-1]}"

@@ -51,6 +51,10 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("compute (6 + 2) * 5", ["6 + 2 * 5"], "which is 40"),
         ("what is 15% of 200?", ["200 * 15 / 20"], "uses 20"),
         ("add 2 and 3. Multiply that by 4. Subtract 1.", ["(2 + 3) * 4"], "asks to subtract"),
+        # two steps with no word for their order: one multiplication cannot do both (the answer 12 is wrong)
+        ("multiply 3 by 4 and double it", ["3 * 4"], "asks for 2 operations"),
+        ("What's 5 times 6, doubled?", ["5 * 6"], "asks for 2 operations"),
+        ("she gave away 8 of her 40 stickers", ["40 * 8"], "asks to subtract"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -88,6 +92,12 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("add 2 and 3. Multiply that by 4. Subtract 1.", ["2 + 3", "5 * 4", "20 - 1"]),
         # "the total" named the sum before it: not a second addition, after the division
         ("add 8, 6 and 2, then divide the total by 4", ["(8 + 6 + 2) / 4"]),
+        # each step done by an operation of its own, in one call or in several
+        ("multiply 3 by 4 and double it", ["3 * 4 * 2"]),
+        ("multiply 3 by 4 and double it", ["3 * 4", "12 * 2"]),
+        ("double 6 and add 1", ["1 + 6 + 6"]),  # no order word: any order
+        ("add 5 to 10 and tell me the sum", ["5 + 10"]),  # two words for one addition
+        ("she gave away 8 of her 40 stickers", ["40 - 8"]),
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
