@@ -66,13 +66,16 @@ def verify(checks: Iterable[Check], *, tool_calls: Sequence[Any] = ()) -> Verifi
     """The verdict ``checks`` allow for a run that made ``tool_calls`` (:class:`~aeon_kernel.models.ToolCall`).
 
     ``contradicted`` when a check failed; ``verified`` when at least one tool call completed, every completed call
-    passed its tool's review, and no check was inconclusive or skipped; ``unverified`` otherwise.
+    passed its tool's review, and no check was inconclusive or skipped; ``unverified`` otherwise. A ``resolved``
+    check settles the inconclusive or skipped ones of its name and subject recorded before it, not those after.
     """
     checks = tuple(checks)
     failed = [c for c in checks if c.verdict == "failed"]
     if failed:
         return Verification(verdict=CONTRADICTED, reason=_finding(failed[0]), checks=checks)
-    doubtful = [c for c in checks if c.verdict in ("inconclusive", "skipped")]
+    settled = {(c.name, c.subject): i for i, c in enumerate(checks) if c.verdict == "resolved"}
+    doubts = [(i, c) for i, c in enumerate(checks) if c.verdict in ("inconclusive", "skipped")]
+    doubtful = [c for i, c in doubts if settled.get((c.name, c.subject), -1) < i]
     if doubtful:
         return Verification(verdict=UNVERIFIED, reason=_finding(doubtful[0]), checks=checks)
     completed = [c for c in tool_calls if getattr(c, "error", None) is None]

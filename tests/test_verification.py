@@ -157,6 +157,20 @@ def test_the_verdict_rules(checks: list[Check], calls: list[ToolCall], verdict: 
     assert verify(checks, tool_calls=calls).verdict == verdict
 
 
+def test_a_resolved_check_settles_the_doubts_of_its_kind_recorded_before_it_only() -> None:
+    """A multi-pass run that replaced a flagged plan with the request's parts records ``resolved``: the doubt about
+    the replaced plan is settled; a doubt recorded after it (a part's), or about something else, is not."""
+    review = _check("passed", "review", "calculator")
+    doubt, settled = _check("inconclusive", "plan_fits_request"), _check("resolved", "plan_fits_request")
+    assert verify([doubt, settled, review], tool_calls=[CALL]).verdict == "verified"
+    assert verify([settled, doubt, review], tool_calls=[CALL]).verdict == "unverified"
+    assert verify([doubt, settled, doubt, review], tool_calls=[CALL]).verdict == "unverified"
+    other = _check("inconclusive", "convergence")
+    assert verify([other, settled, review], tool_calls=[CALL]).reason.startswith("convergence:")
+    failed = _check("failed", "plan_fits_request")
+    assert verify([failed, settled, review], tool_calls=[CALL]).verdict == "contradicted"
+
+
 def test_a_contradiction_names_the_first_unresolved_finding() -> None:
     found = verify([_check("passed"), _check("failed", "review", "calculator"), _check("failed", "other")])
     assert found.reason == "review: review said failed"

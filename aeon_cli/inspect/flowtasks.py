@@ -102,7 +102,8 @@ def tally(
                 continue
             kind = event.get("event")
             if kind in ("branch_created", "split_created"):
-                children = _children(event.get("tasks"), stage.get("route"))
+                pairs = zip(event.get("tasks") or (), stage.get("route") or (), strict=False)  # i at route[i]
+                children = {_task_id(task): str(start) for task, start in pairs}
                 spawned.setdefault(node, []).extend(children)
                 lineage[node] = "clone" if kind == "branch_created" else "subtask"
                 forks[str(event.get("parent"))] = children
@@ -110,7 +111,7 @@ def tally(
                 parked.setdefault(str(event.get("node")), []).append(str(event.get("task")))
             elif kind == "merge":
                 where = str(event.get("node"))
-                inputs = [_task_id(i) for i in _items(event.get("inputs"))]
+                inputs = [_task_id(i) for i in event.get("inputs") or ()]
                 merges[where] = merges.get(where, 0) + 1
                 merged.setdefault(where, []).extend(inputs)
                 owners.setdefault(where, []).append(str(event.get("task")))
@@ -153,23 +154,8 @@ def _expected(
     return expected
 
 
-def _children(tasks: Any, route: Any) -> dict[str, str]:
-    """A fork event's children, each with the node it started at: the i-th at the stage's ``route[i]`` (a record
-    written before the events named only ids had ``{"task", "node"}`` objects instead)."""
-    nodes = list(_items(route))
-    children = {}
-    for i, child in enumerate(_items(tasks)):
-        start = child.get("node") if isinstance(child, Mapping) else nodes[i] if i < len(nodes) else None
-        children[_task_id(child)] = str(start)
-    return children
-
-
-def _items(value: Any) -> Sequence[Any]:
-    return value if isinstance(value, list | tuple) else ()
-
-
 def _task_id(item: Any) -> str:
-    """A task id as events name it; older records named ``{"task": id, ...}``."""
+    """A task id as events name it (records written before stop 41 named ``{"task": id, ...}``)."""
     return str(item.get("task")) if isinstance(item, Mapping) else str(item)
 
 

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from aeon_kernel import PlanStep, RecursivePlanner, RunContext, StepExecutionResult, StepStatus
-from aeon_kernel.kit import RecordAction, reviews
+from aeon_kernel.kit import Check, RecordAction, reviews
 from aeon_plugins.calculator import request_numbers
 from aeon_plugins.planning import compact, facts_in
 
@@ -180,6 +180,19 @@ def part_context(steps: Sequence[PlanStep], previous_part: str | None) -> str | 
 def with_context(part: str, context: str | None) -> str:
     """The text the planner decomposes: the part, and what the part before it found."""
     return part if not context else f"{part}, where the result is {context}"
+
+
+def settle_flagged_plan(run: RunContext) -> None:
+    """The request's parts now replace a plan the planner's check left flagged (``inconclusive``): a ``resolved``
+    check settles that doubt (:func:`aeon_kernel.verification.verify`), since each part is planned and checked on
+    its own and, when the run ends, its calls are reviewed against the whole request. Doubts recorded later (a
+    part's) stay."""
+    if any(c.name == "plan_fits_request" and c.verdict == "inconclusive" for c in run.state.checks):
+        detail = "the request's parts replace the plan it flagged; each is planned and checked on its own"
+        check = Check(
+            name="plan_fits_request", subject="plan", verdict="resolved", detail=detail, by="multi-pass"
+        )
+        run.record_check(check)
 
 
 def reviewed(parts: Sequence[Mapping[str, Any]], run: RunContext, step_id: str | None, outcome: Any) -> Any:

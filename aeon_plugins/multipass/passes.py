@@ -23,17 +23,15 @@ blocked step) and the request has parts ("…, then …", or as the planner prop
 a time (``create_subplan``, given the previous part's result) and reviews each part's calls against the part
 (:mod:`~aeon_plugins.multipass.decompose`), once per run, then phase D; else ``refine_plan`` proposes deltas.
 
-Each step records its ``clarity_state`` as it ends, derived from its outcome: CLEAR (done as asked),
-PARTIALLY_CLEAR (a fallback, an answer the kernel grounded) or BLOCKED (failed). A BLOCKED step ends ``invalid``
-(003-models.md): it holds the run's place, so the steps after it wait and the pass is evaluated at once; the
-refinement may MODIFY, REPLACE or REMOVE it (the planner is told it is blocked), and one that leaves it in place
-fails it, so that the run goes on with the best plan it has.
+Each step records its ``clarity_state`` as it ends: CLEAR (done as asked), PARTIALLY_CLEAR (a fallback, an answer
+the kernel grounded) or BLOCKED (failed). A BLOCKED step ends ``invalid`` (003-models.md): it holds the run's
+place, so the steps after it wait and the pass is evaluated at once; the refinement may MODIFY, REPLACE or REMOVE
+it (the planner is told it is blocked); one that leaves it in place fails it: the run goes on with its best plan.
 
 A run ends ``completed`` when a pass converges, ``failed`` when it cannot (no plan, nothing left to refine, or
-``max_passes``), ``ttl_expired`` when the TTL runs out (with the latest completed pass and its scores). The
-scheduler's memory (stage, pass, profile, ledger, passes) is its memo,
-:class:`~aeon_plugins.multipass.memo.MultiPassMemo`, kept in the run's state, so a multi-pass run resumes like
-any other; :meth:`MultiPassScheduler.preview` tells what the next cycle does.
+``max_passes``), ``ttl_expired`` when the TTL runs out (with the latest completed pass and its scores). Its memo
+(:class:`~aeon_plugins.multipass.memo.MultiPassMemo`: stage, pass, profile, ledger, passes) is kept in the run's
+state, so it resumes like any other run; :meth:`MultiPassScheduler.preview` tells what the next cycle does.
 """
 
 from __future__ import annotations
@@ -76,6 +74,7 @@ from aeon_plugins.multipass.decompose import (
     part_steps,
     request_parts,
     reviewed,
+    settle_flagged_plan,
     with_context,
 )
 from aeon_plugins.multipass.deltas import RefinementLedger, apply_refinements, depth_of
@@ -589,6 +588,7 @@ class MultiPassScheduler(Scheduler[MultiPassMemo, Any]):
         memo = self._memo(run)
         memo.decomposed, memo.parts = True, parts
         run.state.changed()
+        settle_flagged_plan(run)  # the parts replace a flagged plan: its doubt is settled
         self._event(run, "decomposition", {"request": run.state.request, "parts": parts})
 
     def _mark_part(

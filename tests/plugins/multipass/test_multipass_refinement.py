@@ -170,6 +170,12 @@ def test_a_chain_one_plan_lost_is_planned_part_by_part(monkeypatch: pytest.Monke
     ]
     assert subplans[0]["left_out"] == ["part1.2"]  # part 1's report: the next part reads its tool's result
     assert model_calls(sink) == len(CHAIN_SCRIPT)
+    # the first plan's doubt is settled by the parts that replaced it: each part's plan passed, and so did the
+    # calculator's review of every call against the whole request
+    verification = result["verification"]
+    plan_checks = [c["verdict"] for c in verification["checks"] if c["name"] == "plan_fits_request"]
+    assert plan_checks == ["inconclusive", "resolved", "passed", "passed"]
+    assert verification["verdict"] == "verified", verification["reason"]
 
 
 NESTED = "Take away 4 from the product of 9 and 3"
