@@ -15,6 +15,7 @@ a step or tool call naming an unregistered tool        hallucination      HIGH  
 a dependency on a step the plan does not have          consistency        MEDIUM      the step id
 results: a number the request states that no tool      consistency        HIGH        ``request``
 call used
+results: a tool's review of its calls finds fault      consistency        HIGH        ``request``
 =====================================================  =================  ==========  =========================
 
 Unknown tools are only checked when a ``tool_registry`` is given. A CRITICAL structural finding decides the
@@ -29,8 +30,11 @@ used as a share (0.2) where it is written as one. One that is not was dropped: "
 names the numbers and says the part of the request that uses them was not done; its repair says to add a step
 that does it. The tool calls of every pass count, and so does nothing else (a step's description restates the
 request as often as it does it). Numbers in words are not read, and a run with no tool call is not checked: what
-a model wrote is beyond a deterministic check. :meth:`validate_structure` runs these checks alone, without the
-model (the multi-pass scheduler's shallow tasks).
+a model wrote is beyond a deterministic check. When no such number is missing, each registered tool that can
+review its calls (:meth:`~aeon_kernel.Tool.review`) reviews those the run made to it against the whole request:
+the calculator reads numbers in words, operations and their order, so "subtract three from twenty, then multiply
+by five" run as ``20 - 3`` is found out although it states no digit. :meth:`validate_structure` runs these checks alone,
+without the model (the multi-pass scheduler's shallow tasks).
 
 **Semantic judgement** (best effort): one :func:`~aeon_kernel.ask_json` call with a short prompt (one worked
 example) and a bounded schema: at most 3 issues, each with a ``type`` from the five issue types, a ``severity``
@@ -63,7 +67,7 @@ from aeon_kernel import (
     Validator,
     hookimpl,
 )
-from aeon_kernel.kit import ModelBacked, ModelClient, RecordAction, dumps_lenient
+from aeon_kernel.kit import ModelBacked, ModelClient, RecordAction, Review, dumps_lenient, tool_reviews
 from aeon_plugins.planning import facts_in, unused_numbers
 
 #: the kernel's ``ArtifactType`` (not exported), spelled out for the type checker
@@ -291,8 +295,26 @@ def structural_findings(
                 where = str(call.get("step_id") or "tool_call")
                 findings.append(("hallucination", "HIGH", f"a call to the unknown tool {name!r}", where))
     if artifact_type in ("execution_artifact", "cross_phase"):
-        findings += unused_request_numbers(artifact, tool_registry)
+        findings += unused_request_numbers(artifact, tool_registry) or reviewed_calls(artifact, tool_registry)
     return findings
+
+
+def reviewed_calls(artifact: dict[str, Any], tool_registry: ToolRegistry | None) -> list[Finding]:
+    """What each tool's review finds in the successful calls the run made to it, against the whole request."""
+    request = artifact.get("request")
+    if not isinstance(request, str) or tool_registry is None:
+        return []
+    made: dict[str, list[dict[str, Any]]] = {}
+    for call in _tool_calls(artifact):
+        if isinstance(call.get("arguments"), dict) and not call.get("error"):
+            made.setdefault(str(call["tool_name"]), []).append(
+                {"arguments": call["arguments"], "result": call.get("result")}
+            )
+    return [
+        ("consistency", "HIGH", f"{name}'s review: {' '.join(review.findings)}", "request")
+        for name, review in tool_reviews(request, made, tool_registry, whole_request=True).items()
+        if isinstance(review, Review) and not review.approved and not review.unrelated
+    ]
 
 
 def unused_request_numbers(

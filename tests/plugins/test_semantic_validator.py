@@ -224,6 +224,24 @@ def test_validate_structure_checks_without_the_model() -> None:
     assert scripted.prompts == []  # never the model
 
 
+def test_the_calculators_review_of_the_calls_finds_what_digits_do_not_show() -> None:
+    """No number in digits is unused, so each tool's review of its calls speaks: numbers in words, a step left
+    out. One finding per tool; none for calls that do what the request says, and none without a tool registry."""
+    validator, scripted = make([])
+    chain = "subtract three from twenty, then multiply by five"
+    dropped = {"request": chain, "results": [], "tool_calls": [call("20 - 3")]}
+    (issue,) = validator.validate_structure(dropped, "execution_artifact", TOOLS).issues
+    assert (issue.severity, issue.location) == ("HIGH", "request")
+    assert issue.description == (
+        "calculator's review: The request states 5, which no calculation uses. "
+        "The request asks to multiply, which no calculation does."
+    )
+    done = {**dropped, "tool_calls": [call("20 - 3"), call("17 * 5")]}
+    assert validator.validate_structure(done, "execution_artifact", TOOLS).issues == ()
+    assert validator.validate_structure(dropped, "execution_artifact").issues == ()
+    assert scripted.prompts == []
+
+
 def test_a_percentage_counts_as_a_share_only_where_it_is_written_as_one() -> None:
     """The plan check's rule (aeon_kernel.unused_numbers): in "20% of 20" the second 20 is no percentage."""
     validator, _ = make([])

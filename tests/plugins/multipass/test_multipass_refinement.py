@@ -440,19 +440,19 @@ def test_a_number_no_tool_used_is_an_issue_whose_text_drives_the_refinement() ->
     assert history["passes"][2]["assessment"]["converged"] and history["passes"][2].get("report") is None
 
 
-def test_a_percentage_may_be_used_as_a_share_and_words_are_not_read() -> None:
-    """The semantic check reads numbers in digits only: 20% used as 0.2 is used, "two" is not read, and the run
-    converges on its first pass. The calculator's review reads numbers in words too (issue 26): it finds the
-    "two" unused, so the run ends failed, its answer kept."""
+def test_a_percentage_may_be_used_as_a_share_and_the_calculators_review_reads_words() -> None:
+    """The semantic check's own rule reads numbers in digits: 20% used as 0.2 is used. It then asks the calculator
+    to review the calls (issue 26), which reads numbers in words too: "two" is unused, so the pass does not
+    converge, nothing is left to change, and the run ends failed, its answer kept and contradicted."""
     script = [profile(), calc_plan("Take 20 percent of 150", "150 * 0.2"), answer("It is 30.")]
     built, _, _ = engine(script)
     with built:
         result = built.run("what is 20% of 150, in two words?")
     history = result["execution_history"]
-    assert history["converged"] and history["passes"][1]["report"] is None
     finding = "The request states 2, which no calculation uses."
-    assert result["status"] == "failed" and result["answer"] == "It is 30."
-    assert result["message"].startswith(f"not verified: review: {finding}")
+    (issue,) = history["passes"][1]["report"]["issues"]
+    assert (issue["severity"], issue["description"]) == ("HIGH", f"calculator's review: {finding}")
+    assert not history["converged"] and result["status"] == "failed" and result["answer"] == "It is 30."
     assert result["verification"]["verdict"] == "contradicted"
     (review,) = [c for c in result["verification"]["checks"] if c["name"] == "review"]
     assert (review["verdict"], review["detail"], review["by"]) == ("failed", finding, "calculator")
