@@ -307,9 +307,7 @@ def reviewed_calls(artifact: dict[str, Any], tool_registry: ToolRegistry | None)
     made: dict[str, list[dict[str, Any]]] = {}
     for call in _tool_calls(artifact):
         if isinstance(call.get("arguments"), dict) and not call.get("error"):
-            made.setdefault(str(call["tool_name"]), []).append(
-                {"arguments": call["arguments"], "result": call.get("result")}
-            )
+            made.setdefault(str(call["tool_name"]), []).append(call)  # its arguments, and any result
     return [
         ("consistency", "HIGH", f"{name}'s review: {' '.join(review.findings)}", "request")
         for name, review in tool_reviews(request, made, tool_registry, whole_request=True).items()

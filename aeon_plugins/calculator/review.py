@@ -325,6 +325,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
         shares = _shares(value) if percent else ()
         if not (_is_in(value, used) or any(_is_in(share, used) for share in shares)):
             findings.append(f"The request states {_written(value)}, which no calculation uses.")
+        elif percent and not any(_is_in(n, used) for n in (*shares, 100, 0.01)):  # "by 15%" as "200 * 15"
+            findings.append(f"The request's {_written(value)}% is never taken as a percentage.")
     missing = [name for _, name, operators, _ in named if not any(operators & _counts(a) for a in applied)]
     for name in dict.fromkeys(missing):
         findings.append(f"The request asks to {name}, which no calculation does.")

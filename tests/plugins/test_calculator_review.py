@@ -55,6 +55,8 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("multiply 3 by 4 and double it", ["3 * 4"], "asks for 2 operations"),
         ("What's 5 times 6, doubled?", ["5 * 6"], "asks for 2 operations"),
         ("she gave away 8 of her 40 stickers", ["40 * 8"], "asks to subtract"),
+        # a percentage used as the whole number: "lower 80 by 25%" is not 80 * 25
+        ("lower 80 by 25%, then add 5", ["80 * 25", "2000 + 5"], "never taken as a percentage"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -98,6 +100,8 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("double 6 and add 1", ["1 + 6 + 6"]),  # no order word: any order
         ("add 5 to 10 and tell me the sum", ["5 + 10"]),  # two words for one addition
         ("she gave away 8 of her 40 stickers", ["40 - 8"]),
+        ("lower 80 by 25%, then add 5", ["80 * 0.75", "60 + 5"]),
+        ("what is 25 percent of 80?", ["80 * 25 / 100"]),
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
