@@ -33,8 +33,8 @@ request as often as it does it). Numbers in words are not read, and a run with n
 a model wrote is beyond a deterministic check. When no such number is missing, each registered tool that can
 review its calls (:meth:`~aeon_kernel.Tool.review`) reviews those the run made to it against the whole request:
 the calculator reads numbers in words, operations and their order, so "subtract three from twenty, then multiply
-by five" run as ``20 - 3`` is found out although it states no digit. :meth:`validate_structure` runs these checks alone,
-without the model (the multi-pass scheduler's shallow tasks).
+by five" run as ``20 - 3`` is found out although it states no digit. :meth:`validate_structure` runs these
+checks alone, without the model (the multi-pass scheduler's shallow tasks).
 
 **Semantic judgement** (best effort): one :func:`~aeon_kernel.ask_json` call with a short prompt (one worked
 example) and a bounded schema: at most 3 issues, each with a ``type`` from the five issue types, a ``severity``
