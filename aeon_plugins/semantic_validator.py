@@ -305,9 +305,8 @@ def reviewed_calls(artifact: dict[str, Any], tool_registry: ToolRegistry | None)
     if not isinstance(request, str) or tool_registry is None:
         return []
     made: dict[str, list[dict[str, Any]]] = {}
-    for call in _tool_calls(artifact):
-        if isinstance(call.get("arguments"), dict) and not call.get("error"):
-            made.setdefault(str(call["tool_name"]), []).append(call)  # its arguments, and any result
+    for call in _succeeded_calls(artifact, tool_registry):
+        made.setdefault(call["tool_name"], []).append(call)  # its arguments, and any result
     return [
         ("consistency", "HIGH", f"{name}'s review: {' '.join(review.findings)}", "request")
         for name, review in tool_reviews(request, made, tool_registry, whole_request=True).items()
@@ -320,14 +319,7 @@ def unused_request_numbers(
 ) -> list[Finding]:
     """The request's numbers that no successful tool call used (the module docstring), as one finding."""
     request = artifact.get("request")
-    calls = [
-        c
-        for c in _tool_calls(artifact)
-        if isinstance(c.get("arguments"), dict)
-        and not c.get("error")
-        and isinstance(c.get("tool_name"), str)
-        and (tool_registry is None or c["tool_name"] in tool_registry)
-    ]
+    calls = _succeeded_calls(artifact, tool_registry)
     if not isinstance(request, str) or not calls:
         return []
     missing = unused_numbers(request, facts_in([c["arguments"] for c in calls]))
@@ -344,6 +336,13 @@ def unused_request_numbers(
             f"add a step that does the part of the request with {listed}",
         )
     ]
+
+
+def _succeeded_calls(artifact: dict[str, Any], tool_registry: ToolRegistry | None) -> list[dict[str, Any]]:
+    """The tool calls that did not fail, with arguments, to a registered tool (when a registry is given)."""
+    calls = [c for c in _tool_calls(artifact) if isinstance(c.get("arguments"), dict) and not c.get("error")]
+    calls = [c for c in calls if isinstance(c["tool_name"], str)]
+    return calls if tool_registry is None else [c for c in calls if c["tool_name"] in tool_registry]
 
 
 def _steps(artifact: dict[str, Any], artifact_type: str) -> list[Any] | None:
