@@ -31,8 +31,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; one too large for a float (``1e999``) is refused, not infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is too large a number for JSON data")
+    return value
+
+
 # Built once: ``json.loads``/``json.dumps`` with any non-default option construct a decoder or encoder per call.
-_decode_strict = json.JSONDecoder(parse_constant=_reject_constant).decode
+_decode_strict = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float).decode
 _encode_lenient = json_encoder(ensure_ascii=False)
 
 
@@ -45,15 +53,19 @@ def loads_strict(text: str) -> Any:
         value = _decode_strict(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
-    # skipped where it cannot fail: too few brackets to nest, no surrogate escape, no number that may overflow
-    if text.count("{") + text.count("[") >= MAX_JSON_DEPTH or not is_utf8(text) or _RISKY.search(text):
+    # Skipped where it cannot fail: too few brackets to nest, and no surrogate escape (a number too large for a
+    # float was refused while parsing).
+    if (
+        text.count("{") + text.count("[") >= MAX_JSON_DEPTH
+        or not is_utf8(text)
+        or ("\\u" in text and _SURROGATE_ESCAPE.search(text))
+    ):
         check_depth(value)
     return value
 
 
-#: what in JSON text can decode to what :func:`check_depth` refuses: a surrogate escape, or a number that may
-#: overflow to infinity (an exponent of three digits, a hundred digits in a row)
-_RISKY: Final = re.compile(r"\\u[dD][89a-fA-F]|[eE][+-]?\d{3}|\d{100}")
+#: what in JSON text can decode to a lone surrogate, which :func:`check_depth` refuses
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:

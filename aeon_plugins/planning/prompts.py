@@ -130,7 +130,7 @@ def state_summary(
     FR-018); results of steps no longer in the plan; the last errors; the remaining TTL. Compactly."""
     lines = [f"Goal: {goal}"]
     for step in steps:
-        line = f"Step {step.step_id} [{step.status.value}] {step.description}"
+        line = f"Step {step.step_id} [{step.status}] {step.description}"
         if step.step_id in results:
             line += f". Result: {compact(results[step.step_id])}"
         lines.append(line)
