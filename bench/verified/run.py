@@ -5,6 +5,7 @@
     python bench/verified/run.py --case m01 --case s05          # some cases, printed only
     python bench/verified/run.py --label drafts-off --draft-tokens 0 --prefix-cache 4   # [llm] options
     python bench/verified/run.py --label samples-2 --samples 2   # [planner] samples: self-consistency
+    python bench/verified/run.py --cases dev-cases.jsonl --label dev   # a development set (tuned on: no measure)
 
 ``cases.jsonl`` was written and committed before the code it measures changed, and is not tuned on: 36
 multi-step requests (two to four operations, number words, many ways of chaining and of referring to an earlier
@@ -169,6 +170,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--case", action="append", help="run only this case (repeatable); nothing is written")
+    parser.add_argument(
+        "--cases", default="cases.jsonl", help="the set, in this folder (default: the frozen cases.jsonl)"
+    )
     parser.add_argument("--modes", default="single,multipass")
     parser.add_argument("--ttl", type=int, default=12)
     parser.add_argument("--label", default="after", help="writes results-LABEL.json")
@@ -184,7 +188,7 @@ def main() -> None:
         if value is not None
     }
     cases = [
-        json.loads(line) for line in (HERE / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line
+        json.loads(line) for line in (HERE / args.cases).read_text(encoding="utf-8").splitlines() if line
     ]
     if args.case:
         cases = [c for c in cases if c["id"] in args.case]
