@@ -10,6 +10,8 @@ call gets wrong without knowing the answer:
 - **operations**: each operation the request names ("times", "take away", "halve", "squared", "percent of",
   "average") appears in some call, and each step it names is done by an operation of its own: one
   multiplication does not "multiply 3 by 4 and double it".
+- **operands**: an operation the request names with its operands ("the product of 11 and 3", "the difference
+  between 100 and 37", "the average of 4, 8 and 12") combines exactly those numbers (``5 * 11 + 3`` does not).
 - **order**: when the request sequences its operations ("then", "after that", "next", one sentence after
   another), the calls apply them in that order (``10 - 4 * 3`` does not "subtract 4 from 10, then multiply by 3").
 
@@ -150,7 +152,9 @@ _Cue = tuple[int, str, frozenset[str], bool]
 
 
 #: "the total" (not "the total of ..."): a name for an earlier result, not an operation ("divide the total by 4")
-_NAMED_RESULT: Final = re.compile(r"\bthe\s+(total|sum|product|difference)\b(?!\s+of\b)", re.IGNORECASE)
+_NAMED_RESULT: Final = re.compile(
+    r"\bthe\s+(total|sum|product|difference)\b(?!\s+(?:of|between)\b)", re.IGNORECASE
+)
 
 
 def _operations(request: str) -> list[_Cue]:
@@ -160,6 +164,79 @@ def _operations(request: str) -> list[_Cue]:
         found += [(m.start(), name, operators, ordered) for m in re.finditer(pattern, request, re.IGNORECASE)]
     names = {m.start(1) for m in _NAMED_RESULT.finditer(request)}
     return sorted((cue for cue in found if cue[0] not in names), key=lambda cue: cue[0])
+
+
+#: "the sum of 5, 10 and 15", "the difference between 100 and 37": an operation named with its own operands
+_OF_LIST: Final = re.compile(
+    r"\b(sum|total|product|difference|quotient|average|mean)\s+(?:of|between)\s+", re.IGNORECASE
+)
+#: the operator that each of those names applies to its operands (an average sums them, then divides)
+_LIST_OPERATORS: Final[dict[str, type[ast.operator]]] = {
+    "sum": ast.Add, "total": ast.Add, "average": ast.Add, "mean": ast.Add,
+    "product": ast.Mult, "difference": ast.Sub, "quotient": ast.Div,
+}  # fmt: skip
+_LIST_TOKEN: Final = re.compile(r"[a-z]+|\d[\d,]*(?:\.\d+)?|\S")
+_NUMBER_WORDS: Final = frozenset(_UNITS) | frozenset(_TENS) | frozenset(_SCALES)
+
+
+class _Binding(NamedTuple):
+    """An operation the request names with its operands: "the product of 11 and 3"."""
+
+    name: str
+    operator: type[ast.operator]
+    operands: tuple[float, ...]
+
+
+def _bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_Binding]:
+    """Each "sum of A and B" (product, difference, quotient, average; "between" too) of ``request`` whose operands
+    are two or more numbers it states, listed with commas and "and"; a percentage is no such operand."""
+    text, found = request.lower(), []
+    for match in _OF_LIST.finditer(text):
+        end = match.end()
+        for token in _LIST_TOKEN.finditer(text, match.end()):
+            word = token.group()
+            if word[0].isdigit() or word in _NUMBER_WORDS:
+                end = token.end()
+            elif word not in (",", "and", "-"):
+                break
+        operands = [(value, percent) for start, value, percent in stated if match.end() <= start < end]
+        if len(operands) >= 2 and not any(percent for _, percent in operands):
+            name = match.group(1)
+            found.append(_Binding(name, _LIST_OPERATORS[name], tuple(value for value, _ in operands)))
+    return found
+
+
+def _combines(expression: str, binding: _Binding) -> bool:
+    """Whether ``expression`` applies the binding's operator to exactly its operands: one chain of that operator
+    (``5 + 10 + 15``) whose parts are those numbers, any order for a sum, a product or a difference."""
+    try:
+        tree = ast.parse(expression.replace("^", "**"), mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    ordered = (
+        binding.operator is ast.Div
+    )  # a quotient's order matters; a sum's, a product's or a difference's not
+    wanted = binding.operands if ordered else sorted(binding.operands)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, binding.operator)):
+            continue
+        parts = _chain(node, binding.operator)
+        values = [v for part in parts if (v := _evaluated(ast.unparse(part))) is not None]
+        if len(values) == len(parts) == len(wanted):
+            given = values if ordered else sorted(values)
+            if all(math.isclose(v, w) for v, w in zip(given, wanted, strict=True)):
+                return True
+    return False
+
+
+def _chain(node: ast.expr, operator: type[ast.operator]) -> list[ast.expr]:
+    """The parts a chain of one associative operator combines: ``(5 + 10) + 15`` combines 5, 10 and 15. Only a
+    sum or a product is a chain; a difference or a quotient has two parts."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, operator):
+        if operator in (ast.Add, ast.Mult):
+            return _chain(node.left, operator) + _chain(node.right, operator)
+        return [node.left, node.right]
+    return [node]
 
 
 def _implied(request: str, numbers: Sequence[tuple[int, float, bool]]) -> set[float]:
@@ -327,6 +404,14 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
             findings.append(f"The request states {_written(value)}, which no calculation uses.")
         elif percent and not any(_is_in(n, used) for n in (*shares, 100, 0.01)):  # "by 15%" as "200 * 15"
             findings.append(f"The request's {_written(value)}% is never taken as a percentage.")
+    expressions = [e for c in calls if isinstance(e := (c.get("arguments") or {}).get("expression"), str)]
+    for binding in _bindings(request, stated):
+        if not any(_combines(expression, binding) for expression in expressions):
+            *first, last = [_written(v) for v in binding.operands]
+            listed = f"{', '.join(first)} and {last}"
+            findings.append(
+                f"The request asks for the {binding.name} of {listed}; no calculation combines exactly those."
+            )
     missing = [name for _, name, operators, _ in named if not any(operators & _counts(a) for a in applied)]
     for name in dict.fromkeys(missing):
         findings.append(f"The request asks to {name}, which no calculation does.")

@@ -57,6 +57,12 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("she gave away 8 of her 40 stickers", ["40 * 8"], "asks to subtract"),
         # a percentage used as the whole number: "lower 80 by 25%" is not 80 * 25
         ("lower 80 by 25%, then add 5", ["80 * 25", "2000 + 5"], "never taken as a percentage"),
+        # an operation named with its operands must combine exactly those ("the difference" names no result here)
+        ("how big is the difference between 90 and 24?", ["90 + 24"], "difference of 90 and 24"),
+        ("add 2 to the product of nine and five", ["2 * 9 + 5"], "product of 9 and 5"),
+        ("the sum of 8 and 12, halved", ["8 + 12 / 2"], "sum of 8 and 12"),
+        ("what is the mean of 2, 4 and 9?", ["2 + 4 + 9 / 3"], "mean of 2, 4 and 9"),
+        ("give me the quotient of 96 and 8", ["8 / 96"], "quotient of 96 and 8"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -102,6 +108,14 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("she gave away 8 of her 40 stickers", ["40 - 8"]),
         ("lower 80 by 25%, then add 5", ["80 * 0.75", "60 + 5"]),
         ("what is 25 percent of 80?", ["80 * 25 / 100"]),
+        ("how big is the difference between 90 and 24?", ["90 - 24"]),
+        ("how big is the difference between 24 and 90?", ["90 - 24"]),  # either way round
+        ("add 2 to the product of nine and five", ["2 + 9 * 5"]),
+        ("add 2 to the product of nine and five", ["9 * 5", "45 + 2"]),
+        ("the sum of 8 and 12, halved", ["(8 + 12) / 2"]),
+        ("what is the sum of 3, 4, and 5?", ["5 + 4 + 3"]),
+        ("give me the quotient of 96 and 8", ["96 / 8"]),
+        ("the product of 4 and 25 percent", ["4 * 0.25"]),  # a percentage is a share, not an operand
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
