@@ -109,7 +109,8 @@ _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
     (r"\bdivide[sd]?\b|\bdivided\b|\baverage\b|\bmean\b|\bsplit\b|\bratio\b", "divide", frozenset("/"), True),
     (r"\bhalve[sd]?\b", "halve", frozenset("/*"), True),
     (r"\bsquared?\b|\bcubed?\b|\bpower\b", "raise to a power", frozenset("^"), True),
-    (r"%|\bper\s?cent\b|\bhalf\b|\bquarter\b|\bthirds?\b|\bfifths?\b|\btenths?\b",
+    # "a third", "two fifths": a share; "the third power", "the fifth step": an ordinal, no share
+    (r"%|\bper\s?cent\b|\bhalf\b|\bquarter\b|\b(?:thirds|fifths|tenths)\b|\b(?:a|one)\s+(?:third|fifth|tenth)\b",
      "take a share", frozenset("*/%"), False),
 )  # fmt: skip
 #: operations written as symbols between numbers: "(3 + 4) * 5"
@@ -127,6 +128,7 @@ _IMPLIED: Final[tuple[tuple[str, tuple[float, ...]], ...]] = (
     (r"\btriple[sd]?\b|\bcubed?\b", (3,)),
     (r"\bquarter\b", (4, 0.25)),
     (r"\bthirds?\b", (3,)),
+    (r"\bfourth\s+power\b", (4,)),
     (r"\bfifths?\b", (5, 0.2)),
     (r"\btenths?\b", (10, 0.1)),
     (r"\bsquare root\b", (0.5, 2)),

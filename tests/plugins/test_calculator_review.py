@@ -63,6 +63,7 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("the sum of 8 and 12, halved", ["8 + 12 / 2"], "sum of 8 and 12"),
         ("what is the mean of 2, 4 and 9?", ["2 + 4 + 9 / 3"], "mean of 2, 4 and 9"),
         ("give me the quotient of 96 and 8", ["8 / 96"], "quotient of 96 and 8"),
+        ("what is 6 to the third power?", ["6 * 3"], "asks to raise to a power"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -116,6 +117,8 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("what is the sum of 3, 4, and 5?", ["5 + 4 + 3"]),
         ("give me the quotient of 96 and 8", ["96 / 8"]),
         ("the product of 4 and 25 percent", ["4 * 0.25"]),  # a percentage is a share, not an operand
+        ("what is 6 to the third power?", ["6 ^ 3"]),  # an ordinal, not "a third"
+        ("raise 3 to the fourth power", ["3 ** 4"]),
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
