@@ -40,7 +40,7 @@ class CalculatorTool(Tool):
     example: dict[str, Any] | None = {"expression": "5 + 10"}
     pure: bool = True
 
-    def review(self, request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
+    def review(self, request: str, calls: Sequence[Mapping[str, Any]]) -> Review | None:
         """The calculator knows what arithmetic words mean: :func:`~aeon_plugins.calculator.review.review_calls`."""
         return review_calls(request, calls)
 

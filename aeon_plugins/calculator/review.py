@@ -12,11 +12,15 @@ call gets wrong without knowing the answer:
   multiplication does not "multiply 3 by 4 and double it".
 - **operands**: an operation the request names with its operands ("the product of 11 and 3", "the difference
   between 100 and 37", "the average of 4, 8 and 12") combines exactly those numbers (``5 * 11 + 3`` does not).
+- **which way round**: a subtraction, division or power the request words with its operands ("subtract 4 from
+  10", "20 minus 7", "30 divided by 5", "2 to the power of 5") is not done the other way round (``4 - 10``).
 - **order**: when the request sequences its operations ("then", "after that", "next", one sentence after
   another), the calls apply them in that order (``10 - 4 * 3`` does not "subtract 4 from 10, then multiply by 3").
 
 The review approves only what it could check; anything else is a finding, said in words a planner can use. It
-does not read what it cannot: a request with no arithmetic word and no number is no business of this tool's.
+does not read what it cannot: a request with no arithmetic word and no number is no business of this tool's, and
+calls to a request that names no operation ("12 eggs a box; how many eggs in 7 boxes?") get no review (None), so
+the result is not verified.
 """
 
 from __future__ import annotations
@@ -43,16 +47,24 @@ _TENS: Final = {
 }  # fmt: skip
 _SCALES: Final = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
 _WORD: Final = re.compile(r"[a-z]+")
-_DIGITS: Final = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\w)")
+_DIGITS: Final = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?=s\b|(?!\w))")  # "4s": fours
 _PERCENT_AFTER: Final = re.compile(r"\s*(?:%|per\s?cent\b)", re.IGNORECASE)
 
 
 def request_numbers(request: str) -> list[tuple[int, float, bool]]:
     """Each number ``request`` states, in digits or in words: its position, value, and whether it is a percentage."""
+    return [(start, value, percent) for start, _, value, percent in _number_spans(request)]
+
+
+@lru_cache(maxsize=256)
+def _number_spans(request: str) -> tuple[tuple[int, int, float, bool], ...]:
+    """Each number ``request`` states: where it starts and ends, its value, and whether it is a percentage."""
     found = []
     for match in _DIGITS.finditer(request):
         value = float(match.group().replace(",", ""))
-        found.append((match.start(), value, _PERCENT_AFTER.match(request, match.end()) is not None))
+        found.append(
+            (match.start(), match.end(), value, _PERCENT_AFTER.match(request, match.end()) is not None)
+        )
     text = request.lower()
     words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
     i = 0
@@ -84,8 +96,12 @@ def request_numbers(request: str) -> list[tuple[int, float, bool]]:
         value = total + current
         if value == 1 and _is_pronoun_one(text, start):
             continue
-        found.append((start, value, _PERCENT_AFTER.match(text, end) is not None))
-    return sorted(found)
+        if text[start:end].endswith(
+            " and"
+        ):  # "one hundred and" ending the number: the "and" joins what follows
+            end -= len(" and")
+        found.append((start, end, value, _PERCENT_AFTER.match(text, end) is not None))
+    return tuple(sorted(found))
 
 
 def _is_pronoun_one(text: str, start: int) -> bool:
@@ -101,14 +117,16 @@ _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
     (r"\badd(?:s|ed|ing)?\b|\bplus\b|\bsum\b|\btotal\b|\bearn(?:s|ed)?\b|\bmore than\b", "add", frozenset("+"), True),
     (r"\bincrease[sd]?\b|\braise[sd]? by\b", "increase", frozenset("+*"), True),
     (r"\breduce[sd]?\b|\bdecrease[sd]?\b|\bdiscount(?:ed)?\b", "reduce", frozenset("-*"), True),
-    (r"\bsubtract(?:s|ed|ing)?\b|\bminus\b|\btake away\b|\bless\b|\bdifference\b"
+    (r"\bsubtract(?:s|ed|ing)?\b|\bminus\b|\btak(?:e|es|ing)(?:\s+[\w-]+){0,3}?\s+away\b|\bless\b|\bdifference\b"
      r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bg(?:ive|ives|ave) away\b",
      "subtract", frozenset("-"), True),
-    (r"\bmultipl(?:y|ied|ies)\b|\btimes\b|\bproduct\b", "multiply", frozenset("*"), True),
+    (r"\bmultipl(?:y|ied|ies)\b|(?<!how many )\btimes\b|\bproduct\b", "multiply", frozenset("*"), True),
     (r"\bdouble[sd]?\b|\btwice\b|\btriple[sd]?\b", "double or triple", frozenset("*+"), True),
-    (r"\bdivide[sd]?\b|\bdivided\b|\baverage\b|\bmean\b|\bsplit\b|\bratio\b", "divide", frozenset("/"), True),
+    (r"\bdivide[sd]?\b|\bdivided\b|\bquotient\b|\b(?:go|goes|fit|fits)\s+into\b|\baverage\b|\bmean\b"
+     r"|\bsplit\b|\bratio\b", "divide", frozenset("/"), True),
     (r"\bhalve[sd]?\b", "halve", frozenset("/*"), True),
     (r"\bsquared?\b|\bcubed?\b|\bpower\b", "raise to a power", frozenset("^"), True),
+    (r"\bremainders?\b|\bmodulo\b|\bmod\b", "take the remainder", frozenset("%"), True),
     # "a third", "two fifths": a share; "the third power", "the fifth step": an ordinal, no share
     (r"%|\bper\s?cent\b|\bhalf\b|\bquarter\b|\b(?:thirds|fifths|tenths)\b|\b(?:a|one)\s+(?:third|fifth|tenth)\b",
      "take a share", frozenset("*/%"), False),
@@ -165,6 +183,10 @@ def _operations(request: str) -> list[_Cue]:
     for pattern, name, operators, ordered in _CUES:
         found += [(m.start(), name, operators, ordered) for m in re.finditer(pattern, request, re.IGNORECASE)]
     names = {m.start(1) for m in _NAMED_RESULT.finditer(request)}
+    if any(
+        name == "take the remainder" for _, name, _, _ in found
+    ):  # "the remainder when 17 is divided by 5"
+        names |= {start for start, name, _, _ in found if name == "divide"}
     return sorted((cue for cue in found if cue[0] not in names), key=lambda cue: cue[0])
 
 
@@ -239,6 +261,73 @@ def _chain(node: ast.expr, operator: type[ast.operator]) -> list[ast.expr]:
             return _chain(node.left, operator) + _chain(node.right, operator)
         return [node.left, node.right]
     return [node]
+
+
+#: wordings that say which way round an operation goes, the request's numbers written as ``#i#``: each gives the
+#: operator, and whether the first number named is its right operand ("subtract 4 from 10": 10 - 4)
+_ORDERED_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
+    (re.compile(pattern.replace("A", r"#(\d+)#").replace("B", r"#(\d+)#"), re.IGNORECASE), symbol, swapped)
+    for pattern, symbol, swapped in (
+        (r"\bsubtract(?:s|ed|ing)?\s+A\s+from\s+B", "-", True),
+        (r"\btak(?:e|es|ing)\s+(?:away\s+)?A\s+(?:away\s+)?from\s+B", "-", True),
+        (r"\bremov(?:e|es|ing)\s+A\s+from\s+B", "-", True),
+        (r"A\s+(?:less|fewer)\s+than\s+B", "-", True),
+        (r"A\s+(?:minus|less)\s+B(?!\s*#)", "-", False),
+        (r"\bdivid(?:e|es|ing)\s+A\s+by\s+B", "/", False),
+        (r"A\s+divided\s+by\s+B", "/", False),
+        (r"\bhow\s+many\s+A\s?s?\s+(?:go|fit)\s+into\s+B", "/", True),
+        (r"A\s+(?:raised\s+)?to\s+the\s+power\s+of\s+B", "^", False),
+    )
+)
+_ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {"-": ast.Sub, "/": ast.Div, "^": ast.Pow}
+
+
+class _Order(NamedTuple):
+    """An operation whose operands the request gives in a known order: ``left symbol right``."""
+
+    symbol: str
+    left: float
+    right: float
+
+
+def _orders(request: str) -> list[_Order]:
+    """The operations ``request`` names with their operands in a known order ("subtract 4 from 10", "30 divided
+    by 5", "2 to the power of 5"); a percentage is no such operand."""
+    spans = _number_spans(request)
+    masked, at = [], 0
+    for index, (start, end, _, _) in enumerate(spans):
+        masked += [request[at:start], f"#{index}#"]
+        at = end
+    text = "".join([*masked, request[at:]])
+    found = []
+    for pattern, symbol, swapped in _ORDERED_WORDINGS:
+        for match in pattern.finditer(text):
+            first, second = spans[int(match.group(1))], spans[int(match.group(2))]
+            if not (first[3] or second[3]):
+                left, right = (second, first) if swapped else (first, second)
+                found.append(_Order(symbol, left[2], right[2]))
+    return found
+
+
+def _the_wrong_way_round(expression: str, order: _Order) -> bool | None:
+    """True when ``expression`` applies the operation to the two numbers the wrong way round (``4 - 10`` for
+    "subtract 4 from 10"), False when it applies it the right way round, None when it does neither."""
+    try:
+        tree = ast.parse(expression.replace("^", "**"), mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    reversed_found = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _ORDERED_OPERATORS[order.symbol]):
+            left, right = _evaluated(ast.unparse(node.left)), _evaluated(ast.unparse(node.right))
+            if left is None or right is None:
+                continue
+            if math.isclose(left, order.left) and math.isclose(right, order.right):
+                return False
+            reversed_found = reversed_found or (
+                math.isclose(left, order.right) and math.isclose(right, order.left)
+            )
+    return True if reversed_found else None
 
 
 def _implied(request: str, numbers: Sequence[tuple[int, float, bool]]) -> set[float]:
@@ -332,9 +421,11 @@ def _read_request(
     return tuple(stated), tuple(_operations(request)), frozenset(_implied(request, stated)), worded
 
 
-def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
+def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | None:
     """Whether the calculator ``calls`` (each with ``arguments`` and, once it ran, ``result``) do what ``request``
-    asks, in order; each finding says what a call gets wrong."""
+    asks, in order; each finding says what a call gets wrong. None when nothing is found but the calls apply an
+    operation that the request does not name ("12 eggs a box, 7 boxes": 12 * 7 or 12 + 7): that cannot be checked,
+    so it is not approved either."""
     given, request = request_parts(request)  # a session's earlier results may be used; only the rest is asked
     earlier = [
         r["value"] for r in given_results(given) if isinstance(r, Mapping) and _is_number(r.get("value"))
@@ -407,6 +498,14 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
         elif percent and not any(_is_in(n, used) for n in (*shares, 100, 0.01)):  # "by 15%" as "200 * 15"
             findings.append(f"The request's {_written(value)}% is never taken as a percentage.")
     expressions = [e for c in calls if isinstance(e := (c.get("arguments") or {}).get("expression"), str)]
+    for order in _orders(request):
+        ways = [_the_wrong_way_round(expression, order) for expression in expressions]
+        if True in ways and False not in ways:
+            right = f"{_written(order.left)} {order.symbol} {_written(order.right)}"
+            findings.append(
+                f"The request asks for {right}; the calculation does it the other way round "
+                f"({_written(order.right)} {order.symbol} {_written(order.left)})."
+            )
     for binding in _bindings(request, stated):
         if not any(_combines(expression, binding) for expression in expressions):
             *first, last = [_written(v) for v in binding.operands]
@@ -430,6 +529,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review:
             f"The request asks for {len(steps)} operations ({_listed([name for name, _ in steps], 'and')}); "
             f"the calculation does {done}."
         )
+    if not findings and not named and applied:
+        return None
     return Review(approved=not findings, findings=tuple(dict.fromkeys(findings)))
 
 

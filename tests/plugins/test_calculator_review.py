@@ -63,6 +63,21 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("the sum of 8 and 12, halved", ["8 + 12 / 2"], "sum of 8 and 12"),
         ("what is the mean of 2, 4 and 9?", ["2 + 4 + 9 / 3"], "mean of 2, 4 and 9"),
         ("give me the quotient of 96 and 8", ["8 / 96"], "quotient of 96 and 8"),
+        ("what is the remainder when 17 is divided by 5?", ["17 / 5"], "asks to take the remainder"),
+        # a subtraction, a division or a power the wrong way round (the model's "operands reversed")
+        ("subtract 4 from 10", ["4 - 10"], "other way round (4 - 10)"),
+        ("what is 20 minus 7?", ["7 - 20"], "asks for 20 - 7"),
+        ("how much is 9 less than 30?", ["9 - 30"], "asks for 30 - 9"),
+        ("take seven away from twenty", ["7 - 20"], "asks for 20 - 7"),
+        ("divide 10 by 4", ["4 / 10"], "asks for 10 / 4"),
+        ("what is 30 divided by 5?", ["5 / 30"], "asks for 30 / 5"),
+        ("how many 4s go into 36?", ["4 / 36"], "asks for 36 / 4"),
+        ("what is 2 to the power of 5?", ["5 ^ 2"], "asks for 2 ^ 5"),
+        (
+            "subtract twelve from one hundred and five, then halve it",
+            ["12 - 105", "-93 / 2"],
+            "asks for 105 - 12",
+        ),
         ("what is 6 to the third power?", ["6 * 3"], "asks to raise to a power"),
     ],
 )
@@ -91,7 +106,6 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("what is 15% of 200?", ["0.15 * 200"]),
         ("raise 40 by 10 percent", ["40 * 1.1"]),
         ("a coat costs 120 and is discounted by 25%", ["120 * 0.75"]),
-        ("how many minutes are in 3 hours and 15 minutes?", ["3 * 60 + 15"]),
         ("what is the average of 3, 9 and 12?", ["(3 + 9 + 12) / 3"]),
         ("I have 30 pears and eat a third of them. How many are left?", ["30 - 30 / 3"]),
         ("compute (6 + 2) * 5", ["(6 + 2) * 5"]),
@@ -116,6 +130,15 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("the sum of 8 and 12, halved", ["(8 + 12) / 2"]),
         ("what is the sum of 3, 4, and 5?", ["5 + 4 + 3"]),
         ("give me the quotient of 96 and 8", ["96 / 8"]),
+        ("what is the remainder when 17 is divided by 5?", ["17 % 5"]),
+        ("how many 4s go into 36?", ["36 / 4"]),
+        ("how many times does 6 go into 42?", ["42 / 6"]),  # "how many times" counts, it does not multiply
+        # the operands the right way round, whichever way the request names them
+        ("subtract 4 from 10", ["10 - 4"]),
+        ("how much is 9 less than 30?", ["30 - 9"]),
+        ("take seven away from twenty", ["20 - 7"]),
+        ("what is 2 plus 20 minus 7?", ["2 + 20 - 7"]),  # 20 - 7 is not a node of its own here
+        ("what is 2 to the power of 5?", ["2 ^ 5"]),
         ("the product of 4 and 25 percent", ["4 * 0.25"]),  # a percentage is a share, not an operand
         ("what is 6 to the third power?", ["6 ^ 3"]),  # an ordinal, not "a third"
         ("raise 3 to the fourth power", ["3 ** 4"]),
@@ -135,9 +158,24 @@ def test_a_request_that_asks_for_no_calculation_is_unrelated() -> None:
     for request_text in ("translate 'cat' into French", "who won the cup in 2014?", "book a table for two"):
         found = review_calls(request_text, [{"arguments": {"expression": "2014 - 1"}}])
         assert found.unrelated and not found.approved, request_text
-    assert not review_calls(
-        "how many seconds are in 4 hours?", [{"arguments": {"expression": "4 * 3600"}}]
-    ).unrelated
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expressions"),
+    [
+        ("Each box holds 12 eggs. How many eggs are in 7 boxes?", ["12 * 7"]),
+        ("Each box holds 12 eggs. How many eggs are in 7 boxes?", ["12 + 7"]),
+        ("how many minutes are in 3 hours and 15 minutes?", ["3 * 60 + 15"]),
+        ("how many seconds are in 4 hours?", ["4 * 3600"]),
+        ("how many seconds are in 4 hours?", ["4 / 3600"]),
+    ],
+)
+def test_an_operation_the_request_does_not_name_cannot_be_checked(
+    request_text: str, expressions: list[str]
+) -> None:
+    """Right or wrong, a call applying an operation no word of the request names is not approved: which operation
+    the request means is not something the review can read, so the result stays unverified (not verified)."""
+    assert review_calls(request_text, [{"arguments": {"expression": e}} for e in expressions]) is None
 
 
 def test_an_expression_the_calculator_cannot_read_is_a_finding() -> None:
