@@ -13,7 +13,9 @@ call gets wrong without knowing the answer:
 - **operands**: an operation the request names with its operands ("the product of 11 and 3", "the difference
   between 100 and 37", "the average of 4, 8 and 12") combines exactly those numbers (``5 * 11 + 3`` does not).
 - **which way round**: a subtraction, division or power the request words with its operands ("subtract 4 from
-  10", "20 minus 7", "30 divided by 5", "2 to the power of 5") is not done the other way round (``4 - 10``).
+  10", "20 minus 7", "30 divided by 5", "2 to the power of 5") is not done the other way round (``4 - 10``);
+  "increase 50 by 20" adds them; "halve", "double", "triple" and "the square root" are done by dividing by 2 (or
+  multiplying by 0.5), by 2, by 3 and by a power of 0.5, not by any multiplication or power.
 - **order**: when the request sequences its operations ("then", "after that", "next", one sentence after
   another), the calls apply them in that order (``10 - 4 * 3`` does not "subtract 4 from 10, then multiply by 3").
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
@@ -204,11 +206,20 @@ _NUMBER_WORDS: Final = frozenset(_UNITS) | frozenset(_TENS) | frozenset(_SCALES)
 
 
 class _Binding(NamedTuple):
-    """An operation the request names with its operands: "the product of 11 and 3"."""
+    """An operation the request names with its operands: "the product of 11 and 3", "increase 50 by 20"."""
 
-    name: str
+    said: str
     operator: type[ast.operator]
     operands: tuple[float, ...]
+
+
+#: "increase 50 by 20", "reduce 80 by 15" (the request's numbers written as ``#i#``; a percentage is a share, so
+#: those wordings are not bound): the operation and the two operands, in order
+_BY_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, type[ast.operator]], ...]] = (
+    (re.compile(r"\b(?:increase|raise)[sd]?\s+#(\d+)#\s+by\s+#(\d+)#", re.IGNORECASE), "to increase", ast.Add),
+    (re.compile(r"\b(?:decrease[sd]?|reduce[sd]?|lower(?:s|ed)?)\s+#(\d+)#\s+by\s+#(\d+)#", re.IGNORECASE),
+     "to reduce", ast.Sub),
+)  # fmt: skip
 
 
 def _bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_Binding]:
@@ -225,8 +236,17 @@ def _bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_
                 break
         operands = [(value, percent) for start, value, percent in stated if match.end() <= start < end]
         if len(operands) >= 2 and not any(percent for _, percent in operands):
-            name = match.group(1)
-            found.append(_Binding(name, _LIST_OPERATORS[name], tuple(value for value, _ in operands)))
+            name, values = match.group(1), tuple(value for value, _ in operands)
+            *first, last = [_written(v) for v in values]
+            said = f"for the {name} of {', '.join(first)} and {last}"
+            found.append(_Binding(said, _LIST_OPERATORS[name], values))
+    masked, spans = _masked(request)
+    for pattern, verb, operator in _BY_WORDINGS:
+        for match in pattern.finditer(masked):
+            first_span, by = spans[int(match.group(1))], spans[int(match.group(2))]
+            if not (first_span[3] or by[3]):
+                said = f"{verb} {_written(first_span[2])} by {_written(by[2])}"
+                found.append(_Binding(said, operator, (first_span[2], by[2])))
     return found
 
 
@@ -274,7 +294,13 @@ _ORDERED_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
         (r"A\s+(?:less|fewer)\s+than\s+B", "-", True),
         (r"A\s+(?:minus|less)\s+B(?!\s*#)", "-", False),
         (r"\bdivid(?:e|es|ing)\s+A\s+by\s+B", "/", False),
-        (r"A\s+divided\s+by\s+B", "/", False),
+        (r"A\s+divided\s+(?:by|among|between)\s+B", "/", False),
+        (
+            r"\b(?:split|share[sd]?|shar(?:es|ing))\s+A(?:\s+[a-z]+){0,2}?\s+(?:among|between|by)\s+B",
+            "/",
+            False,
+        ),
+        (r"\b(?:reduce[sd]?|decrease[sd]?|lower(?:s|ed)?)\s+A\s+by\s+B", "-", False),
         (r"\bhow\s+many\s+A\s?s?\s+(?:go|fit)\s+into\s+B", "/", True),
         (r"A\s+(?:raised\s+)?to\s+the\s+power\s+of\s+B", "^", False),
     )
@@ -290,15 +316,20 @@ class _Order(NamedTuple):
     right: float
 
 
+def _masked(request: str) -> tuple[str, tuple[tuple[int, int, float, bool], ...]]:
+    """``request`` with its ``i``-th number written as ``#i#`` (to match wordings around numbers), and the numbers."""
+    spans = _number_spans(request)
+    parts, at = [], 0
+    for index, (start, end, _, _) in enumerate(spans):
+        parts += [request[at:start], f"#{index}#"]
+        at = end
+    return "".join([*parts, request[at:]]), spans
+
+
 def _orders(request: str) -> list[_Order]:
     """The operations ``request`` names with their operands in a known order ("subtract 4 from 10", "30 divided
     by 5", "2 to the power of 5"); a percentage is no such operand."""
-    spans = _number_spans(request)
-    masked, at = [], 0
-    for index, (start, end, _, _) in enumerate(spans):
-        masked += [request[at:start], f"#{index}#"]
-        at = end
-    text = "".join([*masked, request[at:]])
+    text, spans = _masked(request)
     found = []
     for pattern, symbol, swapped in _ORDERED_WORDINGS:
         for match in pattern.finditer(text):
@@ -328,6 +359,50 @@ def _the_wrong_way_round(expression: str, order: _Order) -> bool | None:
                 math.isclose(left, order.right) and math.isclose(right, order.left)
             )
     return True if reversed_found else None
+
+
+def _scaled_by(factor: float, divisor: float | None = None) -> Callable[[ast.BinOp], bool]:
+    """A node that multiplies by ``factor`` (either side), or divides by ``divisor``."""
+
+    def does(node: ast.BinOp) -> bool:
+        sides = (_evaluated(ast.unparse(node.left)), _evaluated(ast.unparse(node.right)))
+        if isinstance(node.op, ast.Mult):
+            return any(v is not None and math.isclose(v, factor) for v in sides)
+        return isinstance(node.op, ast.Div) and divisor is not None and sides[1] == divisor
+
+    return does
+
+
+def _doubles(node: ast.BinOp) -> bool:
+    """A multiplication by 2, or a sum that adds something twice (``6 + 6``, ``1 + 6 + 6``)."""
+    if not isinstance(node.op, ast.Add):
+        return _scaled_by(2)(node)
+    parts = [ast.dump(part) for part in _chain(node, ast.Add)]
+    return len(set(parts)) < len(parts)
+
+
+def _square_root(node: ast.BinOp) -> bool:
+    exponent = _evaluated(ast.unparse(node.right)) if isinstance(node.op, ast.Pow) else None
+    return exponent is not None and math.isclose(exponent, 0.5)
+
+
+#: words that name a scaling, and what an expression must do for them: "halve" is a division by 2 (or a
+#: multiplication by 0.5), not any multiplication; "the square root" is a power of 0.5, not any power
+_SCALINGS: Final[tuple[tuple[re.Pattern[str], str, Callable[[ast.BinOp], bool]], ...]] = (
+    (re.compile(r"\bhalve[sd]?\b|\bhalf\s+of\b", re.IGNORECASE), "halve", _scaled_by(0.5, 2)),
+    (re.compile(r"\bdouble[sd]?\b|\btwice\b", re.IGNORECASE), "double", _doubles),
+    (re.compile(r"\btriple[sd]?\b", re.IGNORECASE), "triple", _scaled_by(3)),
+    (re.compile(r"\bsquare\s+root\b", re.IGNORECASE), "take the square root", _square_root),
+)
+
+
+def _does(expression: str, done: Callable[[ast.BinOp], bool]) -> bool:
+    """Whether some operation of ``expression`` does what ``done`` asks."""
+    try:
+        tree = ast.parse(expression.replace("^", "**"), mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    return any(isinstance(node, ast.BinOp) and done(node) for node in ast.walk(tree))
 
 
 def _implied(request: str, numbers: Sequence[tuple[int, float, bool]]) -> set[float]:
@@ -508,11 +583,10 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             )
     for binding in _bindings(request, stated):
         if not any(_combines(expression, binding) for expression in expressions):
-            *first, last = [_written(v) for v in binding.operands]
-            listed = f"{', '.join(first)} and {last}"
-            findings.append(
-                f"The request asks for the {binding.name} of {listed}; no calculation combines exactly those."
-            )
+            findings.append(f"The request asks {binding.said}; no calculation combines exactly those.")
+    for pattern, verb, scales in _SCALINGS:
+        if pattern.search(request) and not any(_does(expression, scales) for expression in expressions):
+            findings.append(f"The request asks to {verb}, which no calculation does.")
     missing = [name for _, name, operators, _ in named if not any(operators & _counts(a) for a in applied)]
     for name in dict.fromkeys(missing):
         findings.append(f"The request asks to {name}, which no calculation does.")

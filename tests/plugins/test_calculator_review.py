@@ -73,6 +73,12 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("what is 30 divided by 5?", ["5 / 30"], "asks for 30 / 5"),
         ("how many 4s go into 36?", ["4 / 36"], "asks for 36 / 4"),
         ("what is 2 to the power of 5?", ["5 ^ 2"], "asks for 2 ^ 5"),
+        ("split 90 dollars equally among 3 friends", ["3 / 90"], "asks for 90 / 3"),
+        ("reduce 80 by 15", ["15 - 80"], "asks for 80 - 15"),
+        # an operation named with its operands, or a scaling, done by another operation
+        ("increase 50 by 20", ["50 * 20"], "asks to increase 50 by 20"),
+        ("halve 90", ["90 * 2"], "asks to halve"),
+        ("what is the square root of 49?", ["49 ^ 2"], "asks to take the square root"),
         (
             "subtract twelve from one hundred and five, then halve it",
             ["12 - 105", "-93 / 2"],
@@ -139,6 +145,13 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("take seven away from twenty", ["20 - 7"]),
         ("what is 2 plus 20 minus 7?", ["2 + 20 - 7"]),  # 20 - 7 is not a node of its own here
         ("what is 2 to the power of 5?", ["2 ^ 5"]),
+        ("split 90 dollars equally among 3 friends", ["90 / 3"]),
+        ("increase 50 by 20", ["50 + 20"]),
+        ("increase 50 by 20%", ["50 * 1.2"]),  # a percentage: a share, not an addend
+        ("reduce 80 by 15", ["80 - 15"]),
+        ("halve 90", ["90 / 2"]),
+        ("what is half of 86?", ["86 * 0.5"]),
+        ("what is the square root of 49?", ["49 ** 0.5"]),
         ("the product of 4 and 25 percent", ["4 * 0.25"]),  # a percentage is a share, not an operand
         ("what is 6 to the third power?", ["6 ^ 3"]),  # an ordinal, not "a third"
         ("raise 3 to the fourth power", ["3 ** 4"]),
