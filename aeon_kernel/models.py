@@ -18,30 +18,23 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from aeon_kernel.errors import StateTransitionError
 
-_second: tuple[int, str] = (0, "")
-_millisecond: tuple[int, str] = (0, "")
+_stamp: tuple[int, str] = (0, "")
 
 
 def utc_now() -> str:
     """An ISO 8601 timestamp in UTC with milliseconds, the format every record in spec 001 uses.
 
-    The loop stamps two records per cycle, often several in one millisecond: the text of the current millisecond
-    is kept, and of the current second, so that mostly only the milliseconds are formatted (a third of
-    ``datetime.isoformat``'s cost), and often nothing is. Each cache is one tuple, swapped atomically.
+    The loop stamps several records in one millisecond, so the current millisecond's text is kept (a third of
+    ``datetime.isoformat``'s cost when it must be formatted, nothing when it need not). One tuple, swapped atomically.
     """
-    global _second, _millisecond
-    now = time.time()
-    millisecond = int(now * 1000)
-    stamped = _millisecond
-    if stamped[0] == millisecond:
-        return stamped[1]
-    second = millisecond // 1000
-    cached = _second
-    if cached[0] != second:
-        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-    text = f"{cached[1]}.{millisecond - second * 1000:03d}+00:00"
-    _millisecond = (millisecond, text)
-    return text
+    global _stamp
+    millisecond = int(time.time() * 1000)
+    stamp = _stamp
+    if stamp[0] != millisecond:
+        second, rest = divmod(millisecond, 1000)
+        text = f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(second))}.{rest:03d}+00:00"
+        stamp = _stamp = (millisecond, text)
+    return stamp[1]
 
 
 def _check_iso(value: str) -> str:

@@ -128,8 +128,6 @@ def schema_errors(schema: dict[str, Any], instance: Any) -> list[str]:
 
 def validate_against(schema: dict[str, Any], instance: Any, what: str) -> None:
     """Raise :class:`ValidationError` naming ``what`` and listing every violation."""
-    compiled = compiled_validator(schema)
-    if compiled.is_valid(instance):  # the usual case, told without building the list of errors
-        return
-    errors = compiled.errors(instance)
-    raise ValidationError(f"{what} does not match its schema: " + "; ".join(errors), errors)
+    errors = schema_errors(schema, instance)
+    if errors:
+        raise ValidationError(f"{what} does not match its schema: " + "; ".join(errors), errors)

@@ -20,7 +20,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from aeon_kernel.errors import ConfigError, ToolRegistrationError, ValidationError
 from aeon_kernel.markers import hookimpl
-from aeon_kernel.schemas import check_schema, compiled_validator
+from aeon_kernel.schemas import check_schema, schema_errors
 
 if TYPE_CHECKING:
     from aeon_kernel.verification import Review
@@ -182,11 +182,10 @@ class Tool(BaseModel, ABC):
         return self._check(self.output_schema, result, "result")
 
     def _check(self, schema: dict[str, Any], value: Any, what: str) -> bool:
-        compiled = compiled_validator(schema)
-        if compiled.is_valid(value):  # the usual case, told without building the list of errors
-            return True
-        errors = compiled.errors(value)
-        raise ValidationError(f"{self.name} {what} invalid: " + "; ".join(errors), errors)
+        errors = schema_errors(schema, value)
+        if errors:
+            raise ValidationError(f"{self.name} {what} invalid: " + "; ".join(errors), errors)
+        return True
 
     @property
     def has_secrets(self) -> bool:

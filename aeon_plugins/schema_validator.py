@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Final
 
 import pydantic
@@ -113,10 +112,6 @@ class SchemaValidator(Validator):
 
 
 def _check_size(value: Any, limit: int, what: str, option: str) -> None:
-    if (
-        _flat_size_bound(value) <= limit
-    ):  # the usual arguments: surely within the limit, told without encoding
-        return
     size = len(dumps_lenient(value).encode("utf-8", "backslashreplace"))
     if size > limit:
         raise ValidationError(
@@ -127,27 +122,3 @@ def _check_size(value: Any, limit: int, what: str, option: str) -> None:
 @hookimpl
 def aeon_register_validators(register: Register) -> None:
     register("schema", SchemaValidator)
-
-
-#: the most bytes a number, true, false or null takes as JSON (a float's repr is at most 24 characters)
-_SCALAR_BYTES: Final = 24
-
-
-def _flat_size_bound(value: Any) -> float:
-    """An upper bound on the bytes of ``value`` as JSON when it is an object of numbers, booleans, nulls and
-    strings (each character takes at most 6 bytes, as a ``\\uXXXX`` escape); infinite for anything else."""
-    if type(value) is not dict:
-        return math.inf
-    size = 2
-    for key, item in value.items():
-        if type(key) is not str:
-            return math.inf
-        kind = type(item)
-        if kind is str:
-            size += 6 * len(item) + 2
-        elif kind is float or kind is bool or item is None or (kind is int and -(10**20) < item < 10**20):
-            size += _SCALAR_BYTES
-        else:
-            return math.inf
-        size += 6 * len(key) + 4  # quotes, colon, comma and space
-    return size

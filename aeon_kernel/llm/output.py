@@ -32,11 +32,10 @@ def _reject_constant(name: str) -> Any:
 
 
 def _finite_float(text: str) -> float:
-    """A JSON number with a fraction or exponent; one too large for a float (``1e999``) is refused, not infinity."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:40]} is too large a number for JSON data")
-    return value
+    """A number too large for a float (``1e999``) is refused while parsing, not read as infinity."""
+    if math.isfinite(value := float(text)):
+        return value
+    raise ValueError(f"{text[:40]} is too large a number for JSON data")
 
 
 # Built once: ``json.loads``/``json.dumps`` with any non-default option construct a decoder or encoder per call.
@@ -53,19 +52,14 @@ def loads_strict(text: str) -> Any:
         value = _decode_strict(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
-    # Skipped where it cannot fail: too few brackets to nest, and no surrogate escape (a number too large for a
-    # float was refused while parsing).
-    if (
-        text.count("{") + text.count("[") >= MAX_JSON_DEPTH
-        or not is_utf8(text)
-        or ("\\u" in text and _SURROGATE_ESCAPE.search(text))
-    ):
+    # skipped where it cannot fail: too few brackets to nest, no surrogate escape (too large a number was refused)
+    if text.count("{") + text.count("[") >= MAX_JSON_DEPTH or not is_utf8(text) or _SURROGATE.search(text):
         check_depth(value)
     return value
 
 
-#: what in JSON text can decode to a lone surrogate, which :func:`check_depth` refuses
-_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+#: what in JSON text can decode to what :func:`check_depth` refuses: a lone surrogate
+_SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:

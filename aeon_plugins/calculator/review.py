@@ -10,7 +10,7 @@ call gets wrong without knowing the answer:
 - **operations**: each operation the request names ("times", "take away", "halve", "squared", "percent of",
   "average") appears in some call, and each step it names is done by an operation of its own: one
   multiplication does not "multiply 3 by 4 and double it".
-- **operands**: an operation the request names with its operands ("the product of 11 and 3", "the difference
+- **operands** (:mod:`aeon_plugins.calculator.operands`): an operation the request names with its operands ("the product of 11 and 3", "the difference
   between 100 and 37", "the average of 4, 8 and 12") combines exactly those numbers (``5 * 11 + 3`` does not).
 - **which way round**: a subtraction, division or power the request words with its operands ("subtract 4 from
   10", "20 minus 7", "30 divided by 5", "2 to the power of 5") is not done the other way round (``4 - 10``);
@@ -30,86 +30,22 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
 from aeon_kernel.kit import Review, given_results, request_parts
-from aeon_plugins.calculator.arithmetic import evaluate
-
-# --- numbers in words ---------------------------------------------------------------------------------------------
-
-_UNITS: Final = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
-}  # fmt: skip
-_TENS: Final = {
-    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
-}  # fmt: skip
-_SCALES: Final = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
-_WORD: Final = re.compile(r"[a-z]+")
-_DIGITS: Final = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?=s\b|(?!\w))")  # "4s": fours
-_PERCENT_AFTER: Final = re.compile(r"\s*(?:%|per\s?cent\b)", re.IGNORECASE)
-
-
-def request_numbers(request: str) -> list[tuple[int, float, bool]]:
-    """Each number ``request`` states, in digits or in words: its position, value, and whether it is a percentage."""
-    return [(start, value, percent) for start, _, value, percent in _number_spans(request)]
-
-
-@lru_cache(maxsize=256)
-def _number_spans(request: str) -> tuple[tuple[int, int, float, bool], ...]:
-    """Each number ``request`` states: where it starts and ends, its value, and whether it is a percentage."""
-    found = []
-    for match in _DIGITS.finditer(request):
-        value = float(match.group().replace(",", ""))
-        found.append(
-            (match.start(), match.end(), value, _PERCENT_AFTER.match(request, match.end()) is not None)
-        )
-    text = request.lower()
-    words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
-    i = 0
-    while i < len(words):
-        start, end, word = words[i]
-        if word not in _UNITS and word not in _TENS:
-            i += 1
-            continue
-        total, current = 0.0, 0.0
-        while i < len(words):
-            _, end_here, word = words[i]
-            gap = text[end : words[i][0]] if words[i][0] > end else ""
-            if current and gap.strip("- ") and gap.strip() not in ("and",):
-                break
-            if word in _UNITS:
-                current += _UNITS[word]
-            elif word in _TENS:
-                current += _TENS[word]
-            elif word in _SCALES and current:
-                current *= _SCALES[word]
-                if _SCALES[word] >= 1000:
-                    total, current = total + current, 0.0
-            elif word == "and" and current and words[i - 1][2] in _SCALES:
-                pass  # "one hundred and five"; "six and nine" are two numbers
-            else:
-                break
-            end = end_here
-            i += 1
-        value = total + current
-        if value == 1 and _is_pronoun_one(text, start):
-            continue
-        if text[start:end].endswith(
-            " and"
-        ):  # "one hundred and" ending the number: the "and" joins what follows
-            end -= len(" and")
-        found.append((start, end, value, _PERCENT_AFTER.match(text, end) is not None))
-    return tuple(sorted(found))
-
-
-def _is_pronoun_one(text: str, start: int) -> bool:
-    """ "one" as in "which one" or "one of them" is not a number a calculation uses."""
-    return re.match(r"one\s+(?:of|more|another|by one)\b", text[start:]) is not None
-
+from aeon_plugins.calculator.numbers import evaluated, request_numbers, written
+from aeon_plugins.calculator.operands import (
+    SCALINGS,
+    bindings,
+    combines,
+    does,
+    nodes,
+    orders,
+    the_wrong_way_round,
+    worked_out,
+)
 
 # --- what the request's words ask ---------------------------------------------------------------------------------
 
@@ -192,219 +128,6 @@ def _operations(request: str) -> list[_Cue]:
     return sorted((cue for cue in found if cue[0] not in names), key=lambda cue: cue[0])
 
 
-#: "the sum of 5, 10 and 15", "the difference between 100 and 37": an operation named with its own operands
-_OF_LIST: Final = re.compile(
-    r"\b(sum|total|product|difference|quotient|average|mean)\s+(?:of|between)\s+", re.IGNORECASE
-)
-#: the operator that each of those names applies to its operands (an average sums them, then divides)
-_LIST_OPERATORS: Final[dict[str, type[ast.operator]]] = {
-    "sum": ast.Add, "total": ast.Add, "average": ast.Add, "mean": ast.Add,
-    "product": ast.Mult, "difference": ast.Sub, "quotient": ast.Div,
-}  # fmt: skip
-_LIST_TOKEN: Final = re.compile(r"[a-z]+|\d[\d,]*(?:\.\d+)?|\S")
-_NUMBER_WORDS: Final = frozenset(_UNITS) | frozenset(_TENS) | frozenset(_SCALES)
-
-
-class _Binding(NamedTuple):
-    """An operation the request names with its operands: "the product of 11 and 3", "increase 50 by 20"."""
-
-    said: str
-    operator: type[ast.operator]
-    operands: tuple[float, ...]
-
-
-#: "increase 50 by 20", "reduce 80 by 15" (the request's numbers written as ``#i#``; a percentage is a share, so
-#: those wordings are not bound): the operation and the two operands, in order
-_BY_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, type[ast.operator]], ...]] = (
-    (re.compile(r"\b(?:increase|raise)[sd]?\s+#(\d+)#\s+by\s+#(\d+)#", re.IGNORECASE), "to increase", ast.Add),
-    (re.compile(r"\b(?:decrease[sd]?|reduce[sd]?|lower(?:s|ed)?)\s+#(\d+)#\s+by\s+#(\d+)#", re.IGNORECASE),
-     "to reduce", ast.Sub),
-)  # fmt: skip
-
-
-def _bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_Binding]:
-    """Each "sum of A and B" (product, difference, quotient, average; "between" too) of ``request`` whose operands
-    are two or more numbers it states, listed with commas and "and"; a percentage is no such operand."""
-    text, found = request.lower(), []
-    for match in _OF_LIST.finditer(text):
-        end = match.end()
-        for token in _LIST_TOKEN.finditer(text, match.end()):
-            word = token.group()
-            if word[0].isdigit() or word in _NUMBER_WORDS:
-                end = token.end()
-            elif word not in (",", "and", "-"):
-                break
-        operands = [(value, percent) for start, value, percent in stated if match.end() <= start < end]
-        if len(operands) >= 2 and not any(percent for _, percent in operands):
-            name, values = match.group(1), tuple(value for value, _ in operands)
-            *first, last = [_written(v) for v in values]
-            said = f"for the {name} of {', '.join(first)} and {last}"
-            found.append(_Binding(said, _LIST_OPERATORS[name], values))
-    masked, spans = _masked(request)
-    for pattern, verb, operator in _BY_WORDINGS:
-        for match in pattern.finditer(masked):
-            first_span, by = spans[int(match.group(1))], spans[int(match.group(2))]
-            if not (first_span[3] or by[3]):
-                said = f"{verb} {_written(first_span[2])} by {_written(by[2])}"
-                found.append(_Binding(said, operator, (first_span[2], by[2])))
-    return found
-
-
-def _combines(expression: str, binding: _Binding) -> bool:
-    """Whether ``expression`` applies the binding's operator to exactly its operands: one chain of that operator
-    (``5 + 10 + 15``) whose parts are those numbers, any order for a sum, a product or a difference."""
-    try:
-        tree = ast.parse(expression.replace("^", "**"), mode="eval")
-    except (SyntaxError, ValueError, RecursionError):
-        return False
-    ordered = (
-        binding.operator is ast.Div
-    )  # a quotient's order matters; a sum's, a product's or a difference's not
-    wanted = binding.operands if ordered else sorted(binding.operands)
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.BinOp) and isinstance(node.op, binding.operator)):
-            continue
-        parts = _chain(node, binding.operator)
-        values = [v for part in parts if (v := _evaluated(ast.unparse(part))) is not None]
-        if len(values) == len(parts) == len(wanted):
-            given = values if ordered else sorted(values)
-            if all(math.isclose(v, w) for v, w in zip(given, wanted, strict=True)):
-                return True
-    return False
-
-
-def _chain(node: ast.expr, operator: type[ast.operator]) -> list[ast.expr]:
-    """The parts a chain of one associative operator combines: ``(5 + 10) + 15`` combines 5, 10 and 15. Only a
-    sum or a product is a chain; a difference or a quotient has two parts."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, operator):
-        if operator in (ast.Add, ast.Mult):
-            return _chain(node.left, operator) + _chain(node.right, operator)
-        return [node.left, node.right]
-    return [node]
-
-
-#: wordings that say which way round an operation goes, the request's numbers written as ``#i#``: each gives the
-#: operator, and whether the first number named is its right operand ("subtract 4 from 10": 10 - 4)
-_ORDERED_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
-    (re.compile(pattern.replace("A", r"#(\d+)#").replace("B", r"#(\d+)#"), re.IGNORECASE), symbol, swapped)
-    for pattern, symbol, swapped in (
-        (r"\bsubtract(?:s|ed|ing)?\s+A\s+from\s+B", "-", True),
-        (r"\btak(?:e|es|ing)\s+(?:away\s+)?A\s+(?:away\s+)?from\s+B", "-", True),
-        (r"\bremov(?:e|es|ing)\s+A\s+from\s+B", "-", True),
-        (r"A\s+(?:less|fewer)\s+than\s+B", "-", True),
-        (r"A\s+(?:minus|less)\s+B(?!\s*#)", "-", False),
-        (r"\bdivid(?:e|es|ing)\s+A\s+by\s+B", "/", False),
-        (r"A\s+divided\s+(?:by|among|between)\s+B", "/", False),
-        (
-            r"\b(?:split|share[sd]?|shar(?:es|ing))\s+A(?:\s+[a-z]+){0,2}?\s+(?:among|between|by)\s+B",
-            "/",
-            False,
-        ),
-        (r"\b(?:reduce[sd]?|decrease[sd]?|lower(?:s|ed)?)\s+A\s+by\s+B", "-", False),
-        (r"\bhow\s+many\s+A\s?s?\s+(?:go|fit)\s+into\s+B", "/", True),
-        (r"A\s+(?:raised\s+)?to\s+the\s+power\s+of\s+B", "^", False),
-    )
-)
-_ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {"-": ast.Sub, "/": ast.Div, "^": ast.Pow}
-
-
-class _Order(NamedTuple):
-    """An operation whose operands the request gives in a known order: ``left symbol right``."""
-
-    symbol: str
-    left: float
-    right: float
-
-
-def _masked(request: str) -> tuple[str, tuple[tuple[int, int, float, bool], ...]]:
-    """``request`` with its ``i``-th number written as ``#i#`` (to match wordings around numbers), and the numbers."""
-    spans = _number_spans(request)
-    parts, at = [], 0
-    for index, (start, end, _, _) in enumerate(spans):
-        parts += [request[at:start], f"#{index}#"]
-        at = end
-    return "".join([*parts, request[at:]]), spans
-
-
-def _orders(request: str) -> list[_Order]:
-    """The operations ``request`` names with their operands in a known order ("subtract 4 from 10", "30 divided
-    by 5", "2 to the power of 5"); a percentage is no such operand."""
-    text, spans = _masked(request)
-    found = []
-    for pattern, symbol, swapped in _ORDERED_WORDINGS:
-        for match in pattern.finditer(text):
-            first, second = spans[int(match.group(1))], spans[int(match.group(2))]
-            if not (first[3] or second[3]):
-                left, right = (second, first) if swapped else (first, second)
-                found.append(_Order(symbol, left[2], right[2]))
-    return found
-
-
-def _the_wrong_way_round(expression: str, order: _Order) -> bool | None:
-    """True when ``expression`` applies the operation to the two numbers the wrong way round (``4 - 10`` for
-    "subtract 4 from 10"), False when it applies it the right way round, None when it does neither."""
-    try:
-        tree = ast.parse(expression.replace("^", "**"), mode="eval")
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-    reversed_found = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, _ORDERED_OPERATORS[order.symbol]):
-            left, right = _evaluated(ast.unparse(node.left)), _evaluated(ast.unparse(node.right))
-            if left is None or right is None:
-                continue
-            if math.isclose(left, order.left) and math.isclose(right, order.right):
-                return False
-            reversed_found = reversed_found or (
-                math.isclose(left, order.right) and math.isclose(right, order.left)
-            )
-    return True if reversed_found else None
-
-
-def _scaled_by(factor: float, divisor: float | None = None) -> Callable[[ast.BinOp], bool]:
-    """A node that multiplies by ``factor`` (either side), or divides by ``divisor``."""
-
-    def does(node: ast.BinOp) -> bool:
-        sides = (_evaluated(ast.unparse(node.left)), _evaluated(ast.unparse(node.right)))
-        if isinstance(node.op, ast.Mult):
-            return any(v is not None and math.isclose(v, factor) for v in sides)
-        return isinstance(node.op, ast.Div) and divisor is not None and sides[1] == divisor
-
-    return does
-
-
-def _doubles(node: ast.BinOp) -> bool:
-    """A multiplication by 2, or a sum that adds something twice (``6 + 6``, ``1 + 6 + 6``)."""
-    if not isinstance(node.op, ast.Add):
-        return _scaled_by(2)(node)
-    parts = [ast.dump(part) for part in _chain(node, ast.Add)]
-    return len(set(parts)) < len(parts)
-
-
-def _square_root(node: ast.BinOp) -> bool:
-    exponent = _evaluated(ast.unparse(node.right)) if isinstance(node.op, ast.Pow) else None
-    return exponent is not None and math.isclose(exponent, 0.5)
-
-
-#: words that name a scaling, and what an expression must do for them: "halve" is a division by 2 (or a
-#: multiplication by 0.5), not any multiplication; "the square root" is a power of 0.5, not any power
-_SCALINGS: Final[tuple[tuple[re.Pattern[str], str, Callable[[ast.BinOp], bool]], ...]] = (
-    (re.compile(r"\bhalve[sd]?\b|\bhalf\s+of\b", re.IGNORECASE), "halve", _scaled_by(0.5, 2)),
-    (re.compile(r"\bdouble[sd]?\b|\btwice\b", re.IGNORECASE), "double", _doubles),
-    (re.compile(r"\btriple[sd]?\b", re.IGNORECASE), "triple", _scaled_by(3)),
-    (re.compile(r"\bsquare\s+root\b", re.IGNORECASE), "take the square root", _square_root),
-)
-
-
-def _does(expression: str, done: Callable[[ast.BinOp], bool]) -> bool:
-    """Whether some operation of ``expression`` does what ``done`` asks."""
-    try:
-        tree = ast.parse(expression.replace("^", "**"), mode="eval")
-    except (SyntaxError, ValueError, RecursionError):
-        return False
-    return any(isinstance(node, ast.BinOp) and done(node) for node in ast.walk(tree))
-
-
 def _implied(request: str, numbers: Sequence[tuple[int, float, bool]]) -> set[float]:
     implied: set[float] = {1}
     for pattern, values in _IMPLIED:
@@ -481,10 +204,6 @@ def _is_in(value: float, values: Iterable[float]) -> bool:
     return any(math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-12) for other in values)
 
 
-def _written(value: float) -> str:
-    return str(int(value)) if value.is_integer() else str(value)
-
-
 @lru_cache(maxsize=256)
 def _read_request(
     request: str,
@@ -525,7 +244,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         numbers, operations = read
         strange = [n for n in numbers if not _is_in(n, available)]
         if strange:
-            listed = ", ".join(_written(n) for n in dict.fromkeys(strange))
+            listed = ", ".join(written(n) for n in dict.fromkeys(strange))
             findings.append(f"{expression!r} uses {listed}, which the request does not state.")
         if any(op.symbol == "x^x" and op.number not in implied for op in operations):
             findings.append(
@@ -547,11 +266,11 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
     if earlier and _follows_up(request, stated, named, implied):
         reached = {*used, *(v for c in calls for v in _partial_values(c))}
         if not any(_is_in(float(value), reached) for value in earlier):
-            listed = _listed([_written(float(v)) for v in dict.fromkeys(earlier)])
+            listed = _listed([written(float(v)) for v in dict.fromkeys(earlier)])
             findings.append(f"The request builds on an earlier result ({listed}), which no calculation uses.")
         elif named and values and values[-1] is not None and _is_in(values[-1], [float(v) for v in earlier]):
             findings.append(
-                f"The calculation only works out the earlier result ({_written(values[-1])}) again; the request "
+                f"The calculation only works out the earlier result ({written(values[-1])}) again; the request "
                 f"asks to {named[0][1]} it."
             )
     elif not earlier and (pointed := _BACK.search(request)) and _operands(stated, implied) < 2:
@@ -560,32 +279,32 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             "calculation can be checked against it."
         )
     literals = _literal_expressions(request)
-    for written in literals if len(literals) == 1 and not worded else ():  # the request is one written sum
-        wanted = _evaluated(written)
+    for literal in literals if len(literals) == 1 and not worded else ():  # the request is one written sum
+        wanted = evaluated(literal)
         if wanted is not None and not any(v is not None and _is_in(wanted, [v]) for v in values):
             findings.append(
-                f"The request writes {written.strip()!r}, which is {_written(wanted)}; no calculation gives that."
+                f"The request writes {literal.strip()!r}, which is {written(wanted)}; no calculation gives that."
             )
     for _, value, percent in stated:
         shares = _shares(value) if percent else ()
         if not (_is_in(value, used) or any(_is_in(share, used) for share in shares)):
-            findings.append(f"The request states {_written(value)}, which no calculation uses.")
+            findings.append(f"The request states {written(value)}, which no calculation uses.")
         elif percent and not any(_is_in(n, used) for n in (*shares, 100, 0.01)):  # "by 15%" as "200 * 15"
-            findings.append(f"The request's {_written(value)}% is never taken as a percentage.")
+            findings.append(f"The request's {written(value)}% is never taken as a percentage.")
     expressions = [e for c in calls if isinstance(e := (c.get("arguments") or {}).get("expression"), str)]
-    for order in _orders(request):
-        ways = [_the_wrong_way_round(expression, order) for expression in expressions]
+    for order in orders(request):
+        ways = [the_wrong_way_round(expression, order) for expression in expressions]
         if True in ways and False not in ways:
-            right = f"{_written(order.left)} {order.symbol} {_written(order.right)}"
+            right = f"{written(order.left)} {order.symbol} {written(order.right)}"
             findings.append(
                 f"The request asks for {right}; the calculation does it the other way round "
-                f"({_written(order.right)} {order.symbol} {_written(order.left)})."
+                f"({written(order.right)} {order.symbol} {written(order.left)})."
             )
-    for binding in _bindings(request, stated):
-        if not any(_combines(expression, binding) for expression in expressions):
+    for binding in bindings(request, stated):
+        if not any(combines(expression, binding) for expression in expressions):
             findings.append(f"The request asks {binding.said}; no calculation combines exactly those.")
-    for pattern, verb, scales in _SCALINGS:
-        if pattern.search(request) and not any(_does(expression, scales) for expression in expressions):
+    for pattern, verb, scales in SCALINGS:
+        if pattern.search(request) and not any(does(expression, scales) for expression in expressions):
             findings.append(f"The request asks to {verb}, which no calculation does.")
     missing = [name for _, name, operators, _ in named if not any(operators & _counts(a) for a in applied)]
     for name in dict.fromkeys(missing):
@@ -629,21 +348,13 @@ def _literal_expressions(request: str) -> tuple[str, ...]:
     return tuple(text for text in found if re.search(r"\d\s*[-+*/^\u00d7\u00f7]", text))
 
 
-@lru_cache(maxsize=512)
-def _evaluated(expression: str) -> float | None:
-    try:
-        return float(evaluate(expression.replace(",", "")))
-    except Exception:
-        return None
-
-
 def _value(call: Mapping[str, Any]) -> float | None:
     """What a call computes: its result's value once it ran, else its expression evaluated (arithmetic is pure)."""
     result = call.get("result")
     if isinstance(result, Mapping) and isinstance(result.get("value"), (int, float)):
         return float(result["value"])
     expression = (call.get("arguments") or {}).get("expression")
-    return _evaluated(expression) if isinstance(expression, str) else None
+    return evaluated(expression) if isinstance(expression, str) else None
 
 
 def _is_number(value: Any) -> bool:
@@ -667,13 +378,8 @@ def _operands(stated: Sequence[Any], implied: frozenset[float]) -> int:
 
 def _partial_values(call: Mapping[str, Any]) -> list[float]:
     """The value of every part of a call's expression: ``(2 + 3) * 2`` works out 5 on its way to 10."""
-    expression = (call.get("arguments") or {}).get("expression")
-    try:
-        tree = ast.parse(str(expression).replace("^", "**"), mode="eval")
-    except (SyntaxError, ValueError, RecursionError):
-        return []
-    parts = (_evaluated(ast.unparse(node)) for node in ast.walk(tree) if isinstance(node, ast.BinOp))
-    return [value for value in parts if value is not None]
+    expression = str((call.get("arguments") or {}).get("expression"))
+    return [value for found in nodes(expression) if (value := worked_out(found.op)) is not None]
 
 
 def _collapsed(steps: Sequence[tuple[str, frozenset[str]]]) -> list[tuple[str, frozenset[str]]]:

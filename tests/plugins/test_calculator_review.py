@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from aeon_plugins.calculator import CalculatorTool
-from aeon_plugins.calculator.review import request_numbers, review_calls
+from aeon_plugins.calculator.numbers import request_numbers
+from aeon_plugins.calculator.review import review_calls
 
 
 def review(request: str, *expressions: str, results: tuple[float, ...] = ()) -> tuple[bool, str]:

@@ -6,8 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from aeon_kernel import PlanStep, ToolRegistry, ValidationError, Validator
 from aeon_kernel.kit import StepToolCheck
@@ -281,30 +279,3 @@ def test_registered_as_the_schema_validator() -> None:
     aeon_register_validators(lambda name, factory: registered.append((name, factory)))
     assert [name for name, _ in registered] == ["schema"]
     assert isinstance(registered[0][1](), Validator)
-
-
-_scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(10**25), 10**25),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(st.characters(codec=None, exclude_categories=()), max_size=12),
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.text(max_size=8), _scalars, max_size=6))
-def test_the_size_shortcut_never_passes_arguments_over_the_limit(arguments: dict[str, Any]) -> None:
-    """The argument size check skips encoding when a cheap bound says the arguments fit (issue 31): the bound is
-    never below their real size, so the shortcut accepts only arguments the full check accepts."""
-    from aeon_kernel.kit import dumps_lenient
-    from aeon_plugins.schema_validator import _flat_size_bound
-
-    size = len(dumps_lenient(arguments).encode("utf-8", "backslashreplace"))
-    assert _flat_size_bound(arguments) >= size
-    validator = SchemaValidator(max_argument_bytes=max(size, 1))
-    validator.validate_tool_call({"tool_name": "t", "arguments": arguments}, {"type": "object"})
-    if size > 1:
-        too_small = SchemaValidator(max_argument_bytes=size - 1)
-        with pytest.raises(ValidationError, match="max_argument_bytes"):
-            too_small.validate_tool_call({"tool_name": "t", "arguments": arguments}, {"type": "object"})

@@ -1,0 +1,226 @@
+"""What the request says about an operation's operands, and whether an expression does it: an operation named
+with its operands ("the product of 11 and 3", "increase 50 by 20") combines exactly those numbers; one worded with
+its operands in order ("subtract 4 from 10", "30 divided by 5") is not done the other way round; "halve", "double",
+"triple" and "the square root" are done as such, not by any multiplication or power."""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Final, NamedTuple
+
+from aeon_plugins.calculator.numbers import NUMBER_WORDS, evaluated, number_spans, written
+
+#: "the sum of 5, 10 and 15", "the difference between 100 and 37": an operation named with its own operands
+_OF_LIST: Final = re.compile(
+    r"\b(sum|total|product|difference|quotient|average|mean)\s+(?:of|between)\s+", re.IGNORECASE
+)
+#: the operator that each of those names applies to its operands (an average sums them, then divides)
+_LIST_OPERATORS: Final[dict[str, type[ast.operator]]] = {
+    "sum": ast.Add, "total": ast.Add, "average": ast.Add, "mean": ast.Add,
+    "product": ast.Mult, "difference": ast.Sub, "quotient": ast.Div,
+}  # fmt: skip
+_LIST_TOKEN: Final = re.compile(r"[a-z]+|\d[\d,]*(?:\.\d+)?|\S")
+
+
+class _Binding(NamedTuple):
+    """An operation the request names with its operands: "the product of 11 and 3", "increase 50 by 20"."""
+
+    said: str
+    operator: type[ast.operator]
+    operands: tuple[float, ...]
+
+
+#: "increase 50 by 20", "reduce 80 by 15" (the request's numbers written as ``#i#``; a percentage is a share, so
+#: those wordings are not bound): the operation and the two operands, in order
+_BY_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, type[ast.operator]], ...]] = (
+    (re.compile(r"\b(?:increase|raise)[sd]?\s+#(\d+)#\s+by\s+#(\d+)#", re.IGNORECASE), "to increase", ast.Add),
+    (re.compile(r"\b(?:decrease[sd]?|reduce[sd]?|lower(?:s|ed)?)\s+#(\d+)#\s+by\s+#(\d+)#", re.IGNORECASE),
+     "to reduce", ast.Sub),
+)  # fmt: skip
+
+
+def bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_Binding]:
+    """Each "sum of A and B" (product, difference, quotient, average; "between" too) of ``request`` whose operands
+    are two or more numbers it states, listed with commas and "and"; a percentage is no such operand."""
+    text, found = request.lower(), []
+    for match in _OF_LIST.finditer(text):
+        end = match.end()
+        for token in _LIST_TOKEN.finditer(text, match.end()):
+            word = token.group()
+            if word[0].isdigit() or word in NUMBER_WORDS:
+                end = token.end()
+            elif word not in (",", "and", "-"):
+                break
+        operands = [(value, percent) for start, value, percent in stated if match.end() <= start < end]
+        if len(operands) >= 2 and not any(percent for _, percent in operands):
+            name, values = match.group(1), tuple(value for value, _ in operands)
+            *first, last = [written(v) for v in values]
+            said = f"for the {name} of {', '.join(first)} and {last}"
+            found.append(_Binding(said, _LIST_OPERATORS[name], values))
+    masked, spans = _masked(request)
+    for pattern, verb, operator in _BY_WORDINGS:
+        for match in pattern.finditer(masked):
+            first_span, by = spans[int(match.group(1))], spans[int(match.group(2))]
+            if not (first_span[3] or by[3]):
+                said = f"{verb} {written(first_span[2])} by {written(by[2])}"
+                found.append(_Binding(said, operator, (first_span[2], by[2])))
+    return found
+
+
+def combines(expression: str, binding: _Binding) -> bool:
+    """Whether ``expression`` applies the binding's operator to exactly its operands: one chain of that operator
+    (``5 + 10 + 15``) whose parts are those numbers, any order for a sum, a product or a difference."""
+    ordered = binding.operator is ast.Div  # a quotient's order matters
+    wanted = list(binding.operands) if ordered else sorted(binding.operands)
+    for found in nodes(expression):
+        if isinstance(found.op.op, binding.operator):
+            parts = _chain(found.op, binding.operator)
+            values = [v for part in parts if (v := worked_out(part)) is not None]
+            given = values if ordered else sorted(values)
+            if len(parts) == len(given) == len(wanted) and all(map(math.isclose, given, wanted)):
+                return True
+    return False
+
+
+def _chain(node: ast.expr, operator: type[ast.operator]) -> list[ast.expr]:
+    """The parts a chain of one associative operator combines: ``(5 + 10) + 15`` combines 5, 10 and 15. Only a
+    sum or a product is a chain; a difference or a quotient has two parts."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, operator):
+        if operator in (ast.Add, ast.Mult):
+            return _chain(node.left, operator) + _chain(node.right, operator)
+        return [node.left, node.right]
+    return [node]
+
+
+#: wordings that say which way round an operation goes, the request's numbers written as ``#i#``: each gives the
+#: operator, and whether the first number named is its right operand ("subtract 4 from 10": 10 - 4)
+_ORDERED_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
+    (re.compile(pattern.replace("A", r"#(\d+)#").replace("B", r"#(\d+)#"), re.IGNORECASE), symbol, swapped)
+    for pattern, symbol, swapped in (
+        (r"\bsubtract(?:s|ed|ing)?\s+A\s+from\s+B", "-", True),
+        (r"\btak(?:e|es|ing)\s+(?:away\s+)?A\s+(?:away\s+)?from\s+B", "-", True),
+        (r"\bremov(?:e|es|ing)\s+A\s+from\s+B", "-", True),
+        (r"A\s+(?:less|fewer)\s+than\s+B", "-", True),
+        (r"A\s+(?:minus|less)\s+B(?!\s*#)", "-", False),
+        (r"\bdivid(?:e|es|ing)\s+A\s+by\s+B", "/", False),
+        (r"A\s+divided\s+(?:by|among|between)\s+B", "/", False),
+        (
+            r"\b(?:split|share[sd]?|shar(?:es|ing))\s+A(?:\s+[a-z]+){0,2}?\s+(?:among|between|by)\s+B",
+            "/",
+            False,
+        ),
+        (r"\b(?:reduce[sd]?|decrease[sd]?|lower(?:s|ed)?)\s+A\s+by\s+B", "-", False),
+        (r"\bhow\s+many\s+A\s?s?\s+(?:go|fit)\s+into\s+B", "/", True),
+        (r"A\s+(?:raised\s+)?to\s+the\s+power\s+of\s+B", "^", False),
+    )
+)
+_ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {"-": ast.Sub, "/": ast.Div, "^": ast.Pow}
+
+
+class _Order(NamedTuple):
+    """An operation whose operands the request gives in a known order: ``left symbol right``."""
+
+    symbol: str
+    left: float
+    right: float
+
+
+def _masked(request: str) -> tuple[str, tuple[tuple[int, int, float, bool], ...]]:
+    """``request`` with its ``i``-th number written as ``#i#`` (to match wordings around numbers), and the numbers."""
+    spans = number_spans(request)
+    parts, at = [], 0
+    for index, (start, end, _, _) in enumerate(spans):
+        parts += [request[at:start], f"#{index}#"]
+        at = end
+    return "".join([*parts, request[at:]]), spans
+
+
+def orders(request: str) -> list[_Order]:
+    """The operations ``request`` names with their operands in a known order ("subtract 4 from 10", "30 divided
+    by 5", "2 to the power of 5"); a percentage is no such operand."""
+    text, spans = _masked(request)
+    found = []
+    for pattern, symbol, swapped in _ORDERED_WORDINGS:
+        for match in pattern.finditer(text):
+            first, second = spans[int(match.group(1))], spans[int(match.group(2))]
+            if not (first[3] or second[3]):
+                left, right = (second, first) if swapped else (first, second)
+                found.append(_Order(symbol, left[2], right[2]))
+    return found
+
+
+def the_wrong_way_round(expression: str, order: _Order) -> bool | None:
+    """True when ``expression`` applies the operation to the two numbers the wrong way round (``4 - 10`` for
+    "subtract 4 from 10"), False when it applies it the right way round, None when it does neither."""
+    operator, reversed_found = _ORDERED_OPERATORS[order.symbol], False
+    for found in nodes(expression):
+        if isinstance(found.op.op, operator) and found.left is not None and found.right is not None:
+            if math.isclose(found.left, order.left) and math.isclose(found.right, order.right):
+                return False
+            reversed_found |= math.isclose(found.left, order.right) and math.isclose(found.right, order.left)
+    return True if reversed_found else None
+
+
+class _Node(NamedTuple):
+    """An operation of an expression, with the values of its two sides (None where they cannot be worked out)."""
+
+    op: ast.BinOp
+    left: float | None
+    right: float | None
+
+
+@lru_cache(maxsize=512)
+def nodes(expression: str) -> tuple[_Node, ...]:
+    """Every operation of ``expression`` with the values of its sides; none when it cannot be read."""
+    try:
+        tree = ast.parse(expression.replace("^", "**"), mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return ()
+    binary = (node for node in ast.walk(tree) if isinstance(node, ast.BinOp))
+    return tuple(_Node(node, worked_out(node.left), worked_out(node.right)) for node in binary)
+
+
+def worked_out(node: ast.expr) -> float | None:
+    return evaluated(ast.unparse(node))
+
+
+def _scaled_by(factor: float, divisor: float | None = None) -> Callable[[_Node], bool]:
+    """An operation that multiplies by ``factor`` (either side), or divides by ``divisor``."""
+
+    def does(found: _Node) -> bool:
+        if isinstance(found.op.op, ast.Mult):
+            return any(v is not None and math.isclose(v, factor) for v in (found.left, found.right))
+        return isinstance(found.op.op, ast.Div) and found.right == divisor
+
+    return does
+
+
+def _doubles(found: _Node) -> bool:
+    """A multiplication by 2, or a sum that adds something twice (``6 + 6``, ``1 + 6 + 6``)."""
+    if not isinstance(found.op.op, ast.Add):
+        return _scaled_by(2)(found)
+    parts = [ast.dump(part) for part in _chain(found.op, ast.Add)]
+    return len(set(parts)) < len(parts)
+
+
+def _square_root(found: _Node) -> bool:
+    return isinstance(found.op.op, ast.Pow) and found.right is not None and math.isclose(found.right, 0.5)
+
+
+#: words that name a scaling, and what an expression must do for them: "halve" is a division by 2 (or a
+#: multiplication by 0.5), not any multiplication; "the square root" is a power of 0.5, not any power
+SCALINGS: Final[tuple[tuple[re.Pattern[str], str, Callable[[_Node], bool]], ...]] = (
+    (re.compile(r"\bhalve[sd]?\b|\bhalf\s+of\b", re.IGNORECASE), "halve", _scaled_by(0.5, 2)),
+    (re.compile(r"\bdouble[sd]?\b|\btwice\b", re.IGNORECASE), "double", _doubles),
+    (re.compile(r"\btriple[sd]?\b", re.IGNORECASE), "triple", _scaled_by(3)),
+    (re.compile(r"\bsquare\s+root\b", re.IGNORECASE), "take the square root", _square_root),
+)
+
+
+def does(expression: str, done: Callable[[_Node], bool]) -> bool:
+    """Whether some operation of ``expression`` does what ``done`` asks."""
+    return any(done(found) for found in nodes(expression))
