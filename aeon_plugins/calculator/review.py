@@ -10,8 +10,9 @@ call gets wrong without knowing the answer:
 - **operations**: each operation the request names ("times", "take away", "halve", "squared", "percent of",
   "average") appears in some call, and each step it names is done by an operation of its own: one
   multiplication does not "multiply 3 by 4 and double it".
-- **operands** (:mod:`aeon_plugins.calculator.operands`): an operation the request names with its operands ("the product of 11 and 3", "the difference
-  between 100 and 37", "the average of 4, 8 and 12") combines exactly those numbers (``5 * 11 + 3`` does not).
+- **operands** (in :mod:`aeon_plugins.calculator.operands`): an operation the request names with its operands
+  ("the product of 11 and 3", "the difference between 100 and 37", "the average of 4, 8 and 12") combines
+  exactly those numbers (``5 * 11 + 3`` does not).
 - **which way round**: a subtraction, division or power the request words with its operands ("subtract 4 from
   10", "20 minus 7", "30 divided by 5", "2 to the power of 5") is not done the other way round (``4 - 10``);
   "increase 50 by 20" adds them; "halve", "double", "triple" and "the square root" are done by dividing by 2 (or
