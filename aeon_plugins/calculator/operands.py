@@ -191,12 +191,12 @@ def worked_out(node: ast.expr) -> float | None:
 def _scaled_by(factor: float, divisor: float | None = None) -> Callable[[_Node], bool]:
     """An operation that multiplies by ``factor`` (either side), or divides by ``divisor``."""
 
-    def does(found: _Node) -> bool:
+    def scales(found: _Node) -> bool:
         if isinstance(found.op.op, ast.Mult):
             return any(v is not None and math.isclose(v, factor) for v in (found.left, found.right))
         return isinstance(found.op.op, ast.Div) and found.right == divisor
 
-    return does
+    return scales
 
 
 def _doubles(found: _Node) -> bool:
