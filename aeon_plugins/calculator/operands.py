@@ -32,6 +32,8 @@ class _Binding(NamedTuple):
     said: str
     operator: type[ast.operator]
     operands: tuple[float, ...]
+    #: exactly these operands ("the product of 11 and 3"), or these among others ("multiply 3 by 4 and double it")
+    exact: bool = True
 
 
 #: "increase 50 by 20", "reduce 80 by 15" (the request's numbers written as ``#i#``; a percentage is a share, so
@@ -43,24 +45,43 @@ _BY_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, type[ast.operator]], ...]]
 )  # fmt: skip
 
 
+#: "add 2 and 3", "add 5 to 10", "add up 5, 10 and 15", "multiply 25 by 4": a verb and the numbers it is given,
+#: with the words that may join them; such a list may be part of a longer chain (``3 * 4 * 2``)
+_VERB_LIST: Final = re.compile(r"\b(add(?:\s+up)?|sum|total|multiply)\s+(?=[\d a-z])", re.IGNORECASE)
+_VERB_JOINS: Final = {"add": (",", "and", "to"), "multiply": (",", "and", "by")}
+
+
+def _listed_after(text: str, at: int, joins: Sequence[str]) -> int:
+    """Where a list of numbers that starts at ``at`` ends: numbers (digits or words) joined by ``joins``."""
+    end = at
+    for token in _LIST_TOKEN.finditer(text, at):
+        word = token.group()
+        if word[0].isdigit() or word in NUMBER_WORDS:
+            end = token.end()
+        elif word not in joins:
+            break
+    return end
+
+
 def bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_Binding]:
-    """Each "sum of A and B" (product, difference, quotient, average; "between" too) of ``request`` whose operands
-    are two or more numbers it states, listed with commas and "and"; a percentage is no such operand."""
+    """Each "sum of A and B" (product, difference, quotient, average; "between" too), "add A and B", "multiply A
+    by B" of ``request`` whose operands are two or more numbers it states; a percentage is no such operand."""
     text, found = request.lower(), []
-    for match in _OF_LIST.finditer(text):
-        end = match.end()
-        for token in _LIST_TOKEN.finditer(text, match.end()):
-            word = token.group()
-            if word[0].isdigit() or word in NUMBER_WORDS:
-                end = token.end()
-            elif word not in (",", "and", "-"):
-                break
+    listed = [
+        (m, m.group(1), _LIST_OPERATORS[m.group(1)], (",", "and", "-"), True) for m in _OF_LIST.finditer(text)
+    ]
+    for match in _VERB_LIST.finditer(text):
+        verb = "multiply" if match.group(1) == "multiply" else "add"
+        listed.append((match, verb, ast.Mult if verb == "multiply" else ast.Add, _VERB_JOINS[verb], False))
+    for match, name, operator, joins, exact in listed:
+        end = _listed_after(text, match.end(), joins)
         operands = [(value, percent) for start, value, percent in stated if match.end() <= start < end]
         if len(operands) >= 2 and not any(percent for _, percent in operands):
-            name, values = match.group(1), tuple(value for value, _ in operands)
+            values = tuple(value for value, _ in operands)
             *first, last = [written(v) for v in values]
-            said = f"for the {name} of {', '.join(first)} and {last}"
-            found.append(_Binding(said, _LIST_OPERATORS[name], values))
+            said = f"for the {name} of" if exact else f"to {name}"
+            said = f"{said} {', '.join(first)} and {last}"
+            found.append(_Binding(said, operator, values, exact))
     masked, spans = _masked(request)
     for pattern, verb, operator in _BY_WORDINGS:
         for match in pattern.finditer(masked):
@@ -81,9 +102,24 @@ def combines(expression: str, binding: _Binding) -> bool:
             parts = _chain(found.op, binding.operator)
             values = [v for part in parts if (v := worked_out(part)) is not None]
             given = values if ordered else sorted(values)
-            if len(parts) == len(given) == len(wanted) and all(map(math.isclose, given, wanted)):
+            if len(parts) != len(given):
+                continue
+            if binding.exact and len(given) == len(wanted) and all(map(math.isclose, given, wanted)):
+                return True
+            if not binding.exact and _contains(given, wanted):
                 return True
     return False
+
+
+def _contains(values: Sequence[float], wanted: Sequence[float]) -> bool:
+    """Whether ``values`` hold each of ``wanted`` (as many times as it is wanted)."""
+    left = list(values)
+    for value in wanted:
+        match = next((i for i, v in enumerate(left) if math.isclose(v, value)), None)
+        if match is None:
+            return False
+        left.pop(match)
+    return True
 
 
 def _chain(node: ast.expr, operator: type[ast.operator]) -> list[ast.expr]:

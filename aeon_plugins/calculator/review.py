@@ -303,7 +303,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             )
     for binding in bindings(request, stated):
         if not any(combines(expression, binding) for expression in expressions):
-            findings.append(f"The request asks {binding.said}; no calculation combines exactly those.")
+            those = "exactly those" if binding.exact else "them"
+            findings.append(f"The request asks {binding.said}; no calculation combines {those}.")
     for pattern, verb, scales in SCALINGS:
         if pattern.search(request) and not any(does(expression, scales) for expression in expressions):
             findings.append(f"The request asks to {verb}, which no calculation does.")

@@ -86,6 +86,10 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
             "asks for 105 - 12",
         ),
         ("what is 6 to the third power?", ["6 * 3"], "asks to raise to a power"),
+        # "add A and B", "multiply A by B": the verb's own numbers, whatever else the chain holds
+        ("add 2 and 3 and multiply by 4", ["2 + 3 * 4"], "asks to add 2 and 3"),
+        ("sum 2, 4 and 6 then divide by 3", ["2 + 4 + 6 / 3"], "asks to add 2, 4 and 6"),
+        ("multiply 7 by 6 and subtract 2", ["7 * (6 - 2)"], "asks to multiply 7 and 6"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -155,6 +159,10 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("what is the square root of 49?", ["49 ** 0.5"]),
         ("the product of 4 and 25 percent", ["4 * 0.25"]),  # a percentage is a share, not an operand
         ("what is 6 to the third power?", ["6 ^ 3"]),  # an ordinal, not "a third"
+        ("add 2 and 3 and multiply by 4", ["(2 + 3) * 4"]),
+        ("sum 2, 4 and 6 then divide by 3", ["(2 + 4 + 6) / 3"]),
+        ("multiply 7 by 6 and subtract 2", ["7 * 6 - 2"]),
+        ("add 9 to 41", ["41 + 9"]),
         ("raise 3 to the fourth power", ["3 ** 4"]),
     ],
 )
