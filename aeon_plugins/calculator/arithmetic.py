@@ -34,14 +34,18 @@ _UNARY: Final[dict[type[ast.unaryop], Callable[[Any], Any]]] = {
 }
 
 
+def parse(expression: str) -> ast.Expression:
+    """The expression's syntax tree, ``^``, ``\u00d7`` and ``\u00f7`` read as ``**``, ``*`` and ``/`` (what the
+    calculator runs, and what its review reads)."""
+    return ast.parse(expression.replace("^", "**").replace("\u00d7", "*").replace("\u00f7", "/"), mode="eval")
+
+
 def evaluate(expression: str) -> int | float:
     """Evaluate an arithmetic expression safely. Raises ToolError with the reason when it cannot."""
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise ToolError(f"expression longer than {MAX_EXPRESSION_LENGTH} characters")
     try:
-        tree = ast.parse(
-            expression.replace("^", "**").replace("\u00d7", "*").replace("\u00f7", "/"), mode="eval"
-        )
+        tree = parse(expression)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ToolError(f"not an arithmetic expression: {expression!r} ({type(exc).__name__})") from None
     try:

@@ -70,9 +70,8 @@ def number_spans(request: str) -> tuple[tuple[int, int, float, bool], ...]:
         value = total + current
         if value == 1 and _is_pronoun_one(text, start):
             continue
-        if text[start:end].endswith(
-            " and"
-        ):  # "one hundred and" ending the number: the "and" joins what follows
+        # "one hundred and" ending the number: the "and" joins what follows
+        if text[start:end].endswith(" and"):
             end -= len(" and")
         found.append((start, end, value, _PERCENT_AFTER.match(text, end) is not None))
     return tuple(sorted(found))

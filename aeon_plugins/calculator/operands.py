@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Final, NamedTuple
 
+from aeon_plugins.calculator.arithmetic import parse
 from aeon_plugins.calculator.numbers import NUMBER_WORDS, evaluated, number_spans, written
 
 #: "the sum of 5, 10 and 15", "the difference between 100 and 37": an operation named with its own operands
@@ -213,7 +214,7 @@ class _Node(NamedTuple):
 def nodes(expression: str) -> tuple[_Node, ...]:
     """Every operation of ``expression`` with the values of its sides; none when it cannot be read."""
     try:
-        tree = ast.parse(expression.replace("^", "**"), mode="eval")
+        tree = parse(expression)
     except (SyntaxError, ValueError, RecursionError):
         return ()
     binary = (node for node in ast.walk(tree) if isinstance(node, ast.BinOp))

@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
 from aeon_kernel.kit import Review, given_results, request_parts
+from aeon_plugins.calculator.arithmetic import parse
 from aeon_plugins.calculator.numbers import evaluated, request_numbers, written
 from aeon_plugins.calculator.operands import (
     SCALINGS,
@@ -122,9 +123,8 @@ def _operations(request: str) -> list[_Cue]:
     for pattern, name, operators, ordered in _CUES:
         found += [(m.start(), name, operators, ordered) for m in re.finditer(pattern, request, re.IGNORECASE)]
     names = {m.start(1) for m in _NAMED_RESULT.finditer(request)}
-    if any(
-        name == "take the remainder" for _, name, _, _ in found
-    ):  # "the remainder when 17 is divided by 5"
+    # "the remainder when 17 is divided by 5": the division is the remainder's, not a step of its own
+    if any(name == "take the remainder" for _, name, _, _ in found):
         names |= {start for start, name, _, _ in found if name == "divide"}
     return sorted((cue for cue in found if cue[0] not in names), key=lambda cue: cue[0])
 
@@ -164,9 +164,7 @@ class _Op(NamedTuple):
 def _read(expression: str) -> tuple[tuple[float, ...], tuple[_Op, ...]] | None:
     """The numbers an expression uses and the operations it applies, in the order they are evaluated."""
     try:
-        tree = ast.parse(
-            expression.replace("^", "**").replace("\u00d7", "*").replace("\u00f7", "/"), mode="eval"
-        )
+        tree = parse(expression)
     except (SyntaxError, ValueError, RecursionError):
         return None
     numbers: list[float] = []

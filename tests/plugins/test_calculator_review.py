@@ -160,6 +160,8 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("the product of 4 and 25 percent", ["4 * 0.25"]),  # a percentage is a share, not an operand
         ("what is 6 to the third power?", ["6 ^ 3"]),  # an ordinal, not "a third"
         ("add 2 and 3 and multiply by 4", ["(2 + 3) * 4"]),
+        # the calculator runs \u00d7 as *, and its review reads it so
+        ("add 2 and 3 and multiply by 4", ["(2 + 3) \u00d7 4"]),
         ("sum 2, 4 and 6 then divide by 3", ["(2 + 4 + 6) / 3"]),
         ("multiply 7 by 6 and subtract 2", ["7 * 6 - 2"]),
         ("add 9 to 41", ["41 + 9"]),
