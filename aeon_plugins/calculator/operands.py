@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Final, NamedTuple
 
 from aeon_plugins.calculator.arithmetic import parse
-from aeon_plugins.calculator.numbers import NUMBER_WORDS, evaluated, number_spans, written
+from aeon_plugins.calculator.numbers import NUMBER_WORDS, evaluated, number_spans, request_numbers, written
 
 #: "the sum of 5, 10 and 15", "the difference between 100 and 37": an operation named with its own operands
 _OF_LIST: Final = re.compile(
@@ -35,6 +35,24 @@ class _Binding(NamedTuple):
     operands: tuple[float, ...]
     #: exactly these operands ("the product of 11 and 3"), or these among others ("multiply 3 by 4 and double it")
     exact: bool = True
+    #: the name the request gives the operation ("product", "average"), when it names one
+    name: str = ""
+
+    @property
+    def value(self) -> float | None:
+        """What the named operation gives ("the product of 7 and 6": 42), None when it names none."""
+        values = self.operands
+        if self.name in ("sum", "total"):
+            return math.fsum(values)
+        if self.name in ("average", "mean"):
+            return math.fsum(values) / len(values)
+        if self.name == "product":
+            return math.prod(values)
+        if self.name == "difference" and len(values) == 2:
+            return abs(values[0] - values[1])
+        if self.name == "quotient" and len(values) == 2 and values[1]:
+            return values[0] / values[1]
+        return None
 
 
 #: "increase 50 by 20", "reduce 80 by 15" (the request's numbers written as ``#i#``; a percentage is a share, so
@@ -64,16 +82,16 @@ def _listed_after(text: str, at: int, joins: Sequence[str]) -> int:
     return end
 
 
-def bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_Binding]:
-    """Each "sum of A and B" (product, difference, quotient, average; "between" too), "add A and B", "multiply A
-    by B" of ``request`` whose operands are two or more numbers it states; a percentage is no such operand."""
-    text, found = request.lower(), []
+def _phrases(text: str, stated: Sequence[tuple[int, float, bool]]) -> list[tuple[int, int, _Binding]]:
+    """Where ``text`` (lowercase) names an operation with its operands, and the binding: "(the) sum of A and B",
+    "add A and B", "multiply A by B"; two or more numbers it states, none a percentage."""
     listed = [
         (m, m.group(1), _LIST_OPERATORS[m.group(1)], (",", "and", "-"), True) for m in _OF_LIST.finditer(text)
     ]
     for match in _VERB_LIST.finditer(text):
         verb = "multiply" if match.group(1) == "multiply" else "add"
         listed.append((match, verb, ast.Mult if verb == "multiply" else ast.Add, _VERB_JOINS[verb], False))
+    found = []
     for match, name, operator, joins, exact in listed:
         end = _listed_after(text, match.end(), joins)
         operands = [(value, percent) for start, value, percent in stated if match.end() <= start < end]
@@ -82,7 +100,15 @@ def bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_B
             *first, last = [written(v) for v in values]
             said = f"for the {name} of" if exact else f"to {name}"
             said = f"{said} {', '.join(first)} and {last}"
-            found.append(_Binding(said, operator, values, exact))
+            start = match.start() - 4 if text.endswith("the ", 0, match.start()) else match.start()
+            found.append((start, end, _Binding(said, operator, values, exact, name)))
+    return found
+
+
+def bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_Binding]:
+    """Each "sum of A and B" (product, difference, quotient, average; "between" too), "add A and B", "multiply A
+    by B" of ``request`` whose operands are two or more numbers it states; a percentage is no such operand."""
+    found = [binding for _, _, binding in _phrases(request.lower(), stated)]
     masked, spans = _masked(request)
     for pattern, verb, operator in _BY_WORDINGS:
         for match in pattern.finditer(masked):
@@ -138,11 +164,12 @@ def _chain(node: ast.expr, operator: type[ast.operator]) -> list[ast.expr]:
 _ORDERED_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
     (re.compile(pattern.replace("A", r"#(\d+)#").replace("B", r"#(\d+)#"), re.IGNORECASE), symbol, swapped)
     for pattern, symbol, swapped in (
-        (r"\bsubtract(?:s|ed|ing)?\s+A\s+from\s+B", "-", True),
+        (r"\b(?:subtract|deduct)(?:s|ed|ing)?\s+A\s+from\s+B", "-", True),
+        (r"\bfrom\s+A,?\s+(?:subtract|deduct|take\s+away)\s+B", "-", False),
         (r"\btak(?:e|es|ing)\s+(?:away\s+)?A\s+(?:away\s+)?from\s+B", "-", True),
         (r"\bremov(?:e|es|ing)\s+A\s+from\s+B", "-", True),
         (r"A\s+(?:less|fewer)\s+than\s+B", "-", True),
-        (r"A\s+(?:minus|less)\s+B(?!\s*#)", "-", False),
+        (r"A\s+(?:minus|less|take\s+away)\s+B(?!\s*#)", "-", False),
         (r"\bdivid(?:e|es|ing)\s+A\s+by\s+B", "/", False),
         (r"A\s+divided\s+(?:by|among|between)\s+B", "/", False),
         (
@@ -150,54 +177,110 @@ _ORDERED_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
             "/",
             False,
         ),
+        (r"A\s+(?:split|shared)\s+(?:equally\s+)?(?:among|between)\s+B", "/", False),
         (r"\b(?:reduce[sd]?|decrease[sd]?|lower(?:s|ed)?)\s+A\s+by\s+B", "-", False),
         (r"\bhow\s+many\s+A\s?s?\s+(?:go|fit)\s+into\s+B", "/", True),
         (r"A\s+(?:raised\s+)?to\s+the\s+power\s+of\s+B", "^", False),
     )
 )
+#: wordings that apply an operation to an earlier result, with its other operand: "then subtract 12", "divide it
+#: by 5" (the earlier result is the left operand)
+_RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
+    (re.compile(pattern.replace("B", r"#(\d+)#"), re.IGNORECASE), symbol)
+    for pattern, symbol in (
+        (r"\b(?:subtract|deduct)(?:s|ed|ing)?\s+B(?!\s*(?:from|,|and|#))", "-"),
+        (r"\btake\s+away\s+B(?!\s*(?:from|,|and|#))", "-"),
+        (r"\btake\s+B\s+away(?!\s+from)", "-"),
+        (r"(?:,|\bthen|\band)\s+minus\s+B", "-"),
+        (r"\bdivid(?:e|es|ing)\s+(?:(?:it|that|this|them|the\s+[a-z]+)\s+)?by\s+B", "/"),
+        (r"\braise\s+(?:it|that|this|the\s+[a-z]+)\s+to\s+the\s+power\s+of\s+B", "^"),
+    )
+)
 _ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {"-": ast.Sub, "/": ast.Div, "^": ast.Pow}
+#: infix words that make a spoken number the left operand of the next one: "100 minus 30 minus 20"
+_INFIX_BEFORE: Final = re.compile(r"(?:plus|minus|times|by|less|away)\s+$")
 
 
 class _Order(NamedTuple):
-    """An operation whose operands the request gives in a known order: ``left symbol right``."""
+    """An operation whose operands the request gives in a known order: ``left symbol right``; ``left`` is None
+    for an earlier result ("then subtract 12")."""
 
     symbol: str
-    left: float
+    left: float | None
     right: float
 
+    @property
+    def said(self) -> str:
+        left = "the result" if self.left is None else written(self.left)
+        return f"{left} {self.symbol} {written(self.right)}"
 
-def _masked(request: str) -> tuple[str, tuple[tuple[int, int, float, bool], ...]]:
-    """``request`` with its ``i``-th number written as ``#i#`` (to match wordings around numbers), and the numbers."""
-    spans = number_spans(request)
+    @property
+    def reversed(self) -> str:
+        left = "the result" if self.left is None else written(self.left)
+        return f"{written(self.right)} {self.symbol} {left}"
+
+
+_Span = tuple[int, int, float, bool]
+
+
+def _masked(request: str, phrases: bool = False) -> tuple[str, tuple[_Span, ...]]:
+    """``request`` with its ``i``-th number written as ``#i#`` (to match wordings around numbers), and the numbers;
+    with ``phrases``, an operation named with its operands ("the product of 7 and 6") is one number (42)."""
+    spans = list(number_spans(request))
+    if phrases:
+        for start, end, binding in _phrases(request.lower(), request_numbers(request)):
+            value = binding.value
+            if (
+                value is not None
+                and binding.exact
+                and all(s[1] <= start or s[0] >= end for s in spans if s[3])
+            ):
+                spans = [s for s in spans if not start <= s[0] < end]
+                if all(s[1] <= start or s[0] >= end for s in spans):
+                    spans.append((start, end, value, False))
+        spans.sort()
     parts, at = [], 0
     for index, (start, end, _, _) in enumerate(spans):
         parts += [request[at:start], f"#{index}#"]
         at = end
-    return "".join([*parts, request[at:]]), spans
+    return "".join([*parts, request[at:]]), tuple(spans)
 
 
 def orders(request: str) -> list[_Order]:
     """The operations ``request`` names with their operands in a known order ("subtract 4 from 10", "30 divided
-    by 5", "2 to the power of 5"); a percentage is no such operand."""
-    text, spans = _masked(request)
+    by 5", "take 4 away from the product of 7 and 6", "then subtract 12"); a percentage is no such operand. In a
+    spoken chain ("100 minus 30 minus 20") only the first pair is such an operation (see :func:`chains`)."""
+    text, spans = _masked(request, phrases=True)
     found = []
     for pattern, symbol, swapped in _ORDERED_WORDINGS:
         for match in pattern.finditer(text):
             first, second = spans[int(match.group(1))], spans[int(match.group(2))]
-            if not (first[3] or second[3]):
-                left, right = (second, first) if swapped else (first, second)
-                found.append(_Order(symbol, left[2], right[2]))
+            if first[3] or second[3] or (not swapped and _INFIX_BEFORE.search(text, 0, match.start())):
+                continue
+            left, right = (second, first) if swapped else (first, second)
+            found.append(_Order(symbol, left[2], right[2]))
+    for pattern, symbol in _RESULT_FIRST:
+        for match in pattern.finditer(text):
+            if not spans[int(match.group(1))][3]:
+                found.append(_Order(symbol, None, spans[int(match.group(1))][2]))
     return found
 
 
 def the_wrong_way_round(expression: str, order: _Order) -> bool | None:
     """True when ``expression`` applies the operation to the two numbers the wrong way round (``4 - 10`` for
-    "subtract 4 from 10"), False when it applies it the right way round, None when it does neither."""
+    "subtract 4 from 10"; ``12 - 40`` for "then subtract 12"), False when it applies it the right way round, None
+    when it does neither."""
     operator, reversed_found = _ORDERED_OPERATORS[order.symbol], False
     for found in nodes(expression):
-        if isinstance(found.op.op, operator) and found.left is not None and found.right is not None:
-            if math.isclose(found.left, order.left) and math.isclose(found.right, order.right):
+        if not isinstance(found.op.op, operator) or found.left is None or found.right is None:
+            continue
+        if order.left is None:  # the earlier result, whatever it is, on the left
+            if math.isclose(found.right, order.right):
                 return False
+            reversed_found |= math.isclose(found.left, order.right)
+        elif math.isclose(found.left, order.left) and math.isclose(found.right, order.right):
+            return False
+        else:
             reversed_found |= math.isclose(found.left, order.right) and math.isclose(found.right, order.left)
     return True if reversed_found else None
 

@@ -37,6 +37,7 @@ from typing import Any, Final, NamedTuple
 
 from aeon_kernel.kit import Review, given_results, request_parts
 from aeon_plugins.calculator.arithmetic import parse
+from aeon_plugins.calculator.chains import breaks, chains, composed
 from aeon_plugins.calculator.numbers import evaluated, request_numbers, written
 from aeon_plugins.calculator.operands import (
     SCALINGS,
@@ -231,7 +232,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         if percent:
             available.update(_shares(value))
     used: list[float] = []
-    applied: list[str] = []
+    read_calls: list[tuple[tuple[float, ...], list[str]]] = []
     values: list[float | None] = []
     findings: list[str] = []
     for call in calls:
@@ -250,13 +251,16 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
                 f"{expression!r} raises a number to the power of itself, which the request does not ask."
             )
         used += numbers
-        applied += [_applied(op, stated) for op in operations]
+        read_calls.append((numbers, [_applied(op, stated, values) for op in operations]))
         found = _value(call)
         values.append(found)
         if found is not None:  # a later call may use an earlier call's result (worked out if it has not run)
             available.add(found)
     if not calls:
         return Review(approved=False, findings=("no calculator call to review",))
+    # only what reaches the answer counts: "double 13 and then add 4" is not done by 13 * 2 and then 13 + 4
+    reaching = _reaching([n for n, _ in read_calls], values)
+    applied = [op for i in reaching for op in read_calls[i][1]]
     if not named and len(stated) < 2 and implied == {1}:
         finding = (
             "The request asks for no calculation: it names no operation and states no numbers to combine."
@@ -290,15 +294,19 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             findings.append(f"The request states {written(value)}, which no calculation uses.")
         elif percent and not any(_is_in(n, used) for n in (*shares, 100, 0.01)):  # "by 15%" as "200 * 15"
             findings.append(f"The request's {written(value)}% is never taken as a percentage.")
-    expressions = [e for c in calls if isinstance(e := (c.get("arguments") or {}).get("expression"), str)]
+    expressions = [e for c in calls if (e := _expression(c)) is not None]
     for order in orders(request):
         ways = [the_wrong_way_round(expression, order) for expression in expressions]
         if True in ways and False not in ways:
-            right = f"{written(order.left)} {order.symbol} {written(order.right)}"
             findings.append(
-                f"The request asks for {right}; the calculation does it the other way round "
-                f"({written(order.right)} {order.symbol} {written(order.left)})."
+                f"The request asks for {order.said}; the calculation does it the other way round "
+                f"({order.reversed})."
             )
+    findings += _grouped_otherwise(
+        expressions, [_value(c) for c in calls if _expression(c) is not None], request
+    )
+    if len(read_calls) > 1:
+        findings += _unreached(read_calls, reaching, stated, expressions[-1])
     for binding in bindings(request, stated):
         if not any(combines(expression, binding) for expression in expressions):
             those = "exactly those" if binding.exact else "them"
@@ -340,6 +348,55 @@ _NAMES: Final = {
 
 #: an expression written out in the request: numbers, operators and brackets, at least one operator
 _LITERAL: Final = re.compile(r"[-(]*\d[\d.,\s]*(?:\s*[-+*/^\u00d7\u00f7()]+[\s(]*\d[\d.,\s]*\)*)+")
+
+
+def _reaching(numbers: Sequence[Sequence[float]], values: Sequence[float | None]) -> list[int]:
+    """The calls whose results reach the last call's (it uses their value, or a call that does), in order."""
+    reached = {len(numbers) - 1} if numbers else set()
+    for i in range(len(numbers) - 1, -1, -1):
+        if i in reached:
+            reached |= {j for j in range(i) if (value := values[j]) is not None and _is_in(value, numbers[i])}
+    return sorted(reached)
+
+
+def _expression(call: Mapping[str, Any]) -> str | None:
+    expression = (call.get("arguments") or {}).get("expression")
+    return expression if isinstance(expression, str) else None
+
+
+def _unreached(
+    read_calls: Sequence[tuple[tuple[float, ...], list[str]]],
+    reaching: Sequence[int],
+    stated: Sequence[tuple[int, float, bool]],
+    last: str,
+) -> list[str]:
+    """A number the request states that a call uses but that never reaches the answer (``11 * 3`` after ``11 +
+    4``: the 4 is left behind)."""
+    used = [n for numbers, _ in read_calls for n in numbers]
+    reached = [n for i in reaching for n in read_calls[i][0]]
+    findings = []
+    for _, value, percent in stated:
+        forms = (value, *_shares(value)) if percent else (value,)
+        if any(_is_in(f, used) for f in forms) and not any(_is_in(f, reached) for f in forms):
+            findings.append(
+                f"The request's {written(value)} never reaches the answer: the last calculation ({last!r}) "
+                "does not build on the one that uses it."
+            )
+    return findings
+
+
+def _grouped_otherwise(expressions: Sequence[str], values: Sequence[float | None], request: str) -> list[str]:
+    """A spoken chain ("100 minus 30 minus 20") that the calls, read as one calculation, group otherwise."""
+    answer = composed(expressions, values, [value for _, value, _ in request_numbers(request)])
+    findings = []
+    for chain in chains(request):
+        ways = [breaks(expression, chain) for expression in (*expressions, *([answer] if answer else []))]
+        if True in ways and False not in ways:
+            findings.append(
+                f"The request says {chain.said}, which is {written(chain.value)} worked out as it is said; the "
+                "calculation groups it otherwise."
+            )
+    return findings
 
 
 @lru_cache(maxsize=512)
@@ -424,13 +481,15 @@ def _shares(percent: float) -> tuple[float, float, float]:
     return percent / 100, 1 + percent / 100, 1 - percent / 100
 
 
-def _applied(op: _Op, stated: Sequence[tuple[int, float, bool]]) -> str:
+def _applied(op: _Op, stated: Sequence[tuple[int, float, bool]], results: Sequence[float | None]) -> str:
     """What an operation counts as: ``x ^ x`` raises to a power; ``9 * 9`` multiplies when the request states 9
-    twice ("9 times 9"), else it squares ("21 * 21" is no double)."""
+    twice ("9 times 9") or an earlier call gave it, else it squares ("21 * 21" is no double)."""
     if op.symbol == "x^x":
         return "^"
     if op.symbol == "x*x":
-        return "x*x" if sum(math.isclose(v, op.number or 0.0) for _, v, _ in stated) >= 2 else "^"
+        number = op.number or 0.0
+        twice = sum(math.isclose(v, number) for _, v, _ in stated) >= 2
+        return "x*x" if twice or _is_in(number, [r for r in results if r is not None]) else "^"
     return op.symbol
 
 

@@ -90,6 +90,29 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("add 2 and 3 and multiply by 4", ["2 + 3 * 4"], "asks to add 2 and 3"),
         ("sum 2, 4 and 6 then divide by 3", ["2 + 4 + 6 / 3"], "asks to add 2, 4 and 6"),
         ("multiply 7 by 6 and subtract 2", ["7 * (6 - 2)"], "asks to multiply 7 and 6"),
+        # an operation named with its operands is itself an operand, which way round
+        ("take 4 away from the product of 7 and 6", ["4 - 7 * 6"], "asks for 42 - 4"),
+        ("subtract the sum of 3 and 4 from 20", ["(3 + 4) - 20"], "asks for 20 - 7"),
+        ("divide the sum of 10 and 20 by 5", ["5 / (10 + 20)"], "asks for 30 / 5"),
+        ("from 100 subtract 45", ["45 - 100"], "asks for 100 - 45"),
+        ("30 take away 8", ["8 - 30"], "asks for 30 - 8"),
+        ("deduct 7 from 25", ["7 - 25"], "asks for 25 - 7"),
+        ("what is 40 shared between 8 people?", ["8 / 40"], "asks for 40 / 8"),
+        # an operation on an earlier result: the result is the left operand
+        ("multiply 8 by 5 and then subtract 12", ["8 * 5", "12 - 40"], "asks for the result - 12"),
+        ("take the sum of 6 and 9, then divide it by 5", ["6 + 9", "5 / 15"], "asks for the result / 5"),
+        # a spoken chain is worked out as it is said, in one call or over several
+        ("what is 100 minus 30 minus 20?", ["100 - (30 - 20)"], "100 - 30 - 20, which is 50"),
+        ("what is 100 minus 30 minus 20?", ["30 - 20", "100 - 10"], "which is 50"),
+        ("what is 10 minus 2 plus 3?", ["10 - (2 + 3)"], "which is 11"),
+        ("what is 7 times 8 minus 6?", ["7 * (8 - 6)"], "which is 50"),
+        ("what is 12 divided by 4 times 3?", ["12 / (4 * 3)"], "which is 9"),
+        ("what is 6 times 7 plus 8 times 2?", ["6 * (7 + 8) * 2"], "which is 58"),
+        # each number reaches the answer; what does not reach it does not count ("the previous result ignored")
+        ("add 11 and 4, then multiply the result by 3", ["11 + 4", "11 * 3"], "4 never reaches the answer"),
+        ("subtract 6 from 20, then halve it", ["20 - 6", "20 / 2"], "6 never reaches the answer"),
+        ("what is 45 divided by 9, plus 7?", ["45 / 9", "9 + 7"], "45 never reaches the answer"),
+        ("double 13 and then add 4", ["13 * 2", "13 + 4"], "asks to double or triple"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -166,6 +189,20 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("multiply 7 by 6 and subtract 2", ["7 * 6 - 2"]),
         ("add 9 to 41", ["41 + 9"]),
         ("raise 3 to the fourth power", ["3 ** 4"]),
+        ("take 4 away from the product of 7 and 6", ["7 * 6 - 4"]),
+        ("take 4 away from the product of 7 and 6", ["7 * 6", "42 - 4"]),
+        ("subtract the sum of 3 and 4 from 20", ["20 - (3 + 4)"]),
+        ("from 100 subtract 45", ["100 - 45"]),
+        ("multiply 8 by 5 and then subtract 12", ["8 * 5", "40 - 12"]),
+        ("take the sum of 6 and 9, then divide it by 5", ["(6 + 9) / 5"]),
+        ("what is 100 minus 30 minus 20?", ["100 - 30 - 20"]),
+        ("what is 100 minus 30 minus 20?", ["100 - 30", "70 - 20"]),
+        ("what is 100 minus 30 minus 20?", ["100 - (30 + 20)"]),  # another grouping, the same value
+        ("what is 7 times 8 minus 6?", ["7 * 8 - 6"]),
+        ("what is 12 divided by 4 times 3?", ["12 / 4 * 3"]),
+        ("add 11 and 4, then multiply the result by 3", ["11 + 4", "15 * 3"]),
+        # 5 is stated and is the first result: the second call builds on it
+        ("add 2 and 3, then multiply the result by 5", ["2 + 3", "5 * 5"]),
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
