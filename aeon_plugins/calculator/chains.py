@@ -19,8 +19,11 @@ from aeon_plugins.calculator.arithmetic import parse
 from aeon_plugins.calculator.numbers import evaluated, number_spans, written
 from aeon_plugins.calculator.operands import nodes, worked_out
 
-_INFIX: Final = {"plus": "+", "minus": "-", "times": "*", "multiplied by": "*", "divided by": "/"}
-_LINK: Final = r"\s+(plus|minus|times|multiplied\s+by|divided\s+by)\s+"
+#: words between two numbers and what they do ("10 more than 3 times 4" adds 10 to 3 * 4)
+_INFIX: Final = {
+    "plus": "+", "more than": "+", "minus": "-", "times": "*", "multiplied by": "*", "divided by": "/",
+}  # fmt: skip
+_LINK: Final = r"\s+(plus|more\s+than|minus|times|multiplied\s+by|divided\s+by)\s+"
 #: three or more numbers joined by infix words, the request's numbers written as ``#i#``; not the tail of a
 #: longer wording ("the sum of 3 and 4 minus 2 minus 1") nor followed by words that bind tighter ("squared")
 _CHAIN: Final = re.compile(

@@ -344,3 +344,121 @@ SCALINGS: Final[tuple[tuple[re.Pattern[str], str, Callable[[_Node], bool]], ...]
 def does(expression: str, done: Callable[[_Node], bool]) -> bool:
     """Whether some operation of ``expression`` does what ``done`` asks."""
     return any(done(found) for found in nodes(expression))
+
+
+#: "12 squared", "square 11", "the square of 9", "5 cubed": a number raised to a power the words give
+_POWERS: Final[tuple[tuple[re.Pattern[str], float], ...]] = tuple(
+    (re.compile(pattern, re.IGNORECASE), exponent)
+    for pattern, exponent in (
+        (r"#(\d+)#\s+squared\b", 2),
+        (r"\bsquare(?:\s+of)?\s+#(\d+)#", 2),
+        (r"#(\d+)#\s+cubed\b", 3),
+        (r"\bcube(?:\s+of)?\s+#(\d+)#", 3),
+    )
+)
+
+
+def powers(request: str) -> list[tuple[float, float]]:
+    """Each number ``request`` squares or cubes, with the power: "12 squared minus 4" gives (12, 2)."""
+    text, spans = _masked(request)
+    return [
+        (spans[int(match.group(1))][2], exponent)
+        for pattern, exponent in _POWERS
+        for match in pattern.finditer(text)
+        if not spans[int(match.group(1))][3]
+    ]
+
+
+def raises(expression: str, base: float, exponent: float) -> bool:
+    """Whether ``expression`` raises ``base`` to ``exponent`` (``12 ^ 2``, or ``12 * 12`` for a square)."""
+    for found in nodes(expression):
+        powered = isinstance(found.op.op, ast.Pow) and found.left is not None and found.right is not None
+        if powered and math.isclose(found.left or 0.0, base) and math.isclose(found.right or 0.0, exponent):
+            return True
+        if isinstance(found.op.op, ast.Mult):
+            parts = [worked_out(part) for part in _chain(found.op, ast.Mult)]
+            if len(parts) == exponent and all(p is not None and math.isclose(p, base) for p in parts):
+                return True
+    return False
+
+
+#: a percentage taken off or added on ("25% off", "reduce 200 by 15%", "increase 40 by 10 percent", "20%
+#: more"), the request's numbers written as ``#i#``: each gives the direction (-1 off, +1 on)
+_PERCENT_CHANGES: Final[tuple[tuple[re.Pattern[str], int], ...]] = tuple(
+    (re.compile(pattern.replace("P", r"#(\d+)#\s*(?:%|per\s?cent)"), re.IGNORECASE), direction)
+    for pattern, direction in (
+        (r"P\s+(?:off|discount|less|cheaper)\b", -1),
+        (r"\b(?:reduc|decreas|lower|cut|discount|drop|fall|fell)\w*\s+(?:[\w#]+\s+){0,4}?by\s+P", -1),
+        (r"P\s+more\b", 1),
+        (r"\b(?:increas|rais|grow|grew|rise|rose)\w*\s+(?:[\w#]+\s+){0,4}?by\s+P", 1),
+    )
+)
+
+
+def percent_changes(request: str) -> list[tuple[float, int]]:
+    """Each percentage ``request`` takes off (-1) or adds on (+1) a number: "25% off" gives (25, -1)."""
+    text, spans = _masked(request)
+    return [
+        (spans[int(match.group(1))][2], direction)
+        for pattern, direction in _PERCENT_CHANGES
+        for match in pattern.finditer(text)
+        if spans[int(match.group(1))][3]
+    ]
+
+
+def changes_by(expression: str, percent: float, direction: int) -> bool:
+    """Whether ``expression`` takes ``percent`` off (``80 * 0.75``, ``80 - 80 * 0.25``) or adds it on (``40 *
+    1.1``, ``40 + 40 * 0.1``): a multiplication by what is left, or a subtraction (an addition)."""
+    factor, combine = 1 + direction * percent / 100, ast.Sub if direction < 0 else ast.Add
+    for found in nodes(expression):
+        if isinstance(found.op.op, combine):
+            return True
+        if isinstance(found.op.op, ast.Mult) and any(
+            side is not None and math.isclose(side, factor) for side in (found.left, found.right)
+        ):
+            return True
+    return False
+
+
+#: a scaling worded with its number ("twice 8", "double 21", "half of 58", "triple 7"): the factor
+_SCALED: Final[tuple[tuple[re.Pattern[str], str, float], ...]] = tuple(
+    (re.compile(pattern, re.IGNORECASE), said, factor)
+    for pattern, said, factor in (
+        (r"\b(?:twice|double)\s+#(\d+)#", "twice", 2),
+        (r"\b(?:half\s+of|halve)\s+#(\d+)#", "half of", 0.5),
+        (r"\btriple\s+#(\d+)#", "triple", 3),
+    )
+)
+
+
+def scaled(request: str) -> list[tuple[str, float, float]]:
+    """Each number ``request`` scales by a word: "3 more than twice 8" gives ("twice", 8, 2)."""
+    text, spans = _masked(request)
+    return [
+        (said, spans[int(match.group(1))][2], factor)
+        for pattern, said, factor in _SCALED
+        for match in pattern.finditer(text)
+        if not spans[int(match.group(1))][3]
+    ]
+
+
+def scales(expression: str, number: float, factor: float) -> bool:
+    """Whether ``expression`` scales ``number`` itself by ``factor`` (``8 * 2`` or ``8 + 8`` for twice 8, ``58 /
+    2`` or ``58 * 0.5`` for half of 58), not something else it is part of (``(3 + 8) * 2``)."""
+
+    def near(value: float | None, wanted: float) -> bool:
+        return value is not None and math.isclose(value, wanted)
+
+    for found in nodes(expression):
+        left, right, operator = found.left, found.right, found.op.op
+        if isinstance(operator, ast.Mult) and (
+            (near(left, number) and near(right, factor)) or (near(right, number) and near(left, factor))
+        ):
+            return True
+        if isinstance(operator, ast.Div) and near(left, number) and near(right, 1 / factor):
+            return True
+        if isinstance(operator, ast.Add) and factor == 2:
+            parts = [worked_out(part) for part in _chain(found.op, ast.Add)]
+            if sum(near(part, number) for part in parts) >= 2:
+                return True
+    return False

@@ -42,10 +42,16 @@ from aeon_plugins.calculator.numbers import evaluated, request_numbers, written
 from aeon_plugins.calculator.operands import (
     SCALINGS,
     bindings,
+    changes_by,
     combines,
     does,
     nodes,
     orders,
+    percent_changes,
+    powers,
+    raises,
+    scaled,
+    scales,
     the_wrong_way_round,
     worked_out,
 )
@@ -98,6 +104,18 @@ _IMPLIED: Final[tuple[tuple[str, tuple[float, ...]], ...]] = (
     (r"\byears?\b", (12, 365, 52)),
     (r"\bdozens?\b", (12,)),
 )
+#: words that account for an operation without naming a step of their own: "12 eggs each" (a product or a
+#: share), "how many are left" (a subtraction), "the average" (a sum first)
+_ALLOWS: Final[tuple[tuple[re.Pattern[str], frozenset[str]], ...]] = tuple(
+    (re.compile(pattern, re.IGNORECASE), frozenset(operators))
+    for pattern, operators in (
+        (r"\b(?:each|per|every|apiece|a piece|hours?|minutes?|seconds?|days?|weeks?|months?|years?|dozens?)\b",
+         "*/"),
+        (r"\b(?:left|remain\w*|leftover|change|off|discount\w*|sale)\b", "-"),
+        (r"\b(?:average|mean|altogether|in all|combined|together)\b", "+"),
+        (r"\b(?:squared?|cubed?)\b", "*"),
+    )
+)  # fmt: skip
 #: words by which a follow-up in a conversation points at an earlier result ("double that", "add 4 to it")
 _BACK: Final = re.compile(
     r"\b(?:that|it|this|the (?:result|answer|total|sum|product|difference|quotient|number|value|figure)"
@@ -105,7 +123,11 @@ _BACK: Final = re.compile(
     re.IGNORECASE,
 )
 #: words that sequence operations: the calls must apply them in the order the request states them
-_SEQUENCE: Final = re.compile(r"\bthen\b|\bafter that\b|\bnext\b|\bfinally\b|\bafterwards\b|[.;]\s+\w", re.I)
+_SEQUENCE: Final = re.compile(
+    r"\bthen\b|\bafter that\b|\bnext\b|\bfinally\b|\bafterwards\b|[.;]\s+\w"
+    r"|,\s+(?:all\s+)?(?:squared|cubed|doubled|halved|tripled|times|divided|multiplied|minus|plus)\b",
+    re.IGNORECASE,
+)
 
 
 #: an operation a request names: where, its name, the operators that do it, whether it is a step of a sequence
@@ -311,9 +333,25 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         if not any(combines(expression, binding) for expression in expressions):
             those = "exactly those" if binding.exact else "them"
             findings.append(f"The request asks {binding.said}; no calculation combines {those}.")
-    for pattern, verb, scales in SCALINGS:
-        if pattern.search(request) and not any(does(expression, scales) for expression in expressions):
+    for base, exponent in powers(request):
+        if not any(raises(expression, base, exponent) for expression in expressions):
+            power = "squared" if exponent == 2 else "cubed"
+            findings.append(f"The request asks for {written(base)} {power}; no calculation does that.")
+    for share, direction in percent_changes(request):
+        if not any(changes_by(expression, share, direction) for expression in expressions):
+            verb, side, how = (
+                ("take", "off", "a subtraction") if direction < 0 else ("add", "on", "an addition")
+            )
+            findings.append(
+                f"The request asks to {verb} {written(share)}% {side}; no calculation does ({how}, or a "
+                f"multiplication by {written(1 + direction * share / 100)})."
+            )
+    for pattern, verb, scaling in SCALINGS:
+        if pattern.search(request) and not any(does(expression, scaling) for expression in expressions):
             findings.append(f"The request asks to {verb}, which no calculation does.")
+    for word, number, factor in scaled(request):
+        if not any(scales(expression, number, factor) for expression in expressions):
+            findings.append(f"The request asks for {word} {written(number)}; no calculation scales it so.")
     missing = [name for _, name, operators, _ in named if not any(operators & _counts(a) for a in applied)]
     for name in dict.fromkeys(missing):
         findings.append(f"The request asks to {name}, which no calculation does.")
@@ -330,7 +368,14 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             f"The request asks for {len(steps)} operations ({_listed([name for name, _ in steps], 'and')}); "
             f"the calculation does {done}."
         )
-    if not findings and not named and applied:
+    # an operation no word accounts for ("spent 12 and then 8" as 50 - 12 + 8) is not checked, so not approved;
+    # an earlier question's words account for working its result out again
+    accounted = {op for _, _, operators, _ in (*named, *_operations(given)) for op in operators}
+    if (
+        not findings
+        and applied
+        and not (named and all(_counts(op) & (accounted | _allowed(request)) for op in applied))
+    ):
         return None
     return Review(approved=not findings, findings=tuple(dict.fromkeys(findings)))
 
@@ -348,6 +393,10 @@ _NAMES: Final = {
 
 #: an expression written out in the request: numbers, operators and brackets, at least one operator
 _LITERAL: Final = re.compile(r"[-(]*\d[\d.,\s]*(?:\s*[-+*/^\u00d7\u00f7()]+[\s(]*\d[\d.,\s]*\)*)+")
+
+
+def _allowed(request: str) -> set[str]:
+    return {op for pattern, operators in _ALLOWS if pattern.search(request) for op in operators}
 
 
 def _reaching(numbers: Sequence[Sequence[float]], values: Sequence[float | None]) -> list[int]:

@@ -54,7 +54,7 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("add 2 and 3. Multiply that by 4. Subtract 1.", ["(2 + 3) * 4"], "asks to subtract"),
         # two steps with no word for their order: one multiplication cannot do both (the answer 12 is wrong)
         ("multiply 3 by 4 and double it", ["3 * 4"], "asks for 2 operations"),
-        ("What's 5 times 6, doubled?", ["5 * 6"], "asks for 2 operations"),
+        ("What's 5 times 6, doubled?", ["5 * 6"], "asks to multiply, then double"),
         ("she gave away 8 of her 40 stickers", ["40 * 8"], "asks to subtract"),
         # a percentage used as the whole number: "lower 80 by 25%" is not 80 * 25
         ("lower 80 by 25%, then add 5", ["80 * 25", "2000 + 5"], "never taken as a percentage"),
@@ -113,6 +113,15 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("subtract 6 from 20, then halve it", ["20 - 6", "20 / 2"], "6 never reaches the answer"),
         ("what is 45 divided by 9, plus 7?", ["45 / 9", "9 + 7"], "45 never reaches the answer"),
         ("double 13 and then add 4", ["13 * 2", "13 + 4"], "asks to double or triple"),
+        # a power, a percentage off or on, a scaling: of the number the request gives it
+        ("what is 12 squared minus 4?", ["12 ^ (2 - 4)"], "asks for 12 squared"),
+        ("what is 30% off 80?", ["80 * 0.3"], "take 30% off"),
+        ("a shirt costs 40 dollars. It is 25% off. What do I pay?", ["40 * 0.25"], "multiplication by 0.75"),
+        ("what is 3 more than twice 8?", ["(3 + 8) * 2"], "asks for twice 8"),
+        ("what is 10 more than 3 times 4?", ["(10 + 3) * 4"], "10 + 3 * 4, which is 22"),
+        # ", times 2" / ", squared" apply to what comes before the comma
+        ("what is 7 plus 8, times 2?", ["7 + 8 * 2"], "in another order"),
+        ("what is 81 divided by 9, squared?", ["81 / 9 ^ 2"], "in another order"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -197,12 +206,22 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("take the sum of 6 and 9, then divide it by 5", ["(6 + 9) / 5"]),
         ("what is 100 minus 30 minus 20?", ["100 - 30 - 20"]),
         ("what is 100 minus 30 minus 20?", ["100 - 30", "70 - 20"]),
-        ("what is 100 minus 30 minus 20?", ["100 - (30 + 20)"]),  # another grouping, the same value
         ("what is 7 times 8 minus 6?", ["7 * 8 - 6"]),
         ("what is 12 divided by 4 times 3?", ["12 / 4 * 3"]),
         ("add 11 and 4, then multiply the result by 3", ["11 + 4", "15 * 3"]),
         # 5 is stated and is the first result: the second call builds on it
         ("add 2 and 3, then multiply the result by 5", ["2 + 3", "5 * 5"]),
+        ("what is 12 squared minus 4?", ["12 * 12 - 4"]),
+        ("what is 5 cubed?", ["5 ** 3"]),
+        ("what is 30% off 80?", ["80 - 80 * 30 / 100"]),
+        ("what is 30% off 80?", ["80 * 0.7"]),
+        ("reduce 200 by 15%, then add 10", ["200 * 0.85", "170 + 10"]),
+        ("what is 3 more than twice 8?", ["8 * 2", "16 + 3"]),
+        ("what is 3 more than twice 8?", ["8 + 8 + 3"]),
+        ("what is 10 more than 3 times 4?", ["10 + 3 * 4"]),
+        ("what is 7 plus 8, times 2?", ["7 + 8", "15 * 2"]),
+        ("what is 81 divided by 9, squared?", ["(81 / 9) ^ 2"]),
+        ("I had 50 dollars, spent 12 and then 8. How much is left?", ["50 - 12", "38 - 8"]),
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
@@ -229,6 +248,9 @@ def test_a_request_that_asks_for_no_calculation_is_unrelated() -> None:
         ("how many minutes are in 3 hours and 15 minutes?", ["3 * 60 + 15"]),
         ("how many seconds are in 4 hours?", ["4 * 3600"]),
         ("how many seconds are in 4 hours?", ["4 / 3600"]),
+        # an operation that no word of the request accounts for: the 8 was spent, not earned
+        ("I had 50 dollars, spent 12 and then 8. How much is left?", ["50 - 12 + 8"]),
+        ("what is 6 times 7?", ["6 * 7 + 1"]),
     ],
 )
 def test_an_operation_the_request_does_not_name_cannot_be_checked(
