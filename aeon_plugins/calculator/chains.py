@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from aeon_plugins.calculator.arithmetic import parse
-from aeon_plugins.calculator.numbers import evaluated, number_spans, written
+from aeon_plugins.calculator.numbers import evaluated, number_spans, request_numbers, shares, written
 from aeon_plugins.calculator.operands import nodes, worked_out
 
 #: words between two numbers and what they do ("10 more than 3 times 4" adds 10 to 3 * 4)
@@ -120,3 +120,51 @@ class _Inline(ast.NodeTransformer):
             if value is not None and math.isclose(node.value, value, rel_tol=1e-9):
                 return tree
         return node
+
+
+def reaching(numbers: Sequence[Sequence[float]], values: Sequence[float | None]) -> list[int]:
+    """The calls whose results reach the last call's (it uses their value, or a call that does), in order."""
+    reached = {len(numbers) - 1} if numbers else set()
+    for i in range(len(numbers) - 1, -1, -1):
+        if i in reached:
+            reached |= {j for j in range(i) if (value := values[j]) is not None and _near(value, numbers[i])}
+    return sorted(reached)
+
+
+def unreached(
+    read_calls: Sequence[tuple[tuple[float, ...], list[str]]],
+    reaching: Sequence[int],
+    stated: Sequence[tuple[int, float, bool]],
+    last: str,
+) -> list[str]:
+    """A number the request states that a call uses but that never reaches the answer (``11 * 3`` after ``11 +
+    4``: the 4 is left behind)."""
+    used = [n for numbers, _ in read_calls for n in numbers]
+    reached = [n for i in reaching for n in read_calls[i][0]]
+    findings = []
+    for _, value, percent in stated:
+        forms = (value, *shares(value)) if percent else (value,)
+        if any(_near(f, used) for f in forms) and not any(_near(f, reached) for f in forms):
+            findings.append(
+                f"The request's {written(value)} never reaches the answer: the last calculation ({last!r}) "
+                "does not build on the one that uses it."
+            )
+    return findings
+
+
+def grouped_otherwise(expressions: Sequence[str], values: Sequence[float | None], request: str) -> list[str]:
+    """A spoken chain ("100 minus 30 minus 20") that the calls, read as one calculation, group otherwise."""
+    answer = composed(expressions, values, [value for _, value, _ in request_numbers(request)])
+    findings = []
+    for chain in chains(request):
+        ways = [breaks(expression, chain) for expression in (*expressions, *([answer] if answer else []))]
+        if True in ways and False not in ways:
+            findings.append(
+                f"The request says {chain.said}, which is {written(chain.value)} worked out as it is said; the "
+                "calculation groups it otherwise."
+            )
+    return findings
+
+
+def _near(value: float, values: Sequence[float]) -> bool:
+    return any(math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-12) for other in values)

@@ -92,3 +92,9 @@ def evaluated(expression: str) -> float | None:
 
 def written(value: float) -> str:
     return str(int(value)) if value.is_integer() else str(value)
+
+
+def shares(percent: float) -> tuple[float, float, float]:
+    """What a calculation may use a percentage as: 15% of x as 0.15 * x, increased or reduced by it as 1.15 * x or
+    0.85 * x."""
+    return percent / 100, 1 + percent / 100, 1 - percent / 100

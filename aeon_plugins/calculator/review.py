@@ -18,12 +18,16 @@ call gets wrong without knowing the answer:
   "increase 50 by 20" adds them; "halve", "double", "triple" and "the square root" are done by dividing by 2 (or
   multiplying by 0.5), by 2, by 3 and by a power of 0.5, not by any multiplication or power.
 - **order**: when the request sequences its operations ("then", "after that", "next", one sentence after
-  another), the calls apply them in that order (``10 - 4 * 3`` does not "subtract 4 from 10, then multiply by 3").
+  another, ", squared"), the calls apply them in that order (``10 - 4 * 3`` does not "subtract 4 from 10, then
+  multiply by 3").
+- **as one calculation** (:mod:`aeon_plugins.calculator.chains`): every number the request states reaches the
+  answer, only calls whose results reach it count, and a spoken chain ("100 minus 30 minus 20") is worked out as
+  it is said.
 
 The review approves only what it could check; anything else is a finding, said in words a planner can use. It
 does not read what it cannot: a request with no arithmetic word and no number is no business of this tool's, and
-calls to a request that names no operation ("12 eggs a box; how many eggs in 7 boxes?") get no review (None), so
-the result is not verified.
+calls to a request that names no operation ("12 eggs a box; how many eggs in 7 boxes?"), or calls that apply an
+operation no word of the request accounts for, get no review (None), so the result is not verified.
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ from typing import Any, Final, NamedTuple
 
 from aeon_kernel.kit import Review, given_results, request_parts
 from aeon_plugins.calculator.arithmetic import parse
-from aeon_plugins.calculator.chains import breaks, chains, composed
-from aeon_plugins.calculator.numbers import evaluated, request_numbers, written
+from aeon_plugins.calculator.chains import grouped_otherwise, reaching, unreached
+from aeon_plugins.calculator.numbers import evaluated, request_numbers, shares, written
 from aeon_plugins.calculator.operands import (
     SCALINGS,
     bindings,
@@ -252,7 +256,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
     )
     for _, value, percent in stated:
         if percent:
-            available.update(_shares(value))
+            available.update(shares(value))
     used: list[float] = []
     read_calls: list[tuple[tuple[float, ...], list[str]]] = []
     values: list[float | None] = []
@@ -281,8 +285,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
     if not calls:
         return Review(approved=False, findings=("no calculator call to review",))
     # only what reaches the answer counts: "double 13 and then add 4" is not done by 13 * 2 and then 13 + 4
-    reaching = _reaching([n for n, _ in read_calls], values)
-    applied = [op for i in reaching for op in read_calls[i][1]]
+    answered_by = reaching([n for n, _ in read_calls], values)
+    applied = [op for i in answered_by for op in read_calls[i][1]]
     if not named and len(stated) < 2 and implied == {1}:
         finding = (
             "The request asks for no calculation: it names no operation and states no numbers to combine."
@@ -311,10 +315,10 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
                 f"The request writes {literal.strip()!r}, which is {written(wanted)}; no calculation gives that."
             )
     for _, value, percent in stated:
-        shares = _shares(value) if percent else ()
-        if not (_is_in(value, used) or any(_is_in(share, used) for share in shares)):
+        forms = shares(value) if percent else ()
+        if not (_is_in(value, used) or any(_is_in(share, used) for share in forms)):
             findings.append(f"The request states {written(value)}, which no calculation uses.")
-        elif percent and not any(_is_in(n, used) for n in (*shares, 100, 0.01)):  # "by 15%" as "200 * 15"
+        elif percent and not any(_is_in(n, used) for n in (*forms, 100, 0.01)):  # "by 15%" as "200 * 15"
             findings.append(f"The request's {written(value)}% is never taken as a percentage.")
     expressions = [e for c in calls if (e := _expression(c)) is not None]
     for order in orders(request):
@@ -324,11 +328,11 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
                 f"The request asks for {order.said}; the calculation does it the other way round "
                 f"({order.reversed})."
             )
-    findings += _grouped_otherwise(
+    findings += grouped_otherwise(
         expressions, [_value(c) for c in calls if _expression(c) is not None], request
     )
     if len(read_calls) > 1:
-        findings += _unreached(read_calls, reaching, stated, expressions[-1])
+        findings += unreached(read_calls, answered_by, stated, expressions[-1])
     for binding in bindings(request, stated):
         if not any(combines(expression, binding) for expression in expressions):
             those = "exactly those" if binding.exact else "them"
@@ -399,53 +403,9 @@ def _allowed(request: str) -> set[str]:
     return {op for pattern, operators in _ALLOWS if pattern.search(request) for op in operators}
 
 
-def _reaching(numbers: Sequence[Sequence[float]], values: Sequence[float | None]) -> list[int]:
-    """The calls whose results reach the last call's (it uses their value, or a call that does), in order."""
-    reached = {len(numbers) - 1} if numbers else set()
-    for i in range(len(numbers) - 1, -1, -1):
-        if i in reached:
-            reached |= {j for j in range(i) if (value := values[j]) is not None and _is_in(value, numbers[i])}
-    return sorted(reached)
-
-
 def _expression(call: Mapping[str, Any]) -> str | None:
     expression = (call.get("arguments") or {}).get("expression")
     return expression if isinstance(expression, str) else None
-
-
-def _unreached(
-    read_calls: Sequence[tuple[tuple[float, ...], list[str]]],
-    reaching: Sequence[int],
-    stated: Sequence[tuple[int, float, bool]],
-    last: str,
-) -> list[str]:
-    """A number the request states that a call uses but that never reaches the answer (``11 * 3`` after ``11 +
-    4``: the 4 is left behind)."""
-    used = [n for numbers, _ in read_calls for n in numbers]
-    reached = [n for i in reaching for n in read_calls[i][0]]
-    findings = []
-    for _, value, percent in stated:
-        forms = (value, *_shares(value)) if percent else (value,)
-        if any(_is_in(f, used) for f in forms) and not any(_is_in(f, reached) for f in forms):
-            findings.append(
-                f"The request's {written(value)} never reaches the answer: the last calculation ({last!r}) "
-                "does not build on the one that uses it."
-            )
-    return findings
-
-
-def _grouped_otherwise(expressions: Sequence[str], values: Sequence[float | None], request: str) -> list[str]:
-    """A spoken chain ("100 minus 30 minus 20") that the calls, read as one calculation, group otherwise."""
-    answer = composed(expressions, values, [value for _, value, _ in request_numbers(request)])
-    findings = []
-    for chain in chains(request):
-        ways = [breaks(expression, chain) for expression in (*expressions, *([answer] if answer else []))]
-        if True in ways and False not in ways:
-            findings.append(
-                f"The request says {chain.said}, which is {written(chain.value)} worked out as it is said; the "
-                "calculation groups it otherwise."
-            )
-    return findings
 
 
 @lru_cache(maxsize=512)
@@ -522,12 +482,6 @@ def _each_done(wanted: Sequence[frozenset[str]], applied: Sequence[str]) -> bool
         return False
 
     return all(place(step, set()) for step in range(len(wanted)))
-
-
-def _shares(percent: float) -> tuple[float, float, float]:
-    """What a calculation may use a percentage as: 15% of x as 0.15 * x, increased or reduced by it as 1.15 * x or
-    0.85 * x."""
-    return percent / 100, 1 + percent / 100, 1 - percent / 100
 
 
 def _applied(op: _Op, stated: Sequence[tuple[int, float, bool]], results: Sequence[float | None]) -> str:
