@@ -199,6 +199,8 @@ _RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
 _ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {"-": ast.Sub, "/": ast.Div, "^": ast.Pow}
 #: infix words that make a spoken number the left operand of the next one: "100 minus 30 minus 20"
 _INFIX_BEFORE: Final = re.compile(r"(?:plus|minus|times|by|less|away)\s+$")
+#: and words that make it the left operand of the next one: "100 minus 30 plus 20" is a chain of its own
+_INFIX_AFTER: Final = re.compile(r"\s+(?:plus|minus|times|divided|multiplied|more\s+than)\b")
 
 
 class _Order(NamedTuple):
@@ -255,7 +257,8 @@ def orders(request: str) -> list[_Order]:
     for pattern, symbol, swapped in _ORDERED_WORDINGS:
         for match in pattern.finditer(text):
             first, second = spans[int(match.group(1))], spans[int(match.group(2))]
-            if first[3] or second[3] or (not swapped and _INFIX_BEFORE.search(text, 0, match.start())):
+            chained = _INFIX_BEFORE.search(text, 0, match.start()) or _INFIX_AFTER.match(text, match.end())
+            if first[3] or second[3] or (not swapped and chained):
                 continue
             left, right = (second, first) if swapped else (first, second)
             found.append(_Order(symbol, left[2], right[2]))

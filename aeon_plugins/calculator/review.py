@@ -69,7 +69,7 @@ _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
     (r"\bincrease[sd]?\b|\braise[sd]? by\b", "increase", frozenset("+*"), True),
     (r"\breduce[sd]?\b|\bdecrease[sd]?\b|\bdiscount(?:ed)?\b", "reduce", frozenset("-*"), True),
     (r"\bsubtract(?:s|ed|ing)?\b|\bminus\b|\btak(?:e|es|ing)(?:\s+[\w-]+){0,3}?\s+away\b|\bless\b|\bdifference\b"
-     r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bg(?:ive|ives|ave) away\b",
+     r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bg(?:ive|ives|ave)(?:\s+[\w-]+){0,2}?\s+away\b",
      "subtract", frozenset("-"), True),
     (r"\bmultipl(?:y|ied|ies)\b|(?<!how many )\btimes\b|\bproduct\b", "multiply", frozenset("*"), True),
     (r"\bdouble[sd]?\b|\btwice\b|\btriple[sd]?\b", "double or triple", frozenset("*+"), True),
@@ -328,6 +328,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
                 f"The request asks for {order.said}; the calculation does it the other way round "
                 f"({order.reversed})."
             )
+        elif order.left is not None and False not in ways:  # "divide 144 by 12 and add 8": not 144 / (12 + 8)
+            findings.append(f"The request asks for {order.said}; no calculation does that.")
     findings += grouped_otherwise(
         expressions, [_value(c) for c in calls if _expression(c) is not None], request
     )

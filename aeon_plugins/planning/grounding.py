@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from aeon_kernel import PlanStep, StepStatus
 from aeon_kernel.kit import StepContext, request_parts
+from aeon_plugins.calculator import request_numbers
 from aeon_plugins.planning.examples import example_arguments
 from aeon_plugins.planning.prompts import EXAMPLE_ANSWER, EXAMPLE_REQUEST, compact
 
@@ -157,7 +158,7 @@ def plan_problems(steps: Sequence[PlanStep], request: str) -> list[str]:
     12" for "the square of 12", "200 * 15 / 200" for "15% of 200"). And no tool may be given a worked example's
     text that the request does not say ("the sky is blue" for "repeat back exactly: Aeon is small"). The goal
     and a tool step's description do not count: a model restates the request there, then leaves a number out
-    of the call. Numbers in words are not read.
+    of the call. Numbers in words are not read, except to tell the request's text from an example's.
     """
     request = request_parts(request)[1]  # what a caller gave as context need not be used
     stated = _request_numbers(request)
@@ -179,7 +180,9 @@ def plan_problems(steps: Sequence[PlanStep], request: str) -> list[str]:
     if repeated:
         problems.append(f"The plan uses {_listed(repeated)} more often than the request states it.")
     examples = {text.casefold() for text in example_arguments()}
-    said = set(_TOKEN.findall(request.casefold()))
+    # "the product of six and seven" says 6 and 7: a call "6 * 7" is the request's, not the example's
+    in_digits = " ".join(f"{value:g}" for _, value, _ in request_numbers(request))
+    said = set(_TOKEN.findall(f"{request} {in_digits}".casefold()))
     for value in _leaves([step.arguments for step in steps if step.tool is not None]):
         if (
             isinstance(value, str)

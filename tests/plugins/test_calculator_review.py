@@ -122,6 +122,13 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         # ", times 2" / ", squared" apply to what comes before the comma
         ("what is 7 plus 8, times 2?", ["7 + 8 * 2"], "in another order"),
         ("what is 81 divided by 9, squared?", ["81 / 9 ^ 2"], "in another order"),
+        # an operation worded with its operands is done on them
+        ("Divide 144 by 12 and add 8", ["144 / (12 + 8)"], "asks for 144 / 12; no calculation does that"),
+        (
+            "Lisa has 3 boxes of 24 crayons. She gives 10 away. How many are left?",
+            ["3 * 24 + 10"],
+            "subtract",
+        ),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -221,6 +228,8 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("what is 10 more than 3 times 4?", ["10 + 3 * 4"]),
         ("what is 7 plus 8, times 2?", ["7 + 8", "15 * 2"]),
         ("what is 81 divided by 9, squared?", ["(81 / 9) ^ 2"]),
+        ("Divide 144 by 12 and add 8", ["144 / 12 + 8"]),
+        ("Divide 144 by 12 and add 8", ["144 / 12", "12 + 8"]),
         ("I had 50 dollars, spent 12 and then 8. How much is left?", ["50 - 12", "38 - 8"]),
     ],
 )
@@ -251,6 +260,7 @@ def test_a_request_that_asks_for_no_calculation_is_unrelated() -> None:
         # an operation that no word of the request accounts for: the 8 was spent, not earned
         ("I had 50 dollars, spent 12 and then 8. How much is left?", ["50 - 12 + 8"]),
         ("what is 6 times 7?", ["6 * 7 + 1"]),
+        ("what is 100 minus 30 minus 20?", ["100 - (30 + 20)"]),  # right, but the + is no word of it
     ],
 )
 def test_an_operation_the_request_does_not_name_cannot_be_checked(

@@ -93,6 +93,8 @@ def test_a_plan_not_written_for_the_request_is_found_out(
         # numbers in words are not read: nothing is required, nothing repeated
         ("what is seven plus eight?", [calc("7 + 8")]),
         ("what is one hundred minus thirty-three?", [calc("100 - 33")]),
+        # a call that looks like a worked example is the request's when the request says its numbers in words
+        ("what is the product of six and seven?", [calc("6 * 7")]),
         # no number at all
         ("echo the message hello world", [echo("hello world")]),
         ("tell me something about numbers", [calc("10 + 10")]),
