@@ -198,7 +198,7 @@ _RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
 )
 _ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {"-": ast.Sub, "/": ast.Div, "^": ast.Pow}
 #: infix words that make a spoken number the left operand of the next one: "100 minus 30 minus 20"
-_INFIX_BEFORE: Final = re.compile(r"(?:plus|minus|times|by|less|away)\s+$")
+_INFIX_BEFORE: Final = re.compile(r"(?:plus|minus|times|by|less|away|of|twice|double|triple|and)\s+$")
 #: and words that make it the left operand of the next one: "100 minus 30 plus 20" is a chain of its own
 _INFIX_AFTER: Final = re.compile(r"\s+(?:plus|minus|times|divided|multiplied|more\s+than)\b")
 

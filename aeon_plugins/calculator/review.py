@@ -65,8 +65,9 @@ from aeon_plugins.calculator.operands import (
 #: what the request's words ask: a pattern, the operation's name, the operators that do it, and whether it is a
 #: step of a sequence (a share such as "15%" or "a quarter of" modifies a number, it is not a step)
 _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
-    (r"\badd(?:s|ed|ing)?\b|\bplus\b|\bsum\b|\btotal\b|\bearn(?:s|ed)?\b|\bmore than\b", "add", frozenset("+"), True),
-    (r"\bincrease[sd]?\b|\braise[sd]? by\b", "increase", frozenset("+*"), True),
+    (r"\badd(?:s|ed|ing)?\b|\bplus\b|\bsum\b|\btotal\b|\bmore than\b", "add", frozenset("+"), True),
+    (r"\bincrease[sd]?\b|\braise[sd]? by\b|\bris(?:e|es|en)\b|\brose\b|\bgr(?:ow|ows|ew|own)\b", "increase",
+     frozenset("+*"), True),
     (r"\breduce[sd]?\b|\bdecrease[sd]?\b|\bdiscount(?:ed)?\b", "reduce", frozenset("-*"), True),
     (r"\bsubtract(?:s|ed|ing)?\b|\bminus\b|\btak(?:e|es|ing)(?:\s+[\w-]+){0,3}?\s+away\b|\bless\b|\bdifference\b"
      r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bg(?:ive|ives|ave)(?:\s+[\w-]+){0,2}?\s+away\b",
@@ -74,7 +75,8 @@ _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
     (r"\bmultipl(?:y|ied|ies)\b|(?<!how many )\btimes\b|\bproduct\b", "multiply", frozenset("*"), True),
     (r"\bdouble[sd]?\b|\btwice\b|\btriple[sd]?\b", "double or triple", frozenset("*+"), True),
     (r"\bdivide[sd]?\b|\bdivided\b|\bquotient\b|\b(?:go|goes|fit|fits)\s+into\b|\baverage\b|\bmean\b"
-     r"|\bsplit\b|\bratio\b", "divide", frozenset("/"), True),
+     r"|\bsplit\b|\bratio\b|\bshar(?:e|es|ed|ing)\b(?:\s+[\w-]+){0,3}?\s+(?:between|among)\b",
+     "divide", frozenset("/"), True),
     (r"\bhalve[sd]?\b", "halve", frozenset("/*"), True),
     (r"\bsquared?\b|\bcubed?\b|\bpower\b", "raise to a power", frozenset("^"), True),
     (r"\bremainders?\b|\bmodulo\b|\bmod\b", "take the remainder", frozenset("%"), True),
@@ -116,7 +118,7 @@ _ALLOWS: Final[tuple[tuple[re.Pattern[str], frozenset[str]], ...]] = tuple(
         (r"\b(?:each|per|every|apiece|a piece|hours?|minutes?|seconds?|days?|weeks?|months?|years?|dozens?)\b",
          "*/"),
         (r"\b(?:left|remain\w*|leftover|change|off|discount\w*|sale)\b", "-"),
-        (r"\b(?:average|mean|altogether|in all|combined|together)\b", "+"),
+        (r"\b(?:average|mean|altogether|in all|combined|together|earn\w*|gets?|got|more)\b", "+"),
         (r"\b(?:squared?|cubed?)\b", "*"),
     )
 )  # fmt: skip
