@@ -230,6 +230,10 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("what is 81 divided by 9, squared?", ["(81 / 9) ^ 2"]),
         ("Divide 144 by 12 and add 8", ["144 / 12 + 8"]),
         ("Divide 144 by 12 and add 8", ["144 / 12", "12 + 8"]),
+        ("half of 250 minus 25", ["250 / 2 - 25"]),  # the pair after "half of" is no operation of its own
+        ("I earn 15 dollars an hour for 8 hours and spend 30. How much do I keep?", ["15 * 8 - 30"]),
+        ("My salary of 3000 rises by 10%. What is it now?", ["3000 + 3000 * 0.1"]),
+        ("share 48 sweets between 6 children", ["48 / 6"]),
         ("I had 50 dollars, spent 12 and then 8. How much is left?", ["50 - 12", "38 - 8"]),
     ],
 )
