@@ -147,8 +147,10 @@ class Tool(BaseModel, ABC):
         """Whether the ``calls`` a run makes (or its plan proposes) to this tool do what ``request`` asks of it:
         each call as ``{"arguments": ..., "result": ...}`` (``result`` once it ran), in order. The kernel asks
         every tool a run used, and a planner may ask before the plan runs and re-plan with the findings; an
-        approved review is what lets a result say ``verified`` (issue 26). By default None: this tool cannot
-        judge its calls, and a result that rests on them is ``unverified``."""
+        approved review is what lets a result say ``verified`` (issue 26). Asked with no calls (a plan that calls
+        no tool), a review that is not approved and not ``unrelated`` says the request asks this tool for
+        something no step does. By default None: this tool cannot judge its calls, and a result that rests on
+        them is ``unverified``."""
         return None
 
     def check_resources(self, resources: dict[str, list[str]]) -> None:

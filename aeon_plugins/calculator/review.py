@@ -122,6 +122,8 @@ _ALLOWS: Final[tuple[tuple[re.Pattern[str], frozenset[str]], ...]] = tuple(
         (r"\b(?:squared?|cubed?)\b", "*"),
     )
 )  # fmt: skip
+#: a question for a quantity: with two numbers and "each" or "per", a word problem ("how far did it go?")
+_HOW_MUCH: Final = re.compile(r"\bhow\s+(?:many|much|far|long|old)\b|\bin\s+total\b|\baltogether\b", re.I)
 #: words by which a follow-up in a conversation points at an earlier result ("double that", "add 4 to it")
 _BACK: Final = re.compile(
     r"\b(?:that|it|this|the (?:result|answer|total|sum|product|difference|quotient|number|value|figure)"
@@ -284,8 +286,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         values.append(found)
         if found is not None:  # a later call may use an earlier call's result (worked out if it has not run)
             available.add(found)
-    if not calls:
-        return Review(approved=False, findings=("no calculator call to review",))
+    if not calls:  # asked of a plan that calls no tool: is the request a calculation all the same?
+        return _unanswered(request, named, stated, implied)
     # only what reaches the answer counts: "double 13 and then add 4" is not done by 13 * 2 and then 13 + 4
     answered_by = reaching([n for n, _ in read_calls], values)
     applied = [op for i in answered_by for op in read_calls[i][1]]
@@ -429,6 +431,20 @@ def _value(call: Mapping[str, Any]) -> float | None:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _unanswered(
+    request: str, named: Sequence[_Cue], stated: Sequence[tuple[int, float, bool]], implied: frozenset[float]
+) -> Review:
+    """The review of no call: a finding when the request is a calculation ("add 17 and 26", "60 km per hour for
+    3 hours, then 40 km more"), else unrelated (it asks nothing of the calculator)."""
+    worded = bool(named) and _operands(stated, implied) >= 2
+    if worded or (len(stated) >= 2 and _allowed(request) - {"+"} and _HOW_MUCH.search(request)):
+        what = f"to {_listed([name for _, name, _, _ in named], 'and')}" if named else "a calculation"
+        finding = f"The request asks {what} with its numbers; no step calls the calculator to do it."
+        return Review(approved=False, findings=(finding,))
+    finding = "The request asks for no calculation: it names no operation on numbers it states."
+    return Review(approved=False, findings=(finding,), unrelated=True)
 
 
 def _follows_up(

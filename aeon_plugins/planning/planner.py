@@ -174,9 +174,13 @@ class ModelPlanner(ModelBacked, Planner):
         """What shows the plan was not written for ``request``: the plan check's findings, then what each tool's
         review (``Tool.review``) finds in the calls the plan proposes to it."""
         problems = plan_problems(plan.steps, request)
+        no_tool = not any(
+            step.tool for step in plan.steps
+        )  # then: does a tool say the request is its business?
+        proposed = {name: [] for name in tool_registry.list_all()} if no_tool else _proposed(plan)
         # a review that raised proves nothing here: the kernel's review of the calls made records it as inconclusive
-        for review in tool_reviews(request, _proposed(plan), tool_registry).values():
-            if isinstance(review, Review):
+        for review in tool_reviews(request, proposed, tool_registry).values():
+            if isinstance(review, Review) and not (no_tool and review.unrelated):
                 problems += [f for f in review.findings if f not in problems]
         return problems
 

@@ -344,3 +344,24 @@ def test_a_follow_up_must_do_something_to_the_earlier_result() -> None:
     again = review_calls(request, [{"arguments": {"expression": "30 * 3"}}])
     assert not again.approved and "only works out the earlier result (90) again" in " ".join(again.findings)
     assert review_calls(request, [{"arguments": {"expression": "(30 * 3) / 3"}}]).approved
+
+
+@pytest.mark.parametrize(
+    ("request_text", "claimed"),
+    [
+        ("add 17 and 26", True),
+        ("what is seventeen plus twenty-six?", True),
+        ("what is twice 19?", True),
+        ("A train travels 60 km per hour for 3 hours, then 40 km more. How far did it go?", True),
+        ("What is the capital of France?", False),
+        ("Write a haiku about 3 cats", False),
+        ("Who won the World Cup in 2014 and 2018?", False),
+        ("Book me a flight for 2 adults on the 5th of May", False),
+    ],
+)
+def test_no_call_to_a_request_that_is_a_calculation_is_a_finding(request_text: str, claimed: bool) -> None:
+    """Asked about a plan that calls no tool: a calculation left to the model is a finding, anything else is not
+    the calculator's business."""
+    found = review_calls(request_text, [])
+    assert not found.approved and found.unrelated is not claimed
+    assert ("no step calls the calculator" in " ".join(found.findings)) is claimed

@@ -311,3 +311,45 @@ def test_the_check_is_a_planner_option_on_by_default(check: bool) -> None:
         assert engine.planner.check is True
     with Engine(config.with_choice("planner", "model", check=check)) as engine:
         assert engine.planner.check is check
+
+
+NO_TOOL = plan(llm_step("1", "Say that no tool can tell the time"), goal="no tool applies")
+ADDITION = plan(calc("17 + 26"), llm_step("2"), goal="what is 17 plus 26?")
+
+
+def test_a_plan_that_calls_no_tool_for_a_calculation_is_asked_for_again() -> None:
+    """Seen on the embedded model: "No tool can tell the time." for a word problem, ending ``completed``. With no
+    tool in the plan, each tool's review of no call says whether the request asks something of it."""
+    model, script = planner([NO_TOOL, ADDITION])
+    result, (action,), checks = generate(model, "what is 17 plus 26?")
+    assert result.steps[0].arguments == {"expression": "17 + 26"} and len(script.prompts) == 2
+    finding = "The request asks to add with its numbers; no step calls the calculator to do it."
+    assert finding in action.original_output["errors"]
+    assert [(name, verdict) for name, verdict, _ in checks] == [("plan_fits_request", "resolved")]
+
+
+def test_a_calculation_in_words_that_no_tool_does_is_found_by_the_calculators_review() -> None:
+    """The plan check reads digits only: "seventeen plus twenty-six" left to the model is the review's finding."""
+    model, _ = planner([NO_TOOL, ADDITION])
+    _, (action,), _ = generate(model, "what is seventeen plus twenty-six?")
+    assert action.original_output["errors"] == [
+        "The request asks to add with its numbers; no step calls the calculator to do it."
+    ]
+
+
+def test_a_plan_that_calls_no_tool_stays_unverified_when_asked_again_in_vain() -> None:
+    model, _ = planner([NO_TOOL, NO_TOOL])
+    result, _, checks = generate(model, "A train goes 60 km per hour for 3 hours. How far does it go?")
+    assert result.steps[0].tool is None
+    assert [(name, verdict) for name, verdict, _ in checks] == [("plan_fits_request", "inconclusive")]
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    ["What is the capital of France?", "Translate 'cat' into French", "Who wrote Hamlet?"],
+)
+def test_a_plan_that_calls_no_tool_for_a_request_no_tool_fits_is_asked_for_once(request_text: str) -> None:
+    model, script = planner([NO_TOOL])
+    _, actions, checks = generate(model, request_text)
+    assert len(script.prompts) == 1 and not actions
+    assert checks == [("plan_fits_request", "passed", None)]
