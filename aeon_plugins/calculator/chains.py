@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from aeon_plugins.calculator.arithmetic import parse
-from aeon_plugins.calculator.numbers import evaluated, number_spans, request_numbers, shares, written
-from aeon_plugins.calculator.operands import nodes, worked_out
+from aeon_plugins.calculator.numbers import evaluated, request_numbers, shares, written
+from aeon_plugins.calculator.operands import masked, nodes, worked_out
 
 #: words between two numbers and what they do ("10 more than 3 times 4" adds 10 to 3 * 4)
 _INFIX: Final = {
@@ -43,12 +43,7 @@ class Chain(NamedTuple):
 
 def chains(request: str) -> list[Chain]:
     """Each spoken chain of three or more numbers in ``request`` ("100 minus 30 minus 20"), none a percentage."""
-    spans = number_spans(request)
-    parts, at = [], 0
-    for index, (start, end, _, _) in enumerate(spans):
-        parts += [request[at:start], f"#{index}#"]
-        at = end
-    text = "".join([*parts, request[at:]])
+    text, spans = masked(request)
     found = []
     for match in _CHAIN.finditer(text):
         pieces = re.split(_LINK, match.group(), flags=re.IGNORECASE)

@@ -109,9 +109,9 @@ def bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_B
     """Each "sum of A and B" (product, difference, quotient, average; "between" too), "add A and B", "multiply A
     by B" of ``request`` whose operands are two or more numbers it states; a percentage is no such operand."""
     found = [binding for _, _, binding in _phrases(request.lower(), stated)]
-    masked, spans = _masked(request)
+    text, spans = masked(request)
     for pattern, verb, operator in _BY_WORDINGS:
-        for match in pattern.finditer(masked):
+        for match in pattern.finditer(text):
             first_span, by = spans[int(match.group(1))], spans[int(match.group(2))]
             if not (first_span[3] or by[3]):
                 said = f"{verb} {written(first_span[2])} by {written(by[2])}"
@@ -197,9 +197,10 @@ _RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
     )
 )
 _ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {"-": ast.Sub, "/": ast.Div, "^": ast.Pow}
-#: infix words that make a spoken number the left operand of the next one: "100 minus 30 minus 20"
+#: words before a spoken number that bind it to something else than the pair that follows: a chain ("100 minus 30
+#: minus 20", see :mod:`~aeon_plugins.calculator.chains`), a scaling ("half of 250 minus 25"), a list ("add 2 and 3")
 _INFIX_BEFORE: Final = re.compile(r"(?:plus|minus|times|by|less|away|of|twice|double|triple|and)\s+$")
-#: and words that make it the left operand of the next one: "100 minus 30 plus 20" is a chain of its own
+#: and words after the pair that make it part of a chain ("100 minus 30 plus 20")
 _INFIX_AFTER: Final = re.compile(r"\s+(?:plus|minus|times|divided|multiplied|more\s+than)\b")
 
 
@@ -225,7 +226,7 @@ class _Order(NamedTuple):
 _Span = tuple[int, int, float, bool]
 
 
-def _masked(request: str, phrases: bool = False) -> tuple[str, tuple[_Span, ...]]:
+def masked(request: str, phrases: bool = False) -> tuple[str, tuple[_Span, ...]]:
     """``request`` with its ``i``-th number written as ``#i#`` (to match wordings around numbers), and the numbers;
     with ``phrases``, an operation named with its operands ("the product of 7 and 6") is one number (42)."""
     spans = list(number_spans(request))
@@ -252,7 +253,7 @@ def orders(request: str) -> list[_Order]:
     """The operations ``request`` names with their operands in a known order ("subtract 4 from 10", "30 divided
     by 5", "take 4 away from the product of 7 and 6", "then subtract 12"); a percentage is no such operand. In a
     spoken chain ("100 minus 30 minus 20") only the first pair is such an operation (see :func:`chains`)."""
-    text, spans = _masked(request, phrases=True)
+    text, spans = masked(request, phrases=True)
     found = []
     for pattern, symbol, swapped in _ORDERED_WORDINGS:
         for match in pattern.finditer(text):
@@ -363,7 +364,7 @@ _POWERS: Final[tuple[tuple[re.Pattern[str], float], ...]] = tuple(
 
 def powers(request: str) -> list[tuple[float, float]]:
     """Each number ``request`` squares or cubes, with the power: "12 squared minus 4" gives (12, 2)."""
-    text, spans = _masked(request)
+    text, spans = masked(request)
     return [
         (spans[int(match.group(1))][2], exponent)
         for pattern, exponent in _POWERS
@@ -400,7 +401,7 @@ _PERCENT_CHANGES: Final[tuple[tuple[re.Pattern[str], int], ...]] = tuple(
 
 def percent_changes(request: str) -> list[tuple[float, int]]:
     """Each percentage ``request`` takes off (-1) or adds on (+1) a number: "25% off" gives (25, -1)."""
-    text, spans = _masked(request)
+    text, spans = masked(request)
     return [
         (spans[int(match.group(1))][2], direction)
         for pattern, direction in _PERCENT_CHANGES
@@ -436,7 +437,7 @@ _SCALED: Final[tuple[tuple[re.Pattern[str], str, float], ...]] = tuple(
 
 def scaled(request: str) -> list[tuple[str, float, float]]:
     """Each number ``request`` scales by a word: "3 more than twice 8" gives ("twice", 8, 2)."""
-    text, spans = _masked(request)
+    text, spans = masked(request)
     return [
         (said, spans[int(match.group(1))][2], factor)
         for pattern, said, factor in _SCALED
