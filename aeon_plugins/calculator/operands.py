@@ -196,6 +196,11 @@ _RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
         (r"\braise\s+(?:it|that|this|the\s+[a-z]+)\s+to\s+the\s+power\s+of\s+B", "^"),
     )
 )
+#: a word for an operation, before a wording that applies another one to its result
+_OPERATION: Final = re.compile(
+    r"\b(?:add|plus|sum|subtract|minus|multipl\w*|times|divid\w*|double|twice|halve|square|cube|increase|reduce)\b",
+    re.IGNORECASE,
+)
 _ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {"-": ast.Sub, "/": ast.Div, "^": ast.Pow}
 #: words before a spoken number that bind it to something else than the pair that follows: a chain ("100 minus 30
 #: minus 20", see :mod:`~aeon_plugins.calculator.chains`), a scaling ("half of 250 minus 25"), a list ("add 2 and 3")
@@ -211,6 +216,9 @@ class _Order(NamedTuple):
     symbol: str
     left: float | None
     right: float
+    #: an earlier operation of the request gives the result ("multiply it by 4 and subtract 6"): the left side is
+    #: a calculation or an earlier call's value, not a number the request states
+    of_result: bool = False
 
     @property
     def said(self) -> str:
@@ -266,20 +274,24 @@ def orders(request: str) -> list[_Order]:
     for pattern, symbol in _RESULT_FIRST:
         for match in pattern.finditer(text):
             if not spans[int(match.group(1))][3]:
-                found.append(_Order(symbol, None, spans[int(match.group(1))][2]))
+                of_result = _OPERATION.search(text, 0, match.start()) is not None
+                found.append(_Order(symbol, None, spans[int(match.group(1))][2], of_result))
     return found
 
 
-def the_wrong_way_round(expression: str, order: _Order) -> bool | None:
+def the_wrong_way_round(expression: str, order: _Order, stated: Sequence[float] = ()) -> bool | None:
     """True when ``expression`` applies the operation to the two numbers the wrong way round (``4 - 10`` for
     "subtract 4 from 10"; ``12 - 40`` for "then subtract 12"), False when it applies it the right way round, None
-    when it does neither."""
+    when it does neither (``9 * (4 - 6)`` for "multiply 9 by 4 and subtract 6": 4 is ``stated``, not a result)."""
     operator, reversed_found = _ORDERED_OPERATORS[order.symbol], False
     for found in nodes(expression):
         if not isinstance(found.op.op, operator) or found.left is None or found.right is None:
             continue
         if order.left is None:  # the earlier result, whatever it is, on the left
-            if math.isclose(found.right, order.right):
+            given = isinstance(found.op.left, ast.Constant) and any(
+                math.isclose(found.left, s) for s in stated
+            )
+            if math.isclose(found.right, order.right) and not (order.of_result and given):
                 return False
             reversed_found |= math.isclose(found.left, order.right)
         elif math.isclose(found.left, order.left) and math.isclose(found.right, order.right):

@@ -325,14 +325,15 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         elif percent and not any(_is_in(n, used) for n in (*forms, 100, 0.01)):  # "by 15%" as "200 * 15"
             findings.append(f"The request's {written(value)}% is never taken as a percentage.")
     expressions = [e for c in calls if (e := _expression(c)) is not None]
+    given_numbers = [value for _, value, _ in stated]
     for order in orders(request):
-        ways = [the_wrong_way_round(expression, order) for expression in expressions]
+        ways = [the_wrong_way_round(expression, order, given_numbers) for expression in expressions]
         if True in ways and False not in ways:
             findings.append(
                 f"The request asks for {order.said}; the calculation does it the other way round "
                 f"({order.reversed})."
             )
-        elif order.left is not None and False not in ways:  # "divide 144 by 12 and add 8": not 144 / (12 + 8)
+        elif (order.left is not None or order.of_result) and False not in ways:  # not 144 / (12 + 8)
             findings.append(f"The request asks for {order.said}; no calculation does that.")
     findings += grouped_otherwise(
         expressions, [_value(c) for c in calls if _expression(c) is not None], request

@@ -125,6 +125,11 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         # an operation worded with its operands is done on them
         ("Divide 144 by 12 and add 8", ["144 / (12 + 8)"], "asks for 144 / 12; no calculation does that"),
         (
+            "Take 9, multiply it by 4 and subtract 6",
+            ["9 * (4 - 6)"],
+            "asks for the result - 6; no calculation",
+        ),
+        (
             "Lisa has 3 boxes of 24 crayons. She gives 10 away. How many are left?",
             ["3 * 24 + 10"],
             "subtract",
@@ -230,6 +235,8 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("what is 81 divided by 9, squared?", ["(81 / 9) ^ 2"]),
         ("Divide 144 by 12 and add 8", ["144 / 12 + 8"]),
         ("Divide 144 by 12 and add 8", ["144 / 12", "12 + 8"]),
+        ("Take 9, multiply it by 4 and subtract 6", ["9 * 4", "36 - 6"]),
+        ("take 20 and subtract 5", ["20 - 5"]),  # no operation before: 20 is what the 5 comes off
         ("half of 250 minus 25", ["250 / 2 - 25"]),  # the pair after "half of" is no operation of its own
         ("I earn 15 dollars an hour for 8 hours and spend 30. How much do I keep?", ["15 * 8 - 30"]),
         ("My salary of 3000 rises by 10%. What is it now?", ["3000 + 3000 * 0.1"]),
