@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from aeon_plugins.calculator.arithmetic import parse
 from aeon_plugins.calculator.numbers import NUMBER_WORDS, evaluated, number_spans, request_numbers, written
@@ -362,6 +362,21 @@ def does(expression: str, done: Callable[[_Node], bool]) -> bool:
     return any(done(found) for found in nodes(expression))
 
 
+def _numbers_worded(
+    request: str, wordings: Sequence[tuple[Any, ...]], *, percent: bool
+) -> list[tuple[float, tuple[Any, ...]]]:
+    """Each number of ``request`` that a wording (a pattern around ``#i#``, then what it says) matches, a
+    percentage or not as asked, with what the wording says."""
+    text, spans = masked(request)
+    found = []
+    for pattern, *said in wordings:
+        for match in pattern.finditer(text):
+            span = spans[int(match.group(1))]
+            if span[3] is percent:
+                found.append((span[2], tuple(said)))
+    return found
+
+
 #: "12 squared", "square 11", "the square of 9", "5 cubed": a number raised to a power the words give
 _POWERS: Final[tuple[tuple[re.Pattern[str], float], ...]] = tuple(
     (re.compile(pattern, re.IGNORECASE), exponent)
@@ -376,13 +391,7 @@ _POWERS: Final[tuple[tuple[re.Pattern[str], float], ...]] = tuple(
 
 def powers(request: str) -> list[tuple[float, float]]:
     """Each number ``request`` squares or cubes, with the power: "12 squared minus 4" gives (12, 2)."""
-    text, spans = masked(request)
-    return [
-        (spans[int(match.group(1))][2], exponent)
-        for pattern, exponent in _POWERS
-        for match in pattern.finditer(text)
-        if not spans[int(match.group(1))][3]
-    ]
+    return [(value, exponent) for value, (exponent,) in _numbers_worded(request, _POWERS, percent=False)]
 
 
 def raises(expression: str, base: float, exponent: float) -> bool:
@@ -413,12 +422,8 @@ _PERCENT_CHANGES: Final[tuple[tuple[re.Pattern[str], int], ...]] = tuple(
 
 def percent_changes(request: str) -> list[tuple[float, int]]:
     """Each percentage ``request`` takes off (-1) or adds on (+1) a number: "25% off" gives (25, -1)."""
-    text, spans = masked(request)
     return [
-        (spans[int(match.group(1))][2], direction)
-        for pattern, direction in _PERCENT_CHANGES
-        for match in pattern.finditer(text)
-        if spans[int(match.group(1))][3]
+        (value, direction) for value, (direction,) in _numbers_worded(request, _PERCENT_CHANGES, percent=True)
     ]
 
 
@@ -449,12 +454,8 @@ _SCALED: Final[tuple[tuple[re.Pattern[str], str, float], ...]] = tuple(
 
 def scaled(request: str) -> list[tuple[str, float, float]]:
     """Each number ``request`` scales by a word: "3 more than twice 8" gives ("twice", 8, 2)."""
-    text, spans = masked(request)
     return [
-        (said, spans[int(match.group(1))][2], factor)
-        for pattern, said, factor in _SCALED
-        for match in pattern.finditer(text)
-        if not spans[int(match.group(1))][3]
+        (said, value, factor) for value, (said, factor) in _numbers_worded(request, _SCALED, percent=False)
     ]
 
 
