@@ -379,14 +379,12 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             f"The request asks for {len(steps)} operations ({_listed([name for name, _ in steps], 'and')}); "
             f"the calculation does {done}."
         )
-    # an operation no word accounts for ("spent 12 and then 8" as 50 - 12 + 8) is not checked, so not approved;
-    # an earlier question's words account for working its result out again
-    accounted = {op for _, _, operators, _ in (*named, *_operations(given)) for op in operators}
-    if (
-        not findings
-        and applied
-        and not (named and all(_counts(op) & (accounted | _allowed(request)) for op in applied))
-    ):
+    # not checked, so not approved: an operation no word accounts for ("spent 12 and then 8" as 50 - 12 + 8); an
+    # earlier question's words account for working its result out again
+    accounted = {op for *_, operators, _ in (*named, *_operations(given)) for op in operators} | _allowed(
+        request
+    )
+    if not findings and applied and not (named and all(_counts(op) & accounted for op in applied)):
         return None
     return Review(approved=not findings, findings=tuple(dict.fromkeys(findings)))
 

@@ -172,11 +172,11 @@ class ModelPlanner(ModelBacked, Planner):
 
     def _problems(self, plan: Plan, request: str, tool_registry: ToolRegistry) -> list[str]:
         """What shows the plan was not written for ``request``: the plan check's findings, then what each tool's
-        review (``Tool.review``) finds in the calls the plan proposes to it."""
+        review (``Tool.review``) finds in the calls the plan proposes to it (to a plan that calls no tool: what a
+        tool finds in no call, when the request is its business)."""
         problems = plan_problems(plan.steps, request)
-        no_tool = not any(
-            step.tool for step in plan.steps
-        )  # then: does a tool say the request is its business?
+        # a plan that calls no tool: does a tool say the request is its business (a review of no call)?
+        no_tool = not any(step.tool for step in plan.steps)
         proposed = {name: [] for name in tool_registry.list_all()} if no_tool else _proposed(plan)
         # a review that raised proves nothing here: the kernel's review of the calls made records it as inconclusive
         for review in tool_reviews(request, proposed, tool_registry).values():
