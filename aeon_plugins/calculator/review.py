@@ -97,7 +97,7 @@ _CUES: Final = _WORD_CUES + _SYMBOL_CUES
 _IMPLIED: Final[tuple[tuple[str, tuple[float, ...]], ...]] = (
     (r"\bdouble[sd]?\b|\btwice\b|\bhalve[sd]?\b|\bhalf\b|\bsquared?\b", (2, 0.5)),
     (r"\btriple[sd]?\b|\bcubed?\b", (3,)),
-    (r"\bquarter\b", (4, 0.25)),
+    (r"\bquarter\b", (4, 0.25, 0.75)),  # "lose a quarter": 0.75 of it is left
     (r"\bthirds?\b", (3,)),
     (r"\bfourth\s+power\b", (4,)),
     (r"\bfifths?\b", (5, 0.2)),

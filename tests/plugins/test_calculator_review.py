@@ -241,6 +241,7 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("I earn 15 dollars an hour for 8 hours and spend 30. How much do I keep?", ["15 * 8 - 30"]),
         ("My salary of 3000 rises by 10%. What is it now?", ["3000 + 3000 * 0.1"]),
         ("share 48 sweets between 6 children", ["48 / 6"]),
+        ("I have 120 marbles and lose a quarter of them. How many are left?", ["120 * 0.75"]),
         ("I had 50 dollars, spent 12 and then 8. How much is left?", ["50 - 12", "38 - 8"]),
     ],
 )
