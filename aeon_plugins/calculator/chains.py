@@ -149,9 +149,12 @@ def unreached(
 
 def grouped_otherwise(expressions: Sequence[str], values: Sequence[float | None], request: str) -> list[str]:
     """A spoken chain ("100 minus 30 minus 20") that the calls, read as one calculation, group otherwise."""
-    answer = composed(expressions, values, [value for _, value, _ in request_numbers(request)])
+    said = chains(request)
+    answer = (
+        composed(expressions, values, [value for _, value, _ in request_numbers(request)]) if said else None
+    )
     findings = []
-    for chain in chains(request):
+    for chain in said:
         ways = [breaks(expression, chain) for expression in (*expressions, *([answer] if answer else []))]
         if True in ways and False not in ways:
             findings.append(
