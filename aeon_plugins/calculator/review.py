@@ -170,6 +170,39 @@ def _implied(request: str, numbers: Sequence[tuple[int, float, bool]]) -> set[fl
     return implied
 
 
+def _implied_too_often(
+    request: str,
+    stated: Sequence[tuple[int, float, bool]],
+    numbers: Sequence[Sequence[float]],
+    values: Sequence[float | None],
+) -> list[str]:
+    """A number the request's words imply, used more often than they imply it: ``64 / 2 + 10 * 2`` for "half of
+    64, plus 10" (one "half", two 2s). A number the request states, or an earlier call's result, is no such use."""
+    allowed: dict[float, int] = {}
+    for pattern, implied in _IMPLIED:
+        times = len(re.findall(pattern, request, re.IGNORECASE))
+        for value in implied:
+            allowed[value] = allowed.get(value, 0) + times
+    if re.search(r"\baverage\b|\bmean\b", request, re.IGNORECASE):  # of n numbers: divided by n
+        allowed[float(len(stated))] = allowed.get(float(len(stated)), 0) + 1
+    given = [value for _, value, _ in stated]
+    used: dict[float, int] = {}
+    for i, call in enumerate(numbers):
+        results = [v for v in values[:i] if v is not None]
+        for n in call:
+            if allowed.get(n) and not _is_in(n, given) and not _is_in(n, results):
+                used[n] = used.get(n, 0) + 1
+
+    def said(times: int) -> str:
+        return {1: "once", 2: "twice"}.get(times, f"{times} times")
+
+    return [
+        f"The calculation uses {written(n)} {said(times)}; the request's words imply it {said(allowed[n])}."
+        for n, times in used.items()
+        if times > allowed[n]
+    ]
+
+
 # --- what the calls do ---------------------------------------------------------------------------------------------
 
 _OPERATORS: Final[dict[type[ast.operator], str]] = {
@@ -335,6 +368,10 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             )
         elif (order.left is not None or order.of_result) and False not in ways:  # not 144 / (12 + 8)
             findings.append(f"The request asks for {order.said}; no calculation does that.")
+    # an earlier question's words imply numbers too: a follow-up may work its result out again
+    findings += _implied_too_often(
+        f"{given}\n{request}", [*stated, *request_numbers(given)], [n for n, _ in read_calls], values
+    )
     findings += grouped_otherwise(
         expressions, [_value(c) for c in calls if _expression(c) is not None], request
     )

@@ -124,6 +124,12 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("what is 81 divided by 9, squared?", ["81 / 9 ^ 2"], "in another order"),
         # an operation worded with its operands is done on them
         ("Divide 144 by 12 and add 8", ["144 / (12 + 8)"], "asks for 144 / 12; no calculation does that"),
+        # a number the words imply, used more often than they imply it: one "half", two 2s
+        (
+            "What is half of 64, plus 10?",
+            ["64 / 2 + 10 * 2"],
+            "uses 2 twice; the request's words imply it once",
+        ),
         (
             "Take 9, multiply it by 4 and subtract 6",
             ["9 * (4 - 6)"],
@@ -236,7 +242,12 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("Divide 144 by 12 and add 8", ["144 / 12 + 8"]),
         ("Divide 144 by 12 and add 8", ["144 / 12", "12 + 8"]),
         ("Take 9, multiply it by 4 and subtract 6", ["9 * 4", "36 - 6"]),
-        ("take 20 and subtract 5", ["20 - 5"]),  # no operation before: 20 is what the 5 comes off
+        ("take 20 and subtract 5", ["20 - 5"]),
+        ("what is 5 squared plus 3 squared?", ["5 ^ 2 + 3 ^ 2"]),  # two words, two 2s
+        (
+            "how many seconds are in 2 hours, doubled?",
+            ["2 * 60 * 60 * 2"],
+        ),  # no operation before: 20 is what the 5 comes off
         ("half of 250 minus 25", ["250 / 2 - 25"]),  # the pair after "half of" is no operation of its own
         ("I earn 15 dollars an hour for 8 hours and spend 30. How much do I keep?", ["15 * 8 - 30"]),
         ("My salary of 3000 rises by 10%. What is it now?", ["3000 + 3000 * 0.1"]),
