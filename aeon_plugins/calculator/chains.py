@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from aeon_plugins.calculator.arithmetic import parse
-from aeon_plugins.calculator.numbers import evaluated, request_numbers, shares, written
+from aeon_plugins.calculator.numbers import evaluated, is_in, request_numbers, shares, written
 from aeon_plugins.calculator.operands import masked, nodes, worked_out
 
 #: words between two numbers and what they do ("10 more than 3 times 4" adds 10 to 3 * 4)
@@ -122,7 +122,7 @@ def reaching(numbers: Sequence[Sequence[float]], values: Sequence[float | None])
     reached = {len(numbers) - 1} if numbers else set()
     for i in range(len(numbers) - 1, -1, -1):
         if i in reached:
-            reached |= {j for j in range(i) if (value := values[j]) is not None and _near(value, numbers[i])}
+            reached |= {j for j in range(i) if (value := values[j]) is not None and is_in(value, numbers[i])}
     return sorted(reached)
 
 
@@ -139,7 +139,7 @@ def unreached(
     findings = []
     for _, value, percent in stated:
         forms = (value, *shares(value)) if percent else (value,)
-        if any(_near(f, used) for f in forms) and not any(_near(f, reached) for f in forms):
+        if any(is_in(f, used) for f in forms) and not any(is_in(f, reached) for f in forms):
             findings.append(
                 f"The request's {written(value)} never reaches the answer: the last calculation ({last!r}) "
                 "does not build on the one that uses it."
@@ -162,7 +162,3 @@ def grouped_otherwise(expressions: Sequence[str], values: Sequence[float | None]
                 "calculation groups it otherwise."
             )
     return findings
-
-
-def _near(value: float, values: Sequence[float]) -> bool:
-    return any(math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-12) for other in values)

@@ -3,7 +3,9 @@ value of an expression the calculator can work out."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Final
 
@@ -98,3 +100,8 @@ def shares(percent: float) -> tuple[float, float, float]:
     """What a calculation may use a percentage as: 15% of x as 0.15 * x, increased or reduced by it as 1.15 * x or
     0.85 * x."""
     return percent / 100, 1 + percent / 100, 1 - percent / 100
+
+
+def is_in(value: float, values: Iterable[float]) -> bool:
+    """Whether ``value`` is one of ``values``, as a calculation may give it (``0.1 + 0.2`` is 0.3)."""
+    return any(math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-12) for other in values)

@@ -35,14 +35,14 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
 from aeon_kernel.kit import Review, given_results, request_parts
 from aeon_plugins.calculator.arithmetic import parse
 from aeon_plugins.calculator.chains import grouped_otherwise, reaching, unreached
-from aeon_plugins.calculator.numbers import evaluated, request_numbers, shares, written
+from aeon_plugins.calculator.numbers import evaluated, is_in, request_numbers, shares, written
 from aeon_plugins.calculator.operands import (
     SCALINGS,
     bindings,
@@ -190,7 +190,7 @@ def _implied_too_often(
     for i, call in enumerate(numbers):
         results = [v for v in values[:i] if v is not None]
         for n in call:
-            if allowed.get(n) and not _is_in(n, given) and not _is_in(n, results):
+            if allowed.get(n) and not is_in(n, given) and not is_in(n, results):
                 used[n] = used.get(n, 0) + 1
 
     def said(times: int) -> str:
@@ -263,10 +263,6 @@ def _same(left: ast.expr, right: ast.expr) -> bool:
     )
 
 
-def _is_in(value: float, values: Iterable[float]) -> bool:
-    return any(math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-12) for other in values)
-
-
 @lru_cache(maxsize=256)
 def _read_request(
     request: str,
@@ -305,7 +301,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             findings.append(f"{expression!r} is not an expression the calculator can read.")
             continue
         numbers, operations = read
-        strange = [n for n in numbers if not _is_in(n, available)]
+        strange = [n for n in numbers if not is_in(n, available)]
         if strange:
             listed = ", ".join(written(n) for n in dict.fromkeys(strange))
             findings.append(f"{expression!r} uses {listed}, which the request does not state.")
@@ -331,10 +327,10 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         return Review(approved=False, findings=(finding,), unrelated=True)
     if earlier and _follows_up(request, stated, named, implied):
         reached = {*used, *(v for c in calls for v in _partial_values(c))}
-        if not any(_is_in(float(value), reached) for value in earlier):
+        if not any(is_in(float(value), reached) for value in earlier):
             listed = _listed([written(float(v)) for v in dict.fromkeys(earlier)])
             findings.append(f"The request builds on an earlier result ({listed}), which no calculation uses.")
-        elif named and values and values[-1] is not None and _is_in(values[-1], [float(v) for v in earlier]):
+        elif named and values and values[-1] is not None and is_in(values[-1], [float(v) for v in earlier]):
             findings.append(
                 f"The calculation only works out the earlier result ({written(values[-1])}) again; the request "
                 f"asks to {named[0][1]} it."
@@ -347,15 +343,15 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
     literals = _literal_expressions(request)
     for literal in literals if len(literals) == 1 and not worded else ():  # the request is one written sum
         wanted = evaluated(literal)
-        if wanted is not None and not any(v is not None and _is_in(wanted, [v]) for v in values):
+        if wanted is not None and not any(v is not None and is_in(wanted, [v]) for v in values):
             findings.append(
                 f"The request writes {literal.strip()!r}, which is {written(wanted)}; no calculation gives that."
             )
     for _, value, percent in stated:
         forms = shares(value) if percent else ()
-        if not (_is_in(value, used) or any(_is_in(share, used) for share in forms)):
+        if not (is_in(value, used) or any(is_in(share, used) for share in forms)):
             findings.append(f"The request states {written(value)}, which no calculation uses.")
-        elif percent and not any(_is_in(n, used) for n in (*forms, 100, 0.01)):  # "by 15%" as "200 * 15"
+        elif percent and not any(is_in(n, used) for n in (*forms, 100, 0.01)):  # "by 15%" as "200 * 15"
             findings.append(f"The request's {written(value)}% is never taken as a percentage.")
     expressions = [e for c in calls if (e := _expression(c)) is not None]
     given_numbers = [value for _, value, _ in stated]
@@ -548,7 +544,7 @@ def _applied(op: _Op, stated: Sequence[tuple[int, float, bool]], results: Sequen
     if op.symbol == "x*x":
         number = op.number or 0.0
         twice = sum(math.isclose(v, number) for _, v, _ in stated) >= 2
-        return "x*x" if twice or _is_in(number, [r for r in results if r is not None]) else "^"
+        return "x*x" if twice or is_in(number, [r for r in results if r is not None]) else "^"
     return op.symbol
 
 
