@@ -161,13 +161,20 @@ def _operations(request: str) -> list[_Cue]:
 
 
 def _implied(request: str, numbers: Sequence[tuple[int, float, bool]]) -> set[float]:
-    implied: set[float] = {1}
+    return {1, *_implied_times(request, len(numbers))}
+
+
+@lru_cache(maxsize=256)
+def _implied_times(request: str, stated: int) -> dict[float, int]:
+    """Each number the request's words imply, with how many times they imply it ("half ... halve": 2 twice)."""
+    times: dict[float, int] = {}
     for pattern, values in _IMPLIED:
-        if re.search(pattern, request, re.IGNORECASE):
-            implied.update(values)
-    if re.search(r"\baverage\b|\bmean\b", request, re.IGNORECASE):
-        implied.add(len(numbers))  # the average of n numbers divides by n
-    return implied
+        found = len(re.findall(pattern, request, re.IGNORECASE))
+        for value in values if found else ():
+            times[value] = times.get(value, 0) + found
+    if re.search(r"\baverage\b|\bmean\b", request, re.IGNORECASE):  # of n numbers: divided by n
+        times[float(stated)] = times.get(float(stated), 0) + 1
+    return times
 
 
 def _implied_too_often(
@@ -178,13 +185,7 @@ def _implied_too_often(
 ) -> list[str]:
     """A number the request's words imply, used more often than they imply it: ``64 / 2 + 10 * 2`` for "half of
     64, plus 10" (one "half", two 2s). A number the request states, or an earlier call's result, is no such use."""
-    allowed: dict[float, int] = {}
-    for pattern, implied in _IMPLIED:
-        times = len(re.findall(pattern, request, re.IGNORECASE))
-        for value in implied:
-            allowed[value] = allowed.get(value, 0) + times
-    if re.search(r"\baverage\b|\bmean\b", request, re.IGNORECASE):  # of n numbers: divided by n
-        allowed[float(len(stated))] = allowed.get(float(len(stated)), 0) + 1
+    allowed = _implied_times(request, len(stated))
     given = [value for _, value, _ in stated]
     used: dict[float, int] = {}
     for i, call in enumerate(numbers):
