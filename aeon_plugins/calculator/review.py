@@ -292,13 +292,14 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         if percent:
             available.update(shares(value))
     used: list[float] = []
+    # the calls the calculator can read: their expressions, numbers and operations, and values, in step
+    expressions: list[str] = []
     read_calls: list[tuple[tuple[float, ...], list[str]]] = []
     values: list[float | None] = []
     findings: list[str] = []
     for call in calls:
         expression = (call.get("arguments") or {}).get("expression")
-        read = _read(expression) if isinstance(expression, str) else None
-        if read is None:
+        if not isinstance(expression, str) or (read := _read(expression)) is None:
             findings.append(f"{expression!r} is not an expression the calculator can read.")
             continue
         numbers, operations = read
@@ -311,6 +312,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
                 f"{expression!r} raises a number to the power of itself, which the request does not ask."
             )
         used += numbers
+        expressions.append(expression)
         read_calls.append((numbers, [_applied(op, stated, values) for op in operations]))
         found = _value(call)
         values.append(found)
@@ -354,7 +356,6 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             findings.append(f"The request states {written(value)}, which no calculation uses.")
         elif percent and not any(is_in(n, used) for n in (*forms, 100, 0.01)):  # "by 15%" as "200 * 15"
             findings.append(f"The request's {written(value)}% is never taken as a percentage.")
-    expressions = [e for c in calls if (e := _expression(c)) is not None]
     given_numbers = [value for _, value, _ in stated]
     for order in orders(request):
         ways = [the_wrong_way_round(expression, order, given_numbers) for expression in expressions]
@@ -369,9 +370,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
     findings += _implied_too_often(
         f"{given}\n{request}", [*stated, *request_numbers(given)], [n for n, _ in read_calls], values
     )
-    findings += grouped_otherwise(
-        expressions, [_value(c) for c in calls if _expression(c) is not None], request
-    )
+    findings += grouped_otherwise(expressions, values, request)
     if len(read_calls) > 1:
         findings += unreached(read_calls, answered_by, stated, expressions[-1])
     for binding in bindings(request, stated):
@@ -415,9 +414,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         )
     # not checked, so not approved: an operation no word accounts for ("spent 12 and then 8" as 50 - 12 + 8); an
     # earlier question's words account for working its result out again
-    accounted = {op for *_, operators, _ in (*named, *_operations(given)) for op in operators} | _allowed(
-        request
-    )
+    accounted = _allowed(request)
+    accounted |= {op for *_, operators, _ in (*named, *_operations(given)) for op in operators}
     if not findings and applied and not (named and all(_counts(op) & accounted for op in applied)):
         return None
     return Review(approved=not findings, findings=tuple(dict.fromkeys(findings)))
@@ -440,11 +438,6 @@ _LITERAL: Final = re.compile(r"[-(]*\d[\d.,\s]*(?:\s*[-+*/^\u00d7\u00f7()]+[\s(]
 
 def _allowed(request: str) -> set[str]:
     return {op for pattern, operators in _ALLOWS if pattern.search(request) for op in operators}
-
-
-def _expression(call: Mapping[str, Any]) -> str | None:
-    expression = (call.get("arguments") or {}).get("expression")
-    return expression if isinstance(expression, str) else None
 
 
 @lru_cache(maxsize=512)
