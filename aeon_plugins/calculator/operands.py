@@ -239,15 +239,12 @@ def masked(request: str, phrases: bool = False) -> tuple[str, tuple[_Span, ...]]
     with ``phrases``, an operation named with its operands ("the product of 7 and 6") is one number (42)."""
     spans = list(number_spans(request))
     if phrases:
+        # a phrase's operands are no percentage (_phrases): it stands for one number
         for start, end, binding in _phrases(request.lower(), request_numbers(request)):
             value = binding.value
-            if (
-                value is not None
-                and binding.exact
-                and all(s[1] <= start or s[0] >= end for s in spans if s[3])
-            ):
+            if value is not None and binding.exact:
                 spans = [s for s in spans if not start <= s[0] < end]
-                if all(s[1] <= start or s[0] >= end for s in spans):
+                if all(s[1] <= start or s[0] >= end for s in spans):  # not inside a phrase already read
                     spans.append((start, end, value, False))
         spans.sort()
     parts, at = [], 0
