@@ -121,9 +121,12 @@ def bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_B
 
 def combines(expression: str, binding: _Binding) -> bool:
     """Whether ``expression`` applies the binding's operator to exactly its operands: one chain of that operator
-    (``5 + 10 + 15``) whose parts are those numbers, any order for a sum, a product or a difference."""
-    ordered = binding.operator is ast.Div  # a quotient's order matters
-    wanted = list(binding.operands) if ordered else sorted(binding.operands)
+    (``5 + 10 + 15``) whose parts are those numbers, any order for a sum or a product; a quotient in the order
+    named, a difference the larger first ("the difference of 4 and 9" is 5, not -5)."""
+    ordered = binding.operator in (ast.Div, ast.Sub)
+    wanted = list(binding.operands) if binding.operator is ast.Div else sorted(binding.operands)
+    if binding.operator is ast.Sub and binding.exact:
+        wanted.reverse()
     for found in nodes(expression):
         if isinstance(found.op.op, binding.operator):
             parts = _chain(found.op, binding.operator)
@@ -179,29 +182,47 @@ _ORDERED_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
         ),
         (r"A\s+(?:split|shared)\s+(?:equally\s+)?(?:among|between)\s+B", "/", False),
         (r"\b(?:reduce[sd]?|decrease[sd]?|lower(?:s|ed)?)\s+A\s+by\s+B", "-", False),
-        (r"\bhow\s+many\s+A\s?s?\s+(?:go|fit)\s+into\s+B", "/", True),
+        (r"A\s?s?\s+(?:go|goes|fit|fits)\s+into\s+B", "/", True),
         (r"A\s+(?:raised\s+)?to\s+the\s+power\s+of\s+B", "^", False),
+        (r"A\s+over\s+B", "/", False),
+        (r"A\s+exceed(?:s|ed)?\s+B", "-", False),
+        (r"\b(?:split|divide[sd]?|cut|shar(?:e|es|ed))\s+A(?:\s+[a-z]+){0,3}?\s+into\s+B", "/", False),
+        (r"A(?:\s+[a-z]+){0,2}?\s+(?:split|share)\s+(?:an?\s+|the\s+|their\s+)?B", "/", True),
+        (r"\btak(?:e|es|ing)\s+A\s+off\s+(?:of\s+)?B", "-", True),
     )
 )
+#: words for an earlier result: "it", "the total", "what remains", "what you get"
+_EARLIER: Final = (
+    r"(?:it|that|this|them|the\s+[a-z]+|what(?:'s|\s+is)\s+left"
+    r"|what\s+(?:remains|(?:you|we|I)\s+(?:get|got|have)))"
+)
 #: wordings that apply an operation to an earlier result, with its other operand: "then subtract 12", "divide it
-#: by 5" (the earlier result is the left operand)
+#: by 5", "take 11 off", ", plus 20" (the earlier result is the left operand)
 _RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
-    (re.compile(pattern.replace("B", r"#(\d+)#"), re.IGNORECASE), symbol)
+    (re.compile(pattern.replace("B", r"#(\d+)#").replace("R", _EARLIER), re.IGNORECASE), symbol)
     for pattern, symbol in (
         (r"\b(?:subtract|deduct)(?:s|ed|ing)?\s+B(?!\s*(?:from|,|and|#))", "-"),
         (r"\btake\s+away\s+B(?!\s*(?:from|,|and|#))", "-"),
         (r"\btake\s+B\s+away(?!\s+from)", "-"),
+        (r"\b(?:take|knock)\s+B\s+off(?!\s+(?:of\s+)?#)", "-"),
+        (r"\bknock\s+off\s+B", "-"),
+        (r"\bspen(?:d|ds|t|ding)\s+B(?:\s+[a-z]+){0,2}?\s+of\s+(?:it|that|them)\b", "-"),
         (r"(?:,|\bthen|\band)\s+minus\s+B", "-"),
-        (r"\bdivid(?:e|es|ing)\s+(?:(?:it|that|this|them|the\s+[a-z]+)\s+)?by\s+B", "/"),
-        (r"\braise\s+(?:it|that|this|the\s+[a-z]+)\s+to\s+the\s+power\s+of\s+B", "^"),
+        (r"(?:,|\bthen|\band)\s+plus\s+B", "+"),
+        (r"\bdivid(?:e|es|ing)\s+(?:R\s+)?by\s+B", "/"),
+        (r"\bsplit\s+(?:R\s+)?(?:into|among|between)\s+B", "/"),
+        (r"\braise\s+R\s+to\s+the\s+power\s+of\s+B", "^"),
     )
 )
 #: a word for an operation, before a wording that applies another one to its result
 _OPERATION: Final = re.compile(
-    r"\b(?:add|plus|sum|subtract|minus|multipl\w*|times|divid\w*|double|twice|halve|square|cube|increase|reduce)\b",
+    r"\b(?:add|plus|sum|subtract|minus|multipl\w*|times|divid\w*|double|twice|halve|square|cube|increase|reduce"
+    r"|per\s?cent|each|together)\b|%",
     re.IGNORECASE,
 )
-_ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {"-": ast.Sub, "/": ast.Div, "^": ast.Pow}
+_ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {
+    "-": ast.Sub, "/": ast.Div, "^": ast.Pow, "+": ast.Add, "*": ast.Mult,
+}  # fmt: skip
 #: words before a spoken number that bind it to something else than the pair that follows: a chain ("100 minus 30
 #: minus 20", see :mod:`~aeon_plugins.calculator.chains`), a scaling ("half of 250 minus 25"), a list ("add 2 and 3")
 _INFIX_BEFORE: Final = re.compile(r"(?:plus|minus|times|by|less|away|of|twice|double|triple|and)\s+$")
@@ -271,9 +292,14 @@ def orders(request: str) -> list[_Order]:
     for pattern, symbol in _RESULT_FIRST:
         for match in pattern.finditer(text):
             if not spans[int(match.group(1))][3]:
-                of_result = _OPERATION.search(text, 0, match.start()) is not None
+                # the earlier result is a calculation when an operation, or two numbers, come before
+                before = text[: match.start()]
+                of_result = _OPERATION.search(before) is not None or len(_MASKED.findall(before)) >= 2
                 found.append(_Order(symbol, None, spans[int(match.group(1))][2], of_result))
     return found
+
+
+_MASKED: Final = re.compile(r"#\d+#")
 
 
 def the_wrong_way_round(expression: str, order: _Order, stated: Sequence[float] = ()) -> bool | None:
@@ -281,16 +307,18 @@ def the_wrong_way_round(expression: str, order: _Order, stated: Sequence[float] 
     "subtract 4 from 10"; ``12 - 40`` for "then subtract 12"), False when it applies it the right way round, None
     when it does neither (``9 * (4 - 6)`` for "multiply 9 by 4 and subtract 6": 4 is ``stated``, not a result)."""
     operator, reversed_found = _ORDERED_OPERATORS[order.symbol], False
+    either_side = order.symbol in "+*"  # ", plus 20": 20 added to the earlier result, on either side
     for found in nodes(expression):
         if not isinstance(found.op.op, operator) or found.left is None or found.right is None:
             continue
         if order.left is None:  # the earlier result, whatever it is, on the left
-            given = isinstance(found.op.left, ast.Constant) and any(
-                math.isclose(found.left, s) for s in stated
-            )
-            if math.isclose(found.right, order.right) and not (order.of_result and given):
-                return False
-            reversed_found |= math.isclose(found.left, order.right)
+            sides = [(found.op.left, found.right), (found.op.right, found.left)][: 2 if either_side else 1]
+            for earlier, value in sides:  # the side the earlier result should be, and the other side's value
+                number = worked_out(earlier) if isinstance(earlier, ast.Constant) else None
+                given = number is not None and any(math.isclose(number, s) for s in stated)
+                if math.isclose(value, order.right) and not (order.of_result and given):
+                    return False
+            reversed_found |= not either_side and math.isclose(found.left, order.right)
         elif math.isclose(found.left, order.left) and math.isclose(found.right, order.right):
             return False
         else:

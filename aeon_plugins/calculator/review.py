@@ -14,7 +14,9 @@ call gets wrong without knowing the answer:
   ("the product of 11 and 3", "the difference between 100 and 37", "the average of 4, 8 and 12") combines
   exactly those numbers (``5 * 11 + 3`` does not).
 - **which way round**: a subtraction, division or power the request words with its operands ("subtract 4 from
-  10", "20 minus 7", "30 divided by 5", "2 to the power of 5") is not done the other way round (``4 - 10``);
+  10", "20 minus 7", "30 divided by 5", "3 go into 27", "2 to the power of 5") is not done the other way round
+  (``4 - 10``), and one it applies to an earlier result ("then subtract 12", "divide what remains by 5", "split
+  it into 6") takes that result, not a number the request states, as its left operand;
   "increase 50 by 20" adds them; "halve", "double", "triple" and "the square root" are done by dividing by 2 (or
   multiplying by 0.5), by 2, by 3 and by a power of 0.5, not by any multiplication or power.
 - **order**: when the request sequences its operations ("then", "after that", "next", one sentence after
@@ -42,7 +44,14 @@ from typing import Any, Final, NamedTuple
 from aeon_kernel.kit import Review, given_results, request_parts
 from aeon_plugins.calculator.arithmetic import parse
 from aeon_plugins.calculator.chains import grouped_otherwise, reaching, unreached
-from aeon_plugins.calculator.numbers import evaluated, is_in, request_numbers, shares, written
+from aeon_plugins.calculator.numbers import (
+    NUMBER_WORDS,
+    evaluated,
+    is_in,
+    request_numbers,
+    shares,
+    written,
+)
 from aeon_plugins.calculator.operands import (
     SCALINGS,
     bindings,
@@ -62,6 +71,9 @@ from aeon_plugins.calculator.operands import (
 
 # --- what the request's words ask ---------------------------------------------------------------------------------
 
+#: a number written in words ("sixty-four over eight")
+_A_NUMBER: Final = rf"(?:{'|'.join(sorted(NUMBER_WORDS, key=len, reverse=True))})"
+
 #: what the request's words ask: a pattern, the operation's name, the operators that do it, and whether it is a
 #: step of a sequence (a share such as "15%" or "a quarter of" modifies a number, it is not a step)
 _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
@@ -70,18 +82,20 @@ _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
      frozenset("+*"), True),
     (r"\breduce[sd]?\b|\bdecrease[sd]?\b|\bdiscount(?:ed)?\b", "reduce", frozenset("-*"), True),
     (r"\bsubtract(?:s|ed|ing)?\b|\bminus\b|\btak(?:e|es|ing)(?:\s+[\w-]+){0,3}?\s+away\b|\bless\b|\bdifference\b"
-     r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bg(?:ive|ives|ave)(?:\s+[\w-]+){0,2}?\s+away\b",
+     r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bg(?:ive|ives|ave)(?:\s+[\w-]+){0,2}?\s+away\b"
+     r"|\bexceed(?:s|ed)?\b|\b(?:knock|tak(?:e|es|ing))\b(?:\s+[\w-]+){0,2}?\s+off\b",
      "subtract", frozenset("-"), True),
     (r"\bmultipl(?:y|ied|ies)\b|(?<!how many )\btimes\b|\bproduct\b", "multiply", frozenset("*"), True),
     (r"\bdouble[sd]?\b|\btwice\b|\btriple[sd]?\b", "double or triple", frozenset("*+"), True),
     (r"\bdivide[sd]?\b|\bdivided\b|\bquotient\b|\b(?:go|goes|fit|fits)\s+into\b|\baverage\b|\bmean\b"
-     r"|\bsplit\b|\bratio\b|\bshar(?:e|es|ed|ing)\b(?:\s+[\w-]+){0,3}?\s+(?:between|among)\b",
+     r"|\bsplit\b|\bratio\b|\bshar(?:e|es|ed|ing)\b(?:\s+[\w-]+){0,3}?\s+(?:between|among)\b"
+     rf"|(?:\d|\b{_A_NUMBER})\s+over\s+(?:\d|{_A_NUMBER}\b)",
      "divide", frozenset("/"), True),
     (r"\bhalve[sd]?\b", "halve", frozenset("/*"), True),
     (r"\bsquared?\b|\bcubed?\b|\bpower\b", "raise to a power", frozenset("^"), True),
     (r"\bremainders?\b|\bmodulo\b|\bmod\b", "take the remainder", frozenset("%"), True),
     # "a third", "two fifths": a share; "the third power", "the fifth step": an ordinal, no share
-    (r"%|\bper\s?cent\b|\bhalf\b|\bquarter\b|\b(?:thirds|fifths|tenths)\b|\b(?:a|one)\s+(?:third|fifth|tenth)\b",
+    (r"%|\bper\s?cent\b|\bhalf\b|\bquarters?\b|\b(?:thirds|fifths|tenths)\b|\b(?:a|one)\s+(?:third|fifth|tenth)\b",
      "take a share", frozenset("*/%"), False),
 )  # fmt: skip
 #: operations written as symbols between numbers: "(3 + 4) * 5"
@@ -97,7 +111,7 @@ _CUES: Final = _WORD_CUES + _SYMBOL_CUES
 _IMPLIED: Final[tuple[tuple[str, tuple[float, ...]], ...]] = (
     (r"\bdouble[sd]?\b|\btwice\b|\bhalve[sd]?\b|\bhalf\b|\bsquared?\b", (2, 0.5)),
     (r"\btriple[sd]?\b|\bcubed?\b", (3,)),
-    (r"\bquarter\b", (4, 0.25, 0.75)),  # "lose a quarter": 0.75 of it is left
+    (r"\bquarters?\b", (4, 0.25, 0.75)),  # "lose a quarter": 0.75 of it is left
     (r"\bthirds?\b", (3,)),
     (r"\bfourth\s+power\b", (4,)),
     (r"\bfifths?\b", (5, 0.2)),
@@ -109,6 +123,16 @@ _IMPLIED: Final[tuple[tuple[str, tuple[float, ...]], ...]] = (
     (r"\bweeks?\b", (7, 52)),
     (r"\byears?\b", (12, 365, 52)),
     (r"\bdozens?\b", (12,)),
+)
+#: shares named in words, and the numbers a calculation takes them with ("three quarters of 80": 80 * 3 / 4)
+_SHARES: Final[tuple[tuple[re.Pattern[str], tuple[float, ...]], ...]] = tuple(
+    (re.compile(pattern, re.IGNORECASE), values)
+    for pattern, values in (
+        (r"\bquarters?\b", (4, 0.25, 0.75)),
+        (r"\bthirds\b|\b(?:a|one)\s+third\b", (3, 1 / 3, 2 / 3)),
+        (r"\bfifths\b|\b(?:a|one)\s+fifth\b", (5, 0.2)),
+        (r"\btenths\b|\b(?:a|one)\s+tenth\b", (10, 0.1)),
+    )
 )
 #: words that account for an operation without naming a step of their own: "12 eggs each" (a product or a
 #: share), "how many are left" (a subtraction), "the average" (a sum first)
@@ -356,6 +380,11 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             findings.append(f"The request states {written(value)}, which no calculation uses.")
         elif percent and not any(is_in(n, used) for n in (*forms, 100, 0.01)):  # "by 15%" as "200 * 15"
             findings.append(f"The request's {written(value)}% is never taken as a percentage.")
+    for pattern, takes in _SHARES:
+        if (worded_share := pattern.search(request)) and not any(is_in(n, used) for n in takes):
+            findings.append(
+                f"The request asks for {worded_share.group()!r} of something; no calculation takes that share."
+            )
     given_numbers = [value for _, value, _ in stated]
     for order in orders(request):
         ways = [the_wrong_way_round(expression, order, given_numbers) for expression in expressions]

@@ -140,6 +140,38 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
             ["3 * 24 + 10"],
             "subtract",
         ),
+        # more wordings that say which way round (stop 44)
+        ("What does 3 go into 27?", ["3 / 27"], "the other way round"),
+        (
+            "Five friends split a 95 dollar bill evenly. How much does each pay?",
+            ["5 / 95"],
+            "other way round",
+        ),
+        ("Split 72 into 8 equal parts", ["8 / 72"], "the other way round"),
+        ("what is 90 over 6", ["6 / 90"], "the other way round"),
+        ("By how much does 81 exceed 29?", ["29 - 81"], "the other way round"),
+        ("Take 15 off 60", ["15 - 60"], "the other way round"),
+        ("Work out 13 times 7, then knock off 41.", ["41 - 13 * 7"], "the other way round"),
+        ("Work out 13 times 7, then knock off 41.", ["13 * (7 - 41)"], "the result - 41; no calculation"),
+        ("Cube 4 and take 14 off", ["14 - 4 ^ 3"], "the other way round"),
+        # an earlier result named in words: "what remains", "it", "of it"
+        ("Take 60, take away 15, then divide what remains by 5.", ["5 / (60 - 15)"], "the other way round"),
+        ("Add 25 and 35 and split it into 6 equal parts.", ["25 + 35 / 6"], "the result / 6; no calculation"),
+        (
+            "Twelve people each give 5 dollars and we spend 18 of it. How much is left?",
+            ["12 * (5 - 18)"],
+            "the result - 18; no calculation",
+        ),
+        # ", plus 20" adds to what comes before the comma
+        ("What's 10 percent of 400, plus 15?", ["400 * (10 + 15) / 100"], "the result + 15; no calculation"),
+        # a difference is the larger less the smaller
+        (
+            "Multiply the sum of 3 and 7 by the difference of 8 and 2.",
+            ["(3 + 7) * (2 - 8)"],
+            "the difference of 8 and 2",
+        ),
+        # a share named in words is taken
+        ("What is three quarters of 60?", ["3 * 60"], "takes that share"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -254,6 +286,23 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("share 48 sweets between 6 children", ["48 / 6"]),
         ("I have 120 marbles and lose a quarter of them. How many are left?", ["120 * 0.75"]),
         ("I had 50 dollars, spent 12 and then 8. How much is left?", ["50 - 12", "38 - 8"]),
+        ("What does 3 go into 27?", ["27 / 3"]),
+        ("Five friends split a 95 dollar bill evenly. How much does each pay?", ["95 / 5"]),
+        ("Split 72 into 8 equal parts", ["72 / 8"]),
+        ("what is 90 over 6", ["90 / 6"]),
+        ("sixty over twelve", ["60 / 12"]),
+        ("By how much does 81 exceed 29?", ["81 - 29"]),
+        ("Take 15 off 60", ["60 - 15"]),
+        ("Work out 13 times 7, then knock off 41.", ["13 * 7 - 41"]),
+        ("Cube 4 and take 14 off", ["4 ^ 3 - 14"]),
+        ("Take 60, take away 15, then divide what remains by 5.", ["(60 - 15) / 5"]),
+        ("Add 25 and 35 and split it into 6 equal parts.", ["25 + 35", "60 / 6"]),
+        ("What's 10 percent of 400, plus 15?", ["400 * 10 / 100 + 15"]),
+        ("What's 3 times 4, plus 2?", ["2 + 3 * 4"]),
+        ("Multiply the sum of 3 and 7 by the difference of 8 and 2.", ["(3 + 7) * (8 - 2)"]),
+        ("What is the difference between 37 and 100?", ["100 - 37"]),
+        ("What is three quarters of 60?", ["60 * 3 / 4"]),
+        ("Start from 1000. Divide it by 8, then add 25.", ["1000 / 8", "125 + 25"]),
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
