@@ -23,7 +23,10 @@ SCALES: Final = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
 #: the words a number is written with
 NUMBER_WORDS: Final = frozenset(UNITS) | frozenset(TENS) | frozenset(SCALES)
 _WORD: Final = re.compile(r"[a-z]+")
-_DIGITS: Final = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?=s\b|(?!\w))")  # "4s": fours
+#: "4s": fours; "the 8th power": 8 (an ordinal elsewhere, "the 5th of May", is no operand)
+_DIGITS: Final = re.compile(
+    r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?=s\b|(?:st|nd|rd|th)\s+power\b|(?!\w))"
+)
 _PERCENT_AFTER: Final = re.compile(r"\s*(?:%|per\s?cent\b)", re.IGNORECASE)
 
 
@@ -80,8 +83,12 @@ def number_spans(request: str) -> tuple[tuple[int, int, float, bool], ...]:
 
 
 def _is_pronoun_one(text: str, start: int) -> bool:
-    """ "one" as in "which one" or "one of them" is not a number a calculation uses."""
-    return re.match(r"one\s+(?:of|more|another|by one)\b", text[start:]) is not None
+    """ "one" as in "which one", "each one" or "one of them" is not a number a calculation uses."""
+    after = re.match(r"one\s+(?:of|more|another|by one|half|third|quarter|fifth|tenth)\b", text[start:])
+    return (
+        after is not None
+        or re.search(r"\b(?:each|every|which|that|this|the|any|no)\s+$", text[:start]) is not None
+    )
 
 
 @lru_cache(maxsize=512)

@@ -173,17 +173,19 @@ _ORDERED_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
         (r"\bremov(?:e|es|ing)\s+A\s+from\s+B", "-", True),
         (r"A\s+(?:less|fewer)\s+than\s+B", "-", True),
         (r"A\s+(?:minus|less|take\s+away)\s+B(?!\s*#)", "-", False),
-        (r"\bdivid(?:e|es|ing)\s+A\s+by\s+B", "/", False),
+        (r"\bdivid(?:e|es|ing)\s+A\s+(?:by|among|between|across)\s+B", "/", False),
         (r"A\s+divided\s+(?:by|among|between)\s+B", "/", False),
         (
             r"\b(?:split|share[sd]?|shar(?:es|ing))\s+A(?:\s+[a-z]+){0,2}?\s+(?:among|between|by)\s+B",
             "/",
             False,
         ),
-        (r"A\s+(?:split|shared)\s+(?:equally\s+)?(?:among|between)\s+B", "/", False),
+        (r"A\s+(?:split|shared)\s+(?:equally\s+|evenly\s+)?(?:among|between|across)\s+B", "/", False),
         (r"\b(?:reduce[sd]?|decrease[sd]?|lower(?:s|ed)?)\s+A\s+by\s+B", "-", False),
         (r"A\s?s?\s+(?:go|goes|fit|fits)\s+into\s+B", "/", True),
         (r"A\s+(?:raised\s+)?to\s+the\s+power\s+of\s+B", "^", False),
+        (r"A\s+(?:raised\s+)?to\s+the\s+B(?:st|nd|rd|th)\s+power", "^", False),
+        (r"\bhow\s+many\s+A\s?s?\s+(?:are\s+)?(?:there\s+)?in\s+B", "/", True),
         (r"A\s+over\s+B", "/", False),
         (r"A\s+exceed(?:s|ed)?\s+B", "-", False),
         (r"\b(?:split|divide[sd]?|cut|shar(?:e|es|ed))\s+A(?:\s+[a-z]+){0,3}?\s+into\s+B", "/", False),
@@ -202,6 +204,7 @@ _RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
     (re.compile(pattern.replace("B", r"#(\d+)#").replace("R", _EARLIER), re.IGNORECASE), symbol)
     for pattern, symbol in (
         (r"\b(?:subtract|deduct)(?:s|ed|ing)?\s+B(?!\s*(?:from|,|and|#))", "-"),
+        (r"\b(?:subtract|deduct|take)(?:s|ed|ing)?\s+(?:away\s+)?B\s+(?:away\s+)?from\s+R\b", "-"),
         (r"\btake\s+away\s+B(?!\s*(?:from|,|and|#))", "-"),
         (r"\btake\s+B\s+away(?!\s+from)", "-"),
         (r"\b(?:take|knock)\s+B\s+off(?!\s+(?:of\s+)?#)", "-"),
@@ -209,6 +212,10 @@ _RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
         (r"\bspen(?:d|ds|t|ding)\s+B(?:\s+[a-z]+){0,2}?\s+of\s+(?:it|that|them)\b", "-"),
         (r"(?:,|\bthen|\band)\s+minus\s+B", "-"),
         (r"(?:,|\bthen|\band)\s+plus\s+B", "+"),
+        (r"(?:,|\bthen|\band)\s+(?:[a-z]+\s+){0,4}?B\s+more\b(?!\s+than)", "+"),
+        (r"(?:,|\bthen|\band)\s+divided\s+by\s+B", "/"),
+        (r"(?:,|\bthen|\band)\s+add\s+B(?!\s*(?:to|and|,|#))", "+"),
+        (r"(?:,|\bthen|\band)\s+(?:multiply\s+(?:R\s+)?by|times)\s+B", "*"),
         (r"\bdivid(?:e|es|ing)\s+(?:R\s+)?by\s+B", "/"),
         (r"\bsplit\s+(?:R\s+)?(?:into|among|between)\s+B", "/"),
         (r"\braise\s+R\s+to\s+the\s+power\s+of\s+B", "^"),
@@ -220,12 +227,15 @@ _OPERATION: Final = re.compile(
     r"|per\s?cent|each|together)\b|%",
     re.IGNORECASE,
 )
-_ORDERED_OPERATORS: Final[dict[str, type[ast.operator]]] = {
-    "-": ast.Sub, "/": ast.Div, "^": ast.Pow, "+": ast.Add, "*": ast.Mult,
+#: the operators that do what an order names ("the remainder of 50 divided by 7": 50 % 7 is a division too)
+_ORDERED_OPERATORS: Final[dict[str, tuple[type[ast.operator], ...]]] = {
+    "-": (ast.Sub,), "/": (ast.Div, ast.Mod, ast.FloorDiv), "^": (ast.Pow,), "+": (ast.Add,), "*": (ast.Mult,),
 }  # fmt: skip
 #: words before a spoken number that bind it to something else than the pair that follows: a chain ("100 minus 30
 #: minus 20", see :mod:`~aeon_plugins.calculator.chains`), a scaling ("half of 250 minus 25"), a list ("add 2 and 3")
-_INFIX_BEFORE: Final = re.compile(r"(?:plus|minus|times|by|less|away|of|twice|double|triple|and)\s+$")
+_INFIX_BEFORE: Final = re.compile(
+    r"(?:plus|minus|times|by|less|away|(?<!remainder )of|twice|double|triple|and)\s+$"
+)
 #: and words after the pair that make it part of a chain ("100 minus 30 plus 20")
 _INFIX_AFTER: Final = re.compile(r"\s+(?:plus|minus|times|divided|multiplied|more\s+than)\b")
 
@@ -284,11 +294,19 @@ def orders(request: str) -> list[_Order]:
     for pattern, symbol, swapped in _ORDERED_WORDINGS:
         for match in pattern.finditer(text):
             first, second = spans[int(match.group(1))], spans[int(match.group(2))]
-            chained = _INFIX_BEFORE.search(text, 0, match.start()) or _INFIX_AFTER.match(text, match.end())
-            if first[3] or second[3] or (not swapped and chained):
+            chained = _INFIX_AFTER.match(text, match.end()) or (
+                not swapped and _INFIX_BEFORE.search(text, 0, match.start())
+            )
+            if first[3] or second[3] or (chained and not swapped):  # a spoken chain: see :func:`chains`
                 continue
-            left, right = (second, first) if swapped else (first, second)
-            found.append(_Order(symbol, left[2], right[2]))
+            left, right = (second[2], first[2]) if swapped else (first[2], second[2])
+            if chained:  # "15 less than 4 times 10": 15 comes off 4 * 10
+                tail = _TAIL.match(text, match.end())
+                said = written(left) + (text[match.end() : tail.end()] if tail else "")
+                if (chain := _spoken(said, spans)) is None:
+                    continue
+                left = chain
+            found.append(_Order(symbol, left, right))
     for pattern, symbol in _RESULT_FIRST:
         for match in pattern.finditer(text):
             if not spans[int(match.group(1))][3]:
@@ -300,25 +318,49 @@ def orders(request: str) -> list[_Order]:
 
 
 _MASKED: Final = re.compile(r"#\d+#")
+#: infix words and the numbers they join, after a number: " times #3# minus #4#"
+_SPOKEN: Final = {"plus": "+", "minus": "-", "times": "*", "multiplied by": "*", "divided by": "/"}
+_INFIX_WORD: Final = r"\s+(plus|minus|times|multiplied\s+by|divided\s+by)\s+"
+_TAIL: Final = re.compile(rf"(?:{_INFIX_WORD}#\d+#)*", re.IGNORECASE)
+
+
+def _spoken(said: str, spans: Sequence[_Span]) -> float | None:
+    """The value of a spoken chain (its numbers written as ``#i#``, the first in digits), as it is said."""
+    said = re.sub(
+        _INFIX_WORD, lambda word: f" {_SPOKEN[' '.join(word.group(1).lower().split())]} ", said, flags=re.I
+    )
+    return evaluated(_MASKED.sub(lambda found: written(spans[int(found.group().strip("#"))][2]), said))
 
 
 def the_wrong_way_round(expression: str, order: _Order, stated: Sequence[float] = ()) -> bool | None:
     """True when ``expression`` applies the operation to the two numbers the wrong way round (``4 - 10`` for
     "subtract 4 from 10"; ``12 - 40`` for "then subtract 12"), False when it applies it the right way round, None
-    when it does neither (``9 * (4 - 6)`` for "multiply 9 by 4 and subtract 6": 4 is ``stated``, not a result)."""
-    operator, reversed_found = _ORDERED_OPERATORS[order.symbol], False
-    either_side = order.symbol in "+*"  # ", plus 20": 20 added to the earlier result, on either side
+    when it does neither (``9 * (4 - 6)`` for "multiply 9 by 4 and subtract 6": 4 is ``stated``, not a result;
+    ``300 * (5 + 20) / 100`` for "5 percent of 300, plus 20": 20 is added to 5, not to the percentage)."""
+    operators, reversed_found = _ORDERED_OPERATORS[order.symbol], False
+
+    def given(side: ast.expr) -> bool:
+        number = worked_out(side) if isinstance(side, ast.Constant) else None
+        return number is not None and any(math.isclose(number, s) for s in stated)
+
     for found in nodes(expression):
-        if not isinstance(found.op.op, operator) or found.left is None or found.right is None:
+        if not isinstance(found.op.op, operators) or found.left is None or found.right is None:
             continue
-        if order.left is None:  # the earlier result, whatever it is, on the left
-            sides = [(found.op.left, found.right), (found.op.right, found.left)][: 2 if either_side else 1]
-            for earlier, value in sides:  # the side the earlier result should be, and the other side's value
-                number = worked_out(earlier) if isinstance(earlier, ast.Constant) else None
-                given = number is not None and any(math.isclose(number, s) for s in stated)
-                if math.isclose(value, order.right) and not (order.of_result and given):
-                    return False
-            reversed_found |= not either_side and math.isclose(found.left, order.right)
+        if (
+            order.left is None and order.symbol in "+*"
+        ):  # ", plus 20": 20 and the earlier result, in any order
+            parts = _chain(found.op, operators[0])
+            values = [worked_out(part) for part in parts]
+            at = next(
+                (i for i, v in enumerate(values) if v is not None and math.isclose(v, order.right)), None
+            )
+            rest = parts[:at] + parts[at + 1 :] if at is not None else []
+            if rest and not (order.of_result and len(rest) == 1 and given(rest[0])):
+                return False
+        elif order.left is None:  # the earlier result, whatever it is, on the left
+            if math.isclose(found.right, order.right) and not (order.of_result and given(found.op.left)):
+                return False
+            reversed_found |= math.isclose(found.left, order.right)
         elif math.isclose(found.left, order.left) and math.isclose(found.right, order.right):
             return False
         else:
@@ -347,6 +389,11 @@ def nodes(expression: str) -> tuple[_Node, ...]:
 
 def worked_out(node: ast.expr) -> float | None:
     return evaluated(ast.unparse(node))
+
+
+def share_taken(fraction: float, denominator: float) -> Callable[[_Node], bool]:
+    """An operation that takes a share: multiplies by ``fraction`` or divides by ``denominator``."""
+    return _scaled_by(fraction, denominator)
 
 
 def _scaled_by(factor: float, divisor: float | None = None) -> Callable[[_Node], bool]:
@@ -438,6 +485,7 @@ _PERCENT_CHANGES: Final[tuple[tuple[re.Pattern[str], int], ...]] = tuple(
     (re.compile(pattern.replace("P", r"#(\d+)#\s*(?:%|per\s?cent)"), re.IGNORECASE), direction)
     for pattern, direction in (
         (r"P\s+(?:off|discount|less|cheaper)\b", -1),
+        (r"\b(?:take|knock)\w*\s+off\s+P", -1),
         (r"\b(?:reduc|decreas|lower|cut|discount|drop|fall|fell)\w*\s+(?:[\w#]+\s+){0,4}?by\s+P", -1),
         (r"P\s+more\b", 1),
         (r"\b(?:increas|rais|grow|grew|rise|rose)\w*\s+(?:[\w#]+\s+){0,4}?by\s+P", 1),
@@ -473,6 +521,10 @@ _SCALED: Final[tuple[tuple[re.Pattern[str], str, float], ...]] = tuple(
         (r"\b(?:twice|double)\s+#(\d+)#", "twice", 2),
         (r"\b(?:half\s+of|halve)\s+#(\d+)#", "half of", 0.5),
         (r"\btriple\s+#(\d+)#", "triple", 3),
+        (r"\b(?:a|one)\s+third\s+of\s+#(\d+)#", "a third of", 1 / 3),
+        (r"\b(?:a|one)\s+quarter\s+of\s+#(\d+)#", "a quarter of", 0.25),
+        (r"\b(?:a|one)\s+fifth\s+of\s+#(\d+)#", "a fifth of", 0.2),
+        (r"\b(?:a|one)\s+tenth\s+of\s+#(\d+)#", "a tenth of", 0.1),
     )
 )
 

@@ -65,6 +65,7 @@ from aeon_plugins.calculator.operands import (
     raises,
     scaled,
     scales,
+    share_taken,
     the_wrong_way_round,
     worked_out,
 )
@@ -83,13 +84,14 @@ _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
     (r"\breduce[sd]?\b|\bdecrease[sd]?\b|\bdiscount(?:ed)?\b", "reduce", frozenset("-*"), True),
     (r"\bsubtract(?:s|ed|ing)?\b|\bminus\b|\btak(?:e|es|ing)(?:\s+[\w-]+){0,3}?\s+away\b|\bless\b|\bdifference\b"
      r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bg(?:ive|ives|ave)(?:\s+[\w-]+){0,2}?\s+away\b"
-     r"|\bexceed(?:s|ed)?\b|\b(?:knock|tak(?:e|es|ing))\b(?:\s+[\w-]+){0,2}?\s+off\b",
+     r"|\bexceed(?:s|ed)?\b|\bfewer\b|\bknock(?:s|ed|ing)?\b(?:\s+[\w-]+){0,2}?\s+off\b"
+     r"|\btak(?:e|es|ing)\s+(?!off\b)[\w-]+(?:\s+[\w-]+){0,2}?\s+(?:off|from)\b",
      "subtract", frozenset("-"), True),
     (r"\bmultipl(?:y|ied|ies)\b|(?<!how many )\btimes\b|\bproduct\b", "multiply", frozenset("*"), True),
     (r"\bdouble[sd]?\b|\btwice\b|\btriple[sd]?\b", "double or triple", frozenset("*+"), True),
     (r"\bdivide[sd]?\b|\bdivided\b|\bquotient\b|\b(?:go|goes|fit|fits)\s+into\b|\baverage\b|\bmean\b"
      r"|\bsplit\b|\bratio\b|\bshar(?:e|es|ed|ing)\b(?:\s+[\w-]+){0,3}?\s+(?:between|among)\b"
-     rf"|(?:\d|\b{_A_NUMBER})\s+over\s+(?:\d|{_A_NUMBER}\b)",
+     rf"|(?:\d|\b{_A_NUMBER})\s+over\s+(?:\d|{_A_NUMBER}\b)|\bhow\s+many\s+\d+s?\s+(?:are\s+)?(?:there\s+)?in\b",
      "divide", frozenset("/"), True),
     (r"\bhalve[sd]?\b", "halve", frozenset("/*"), True),
     (r"\bsquared?\b|\bcubed?\b|\bpower\b", "raise to a power", frozenset("^"), True),
@@ -124,13 +126,14 @@ _IMPLIED: Final[tuple[tuple[str, tuple[float, ...]], ...]] = (
     (r"\byears?\b", (12, 365, 52)),
     (r"\bdozens?\b", (12,)),
 )
-#: shares named in words, and the numbers a calculation takes them with ("three quarters of 80": 80 * 3 / 4)
+#: shares named in words: the denominator a calculation divides by, then the fractions it may multiply by
+#: ("three quarters of 80": 80 * 3 / 4 or 80 * 0.75)
 _SHARES: Final[tuple[tuple[re.Pattern[str], tuple[float, ...]], ...]] = tuple(
     (re.compile(pattern, re.IGNORECASE), values)
     for pattern, values in (
         (r"\bquarters?\b", (4, 0.25, 0.75)),
         (r"\bthirds\b|\b(?:a|one)\s+third\b", (3, 1 / 3, 2 / 3)),
-        (r"\bfifths\b|\b(?:a|one)\s+fifth\b", (5, 0.2)),
+        (r"\bfifths\b|\b(?:a|one)\s+fifth\b", (5, 0.2, 0.4, 0.6, 0.8)),
         (r"\btenths\b|\b(?:a|one)\s+tenth\b", (10, 0.1)),
     )
 )
@@ -165,6 +168,10 @@ _SEQUENCE: Final = re.compile(
 #: an operation a request names: where, its name, the operators that do it, whether it is a step of a sequence
 _Cue = tuple[int, str, frozenset[str], bool]
 
+
+#: an operation done once more ("double 7, then double it again"), and a number combined with itself
+_AGAIN: Final = re.compile(r"\bagain\b|\bonce\s+more\b", re.IGNORECASE)
+_ITSELF: Final = re.compile(r"\bby\s+itself\b", re.IGNORECASE)
 
 #: "the total" (not "the total of ..."): a name for an earlier result, not an operation ("divide the total by 4")
 _NAMED_RESULT: Final = re.compile(
@@ -337,7 +344,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             )
         used += numbers
         expressions.append(expression)
-        read_calls.append((numbers, [_applied(op, stated, values) for op in operations]))
+        read_calls.append((numbers, [_applied(op, stated, values, request) for op in operations]))
         found = _value(call)
         values.append(found)
         if found is not None:  # a later call may use an earlier call's result (worked out if it has not run)
@@ -380,21 +387,31 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             findings.append(f"The request states {written(value)}, which no calculation uses.")
         elif percent and not any(is_in(n, used) for n in (*forms, 100, 0.01)):  # "by 15%" as "200 * 15"
             findings.append(f"The request's {written(value)}% is never taken as a percentage.")
-    for pattern, takes in _SHARES:
-        if (worded_share := pattern.search(request)) and not any(is_in(n, used) for n in takes):
+    for pattern, (denominator, *fractions) in _SHARES:
+        takes = [share_taken(fraction, denominator) for fraction in fractions]
+        if (worded_share := pattern.search(request)) and not any(
+            does(expression, taken) for expression in expressions for taken in takes
+        ):
             findings.append(
                 f"The request asks for {worded_share.group()!r} of something; no calculation takes that share."
             )
     given_numbers = [value for _, value, _ in stated]
+    # a number that an earlier call gave is that call's result, even when the request states it too
+    given_by_call = [
+        [n for n in given_numbers if not is_in(n, [v for v in values[:i] if v is not None])]
+        for i in range(len(expressions))
+    ]
     for order in orders(request):
-        ways = [the_wrong_way_round(expression, order, given_numbers) for expression in expressions]
+        ways = [the_wrong_way_round(e, order, given_by_call[i]) for i, e in enumerate(expressions)]
         if True in ways and False not in ways:
             findings.append(
                 f"The request asks for {order.said}; the calculation does it the other way round "
                 f"({order.reversed})."
             )
         elif (order.left is not None or order.of_result) and False not in ways:  # not 144 / (12 + 8)
-            findings.append(f"The request asks for {order.said}; no calculation does that.")
+            # (an operation no call applies at all is found below, as asked and not done)
+            if order.symbol not in "+*" or any(order.symbol in _counts(op) for op in applied):
+                findings.append(f"The request asks for {order.said}; no calculation does that.")
     # an earlier question's words imply numbers too: a follow-up may work its result out again
     findings += _implied_too_often(
         f"{given}\n{request}", [*stated, *request_numbers(given)], [n for n, _ in read_calls], values
@@ -422,13 +439,17 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
     for pattern, verb, scaling in SCALINGS:
         if pattern.search(request) and not any(does(expression, scaling) for expression in expressions):
             findings.append(f"The request asks to {verb}, which no calculation does.")
+    taken_away = "-" in _allowed(request) or any("-" in operators for *_, operators, _ in named)
     for word, number, factor in scaled(request):
-        if not any(scales(expression, number, factor) for expression in expressions):
+        # "lose a quarter of 48; how many are left": 48 * 0.75 takes the quarter away
+        factors = (factor, 1 - factor) if factor < 0.5 and taken_away else (factor,)
+        if not any(scales(expression, number, f) for expression in expressions for f in factors):
             findings.append(f"The request asks for {word} {written(number)}; no calculation scales it so.")
     missing = [name for _, name, operators, _ in named if not any(operators & _counts(a) for a in applied)]
     for name in dict.fromkeys(missing):
         findings.append(f"The request asks to {name}, which no calculation does.")
-    steps = _collapsed([(name, operators) for _, name, operators, ordered in named if ordered])
+    steps = [(name, operators) for _, name, operators, ordered in named if ordered]
+    steps = steps if _AGAIN.search(request) else _collapsed(steps)  # "double 7, then double it again": twice
     done = _listed([_NAMES.get(op, op) for op in applied]) if applied else "nothing"
     if not missing and _SEQUENCE.search(request):
         if not _in_order([ops for _, ops in steps], applied):
@@ -559,14 +580,17 @@ def _each_done(wanted: Sequence[frozenset[str]], applied: Sequence[str]) -> bool
     return all(place(step, set()) for step in range(len(wanted)))
 
 
-def _applied(op: _Op, stated: Sequence[tuple[int, float, bool]], results: Sequence[float | None]) -> str:
+def _applied(
+    op: _Op, stated: Sequence[tuple[int, float, bool]], results: Sequence[float | None], request: str
+) -> str:
     """What an operation counts as: ``x ^ x`` raises to a power; ``9 * 9`` multiplies when the request states 9
-    twice ("9 times 9") or an earlier call gave it, else it squares ("21 * 21" is no double)."""
+    twice ("9 times 9"), multiplies it "by itself", or an earlier call gave it, else it squares ("21 * 21" is no
+    double)."""
     if op.symbol == "x^x":
         return "^"
     if op.symbol == "x*x":
         number = op.number or 0.0
-        twice = sum(math.isclose(v, number) for _, v, _ in stated) >= 2
+        twice = sum(math.isclose(v, number) for _, v, _ in stated) >= 2 or _ITSELF.search(request)
         return "x*x" if twice or is_in(number, [r for r in results if r is not None]) else "^"
     return op.symbol
 
