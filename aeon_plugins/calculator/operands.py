@@ -271,9 +271,13 @@ def masked(request: str, phrases: bool = False) -> tuple[str, tuple[_Span, ...]]
     spans = list(number_spans(request))
     if phrases:
         # a phrase's operands are no percentage (_phrases): it stands for one number
-        for start, end, binding in _phrases(request.lower(), request_numbers(request)):
-            value = binding.value
-            if value is not None and binding.exact:
+        named = [
+            (start, end, binding.value)
+            for start, end, binding in _phrases(request.lower(), request_numbers(request))
+            if binding.exact
+        ]
+        for start, end, value in [*named, *_valued(request, spans)]:
+            if value is not None:
                 spans = [s for s in spans if not start <= s[0] < end]
                 if all(s[1] <= start or s[0] >= end for s in spans):  # not inside a phrase already read
                     spans.append((start, end, value, False))
@@ -285,11 +289,29 @@ def masked(request: str, phrases: bool = False) -> tuple[str, tuple[_Span, ...]]
     return "".join([*parts, request[at:]]), tuple(spans)
 
 
+#: after a number: a power ("9 squared"), or a share of the next number ("15 percent of 200")
+_POWER_AFTER: Final = re.compile(r"\s+(squared|cubed)\b", re.IGNORECASE)
+_SHARE_OF: Final = re.compile(r"\s*(?:%|per\s?cent)\s+of\s+(?:the\s+)?", re.IGNORECASE)
+
+
+def _valued(request: str, spans: Sequence[_Span]) -> list[tuple[int, int, float | None]]:
+    """Numbers named with what is done to them, each one number: "9 squared" (81), "15 percent of 200" (30)."""
+    found: list[tuple[int, int, float | None]] = []
+    for i, (start, end, value, percent) in enumerate(spans):
+        if not percent and (power := _POWER_AFTER.match(request, end)):
+            found.append((start, power.end(), value ** (2 if power.group(1).lower() == "squared" else 3)))
+        share = _SHARE_OF.match(request, end)
+        if percent and share and i + 1 < len(spans) and spans[i + 1][0] == share.end():
+            found.append((start, spans[i + 1][1], value * spans[i + 1][2] / 100))
+    return found
+
+
 def orders(request: str) -> list[_Order]:
     """The operations ``request`` names with their operands in a known order ("subtract 4 from 10", "30 divided
     by 5", "take 4 away from the product of 7 and 6", "then subtract 12"); a percentage is no such operand. In a
     spoken chain ("100 minus 30 minus 20") only the first pair is such an operation (see :func:`chains`)."""
     text, spans = masked(request, phrases=True)
+    numbers = {span[:2] for span in number_spans(request)}  # the rest of the spans are phrases
     found = []
     for pattern, symbol, swapped in _ORDERED_WORDINGS:
         for match in pattern.finditer(text):
@@ -310,14 +332,18 @@ def orders(request: str) -> list[_Order]:
     for pattern, symbol in _RESULT_FIRST:
         for match in pattern.finditer(text):
             if not spans[int(match.group(1))][3]:
-                # the earlier result is a calculation when an operation, or two numbers, come before
-                before = text[: match.start()]
-                of_result = _OPERATION.search(before) is not None or len(_MASKED.findall(before)) >= 2
+                # the earlier result is a calculation when an operation, two numbers or a phrase come before
+                before = [spans[int(i)] for i in _MASKED.findall(text[: match.start()])]
+                of_result = (
+                    _OPERATION.search(text, 0, match.start()) is not None
+                    or len(before) >= 2
+                    or any(span[:2] not in numbers for span in before)
+                )
                 found.append(_Order(symbol, None, spans[int(match.group(1))][2], of_result))
     return found
 
 
-_MASKED: Final = re.compile(r"#\d+#")
+_MASKED: Final = re.compile(r"#(\d+)#")
 #: infix words and the numbers they join, after a number: " times #3# minus #4#"
 _SPOKEN: Final = {"plus": "+", "minus": "-", "times": "*", "multiplied by": "*", "divided by": "/"}
 _INFIX_WORD: Final = r"\s+(plus|minus|times|multiplied\s+by|divided\s+by)\s+"
@@ -329,7 +355,7 @@ def _spoken(said: str, spans: Sequence[_Span]) -> float | None:
     said = re.sub(
         _INFIX_WORD, lambda word: f" {_SPOKEN[' '.join(word.group(1).lower().split())]} ", said, flags=re.I
     )
-    return evaluated(_MASKED.sub(lambda found: written(spans[int(found.group().strip("#"))][2]), said))
+    return evaluated(_MASKED.sub(lambda found: written(spans[int(found.group(1))][2]), said))
 
 
 def the_wrong_way_round(expression: str, order: _Order, stated: Sequence[float] = ()) -> bool | None:
@@ -351,12 +377,10 @@ def the_wrong_way_round(expression: str, order: _Order, stated: Sequence[float] 
         ):  # ", plus 20": 20 and the earlier result, in any order
             parts = _chain(found.op, operators[0])
             values = [worked_out(part) for part in parts]
-            at = next(
-                (i for i, v in enumerate(values) if v is not None and math.isclose(v, order.right)), None
-            )
-            rest = parts[:at] + parts[at + 1 :] if at is not None else []
-            if rest and not (order.of_result and len(rest) == 1 and given(rest[0])):
-                return False
+            for at in (i for i, v in enumerate(values) if v is not None and math.isclose(v, order.right)):
+                rest = parts[:at] + parts[at + 1 :]
+                if rest and not (order.of_result and len(rest) == 1 and given(rest[0])):
+                    return False
         elif order.left is None:  # the earlier result, whatever it is, on the left
             if math.isclose(found.right, order.right) and not (order.of_result and given(found.op.left)):
                 return False

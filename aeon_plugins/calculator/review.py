@@ -204,7 +204,10 @@ def _implied_times(request: str, stated: int) -> dict[float, int]:
         for value in values if found else ():
             times[value] = times.get(value, 0) + found
     if re.search(r"\baverage\b|\bmean\b", request, re.IGNORECASE):  # of n numbers: divided by n
-        times[float(stated)] = times.get(float(stated), 0) + 1
+        averaged = request_numbers(request)
+        counts = [len(b.operands) for b in bindings(request, averaged) if b.name in ("average", "mean")]
+        for count in counts or [stated]:
+            times[float(count)] = times.get(float(count), 0) + 1
     return times
 
 
@@ -408,10 +411,13 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
                 f"The request asks for {order.said}; the calculation does it the other way round "
                 f"({order.reversed})."
             )
-        elif (order.left is not None or order.of_result) and False not in ways:  # not 144 / (12 + 8)
-            # (an operation no call applies at all is found below, as asked and not done)
-            if order.symbol not in "+*" or any(order.symbol in _counts(op) for op in applied):
-                findings.append(f"The request asks for {order.said}; no calculation does that.")
+        # not 144 / (12 + 8); an addition or product no call applies at all is found below, as asked and not done
+        elif (
+            (order.left is not None or order.of_result)
+            and False not in ways
+            and (order.symbol not in "+*" or any(order.symbol in _counts(op) for op in applied))
+        ):
+            findings.append(f"The request asks for {order.said}; no calculation does that.")
     # an earlier question's words imply numbers too: a follow-up may work its result out again
     findings += _implied_too_often(
         f"{given}\n{request}", [*stated, *request_numbers(given)], [n for n, _ in read_calls], values

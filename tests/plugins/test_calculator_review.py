@@ -186,6 +186,10 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("Double 9 then double it again", ["9 * 2"], "double or triple, then double or triple"),
         ("What's 150 split evenly across 10 boxes?", ["10 / 150"], "the other way round"),
         ("From 400, take off 25 percent.", ["400 * 0.25"], "take 25% off"),
+        # a number named with what is done to it is one operand: "9 squared", "15 percent of 200"
+        ("What's 8 squared minus 5 squared?", ["5 ^ 2 - 8 ^ 2"], "the other way round"),
+        ("What's 300 minus 20 percent of 300?", ["(300 - 20) * 0.2"], "asks for 300 - 60; no calculation"),
+        ("Twenty percent of 150, then minus 6", ["150 * (20 - 6) / 100"], "the result - 6; no calculation"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -329,6 +333,11 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("one fifth of 45", ["45 / 5"]),
         ("Seven more than a third of 24", ["24 / 3 + 7"]),
         ("I lose a quarter of 48 apples. How many are left?", ["48 * 0.75"]),
+        ("What's 8 squared minus 5 squared?", ["8 ^ 2 - 5 ^ 2"]),
+        ("What's 300 minus 20 percent of 300?", ["300 - 300 * 0.2"]),
+        ("Twenty percent of 150, then minus 6", ["150 * 20 / 100 - 6"]),
+        ("What is the average of 14, 16 and 24, plus 2?", ["(14 + 16 + 24) / 3 + 2"]),
+        ("Take 3 from 10, then multiply by 7.", ["(10 - 3) * 7"]),  # 10 - 3 is 7 too
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
