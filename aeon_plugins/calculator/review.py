@@ -43,7 +43,7 @@ from typing import Any, Final, NamedTuple
 
 from aeon_kernel.kit import Review, given_results, request_parts
 from aeon_plugins.calculator.arithmetic import parse
-from aeon_plugins.calculator.chains import grouped_otherwise, reaching, unreached
+from aeon_plugins.calculator.chains import chains, grouped_otherwise, reaching, unreached
 from aeon_plugins.calculator.numbers import (
     NUMBER_WORDS,
     evaluated,
@@ -474,7 +474,47 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
     accounted |= {op for *_, operators, _ in (*named, *_operations(given)) for op in operators}
     if not findings and applied and not (named and all(_counts(op) & accounted for op in applied)):
         return None
+    # nor is a subtraction, division or power whose operands no wording names: which way round is unchecked
+    if not findings and _unordered(request, [expressions[i] for i in answered_by]):
+        return None
     return Review(approved=not findings, findings=tuple(dict.fromkeys(findings)))
+
+
+_ORDERED: Final[dict[type[ast.operator], str]] = {
+    ast.Sub: "-", ast.Div: "/", ast.Mod: "/", ast.FloorDiv: "/", ast.Pow: "^",
+}  # fmt: skip
+
+
+def _unordered(request: str, expressions: Sequence[str]) -> list[str]:
+    """The subtractions, divisions and powers of ``expressions`` done in an order nothing in ``request`` names.
+
+    Named: an order ("subtract 4 from 10", "then divide it by 5"), a named difference or quotient, a spoken chain,
+    an expression the request writes, or a number its words imply on the right ("halve": / 2, "percent": / 100,
+    "squared": ^ 2, "hours": / 60). A subtraction or division no wording orders ("she gave 8 of her 40 away") is
+    taken the way round that does not make the result smaller than 0 (than 1 for a division); a power, never."""
+    stated = request_numbers(request)
+    implied = [n for n in _implied_times(request, len(stated)) if n != 1]
+    right_sides: dict[str, list[float]] = {"-": [], "/": [*implied], "^": [*implied]}
+    for order in orders(request):
+        if order.symbol in right_sides:
+            right_sides[order.symbol].append(order.right)
+    for binding in bindings(request, stated):
+        if binding.operator in (ast.Sub, ast.Div):
+            right_sides["-" if binding.operator is ast.Sub else "/"] += binding.operands
+    for said in [chain.said for chain in chains(request)] + list(_literal_expressions(request)):
+        for symbol in right_sides:
+            right_sides[symbol] += [value for _, value, _ in request_numbers(said)] if symbol in said else []
+    if percent_changes(request):  # "25% off": 80 - 80 * 0.25
+        return []
+    unordered = []
+    for expression in expressions:
+        for found in nodes(expression):
+            symbol, left, right = _ORDERED.get(type(found.op.op), ""), found.left, found.right
+            if not symbol or left is None or right is None or is_in(right, right_sides[symbol]):
+                continue
+            if symbol == "^" or left < right:
+                unordered.append(f"{written(left)} {symbol} {written(right)}")
+    return unordered
 
 
 _NAMES: Final = {

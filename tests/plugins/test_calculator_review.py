@@ -468,3 +468,11 @@ def test_no_call_to_a_request_that_is_a_calculation_is_a_finding(request_text: s
     found = review_calls(request_text, [])
     assert not found.approved and found.unrelated is not claimed
     assert ("no step calls the calculator" in " ".join(found.findings)) is claimed
+
+
+def test_a_division_no_wording_orders_is_approved_only_the_way_round_that_keeps_it_at_least_one() -> None:
+    """ "The ratio of 45 to 5" names a division but no wording says which way round: ``45 / 5`` is approved, and
+    ``5 / 45`` is not (None: the order was not checked, so the result stays unverified)."""
+    request_text = "What is the ratio of 45 to 5?"
+    assert review_calls(request_text, [{"arguments": {"expression": "45 / 5"}}]).approved
+    assert review_calls(request_text, [{"arguments": {"expression": "5 / 45"}}]) is None
