@@ -191,6 +191,17 @@ _ORDERED_WORDINGS: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
         (r"\b(?:split|divide[sd]?|cut|shar(?:e|es|ed))\s+A(?:\s+[a-z]+){0,3}?\s+into\s+B", "/", False),
         (r"A(?:\s+[a-z]+){0,2}?\s+(?:split|share)\s+(?:an?\s+|the\s+|their\s+)?B", "/", True),
         (r"\btak(?:e|es|ing)\s+A\s+off\s+(?:of\s+)?B", "-", True),
+        (r"A\s+(?:taken|subtracted|deducted)\s+(?:away\s+)?from\s+B", "-", True),
+        (
+            r"\bhow\s+much\s+(?:more|bigger|larger|greater|higher|taller|older|longer)\s+(?:is|are|was)\s+A\s+than\s+B",
+            "-",
+            False,
+        ),
+        (
+            r"\bhow\s+many\s+times\s+(?:more|bigger|larger|greater)\s+(?:is|are|was)\s+A\s+than\s+B",
+            "/",
+            False,
+        ),
     )
 )
 #: words for an earlier result: "it", "the total", "what remains", "what you get"
@@ -219,8 +230,11 @@ _RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
         (r"\bdivid(?:e|es|ing)\s+(?:R\s+)?by\s+B", "/"),
         (r"\bsplit\s+(?:R\s+)?(?:into|among|between)\s+B", "/"),
         (r"\braise\s+R\s+to\s+the\s+power\s+of\s+B", "^"),
+        # the earlier result second: "subtract it from 100"
+        (r"\b(?:subtract|deduct|take)(?:s|ed|ing)?\s+R\s+(?:away\s+)?from\s+B", "_-"),
     )
 )
+_RESULT_SECOND: Final = ("_-",)
 #: a word for an operation, before a wording that applies another one to its result
 _OPERATION: Final = re.compile(
     r"\b(?:add|plus|sum|subtract|minus|multipl\w*|times|divid\w*|double|twice|halve|square|cube|increase|reduce"
@@ -241,25 +255,27 @@ _INFIX_AFTER: Final = re.compile(r"\s+(?:plus|minus|times|divided|multiplied|mor
 
 
 class _Order(NamedTuple):
-    """An operation whose operands the request gives in a known order: ``left symbol right``; ``left`` is None
-    for an earlier result ("then subtract 12")."""
+    """An operation whose operands the request gives in a known order: ``left symbol right``; ``left`` (or
+    ``right``) is None for an earlier result ("then subtract 12", "subtract it from 100")."""
 
     symbol: str
     left: float | None
-    right: float
-    #: an earlier operation of the request gives the result ("multiply it by 4 and subtract 6"): the left side is
-    #: a calculation or an earlier call's value, not a number the request states
+    right: float | None
+    #: an earlier operation of the request gives the result ("multiply it by 4 and subtract 6"): the earlier
+    #: result's side is a calculation or an earlier call's value, not a number the request states
     of_result: bool = False
 
     @property
     def said(self) -> str:
-        left = "the result" if self.left is None else written(self.left)
-        return f"{left} {self.symbol} {written(self.right)}"
+        return f"{_side(self.left)} {self.symbol} {_side(self.right)}"
 
     @property
     def reversed(self) -> str:
-        left = "the result" if self.left is None else written(self.left)
-        return f"{written(self.right)} {self.symbol} {left}"
+        return f"{_side(self.right)} {self.symbol} {_side(self.left)}"
+
+
+def _side(value: float | None) -> str:
+    return "the result" if value is None else written(value)
 
 
 _Span = tuple[int, int, float, bool]
@@ -339,7 +355,16 @@ def orders(request: str) -> list[_Order]:
                     or len(before) >= 2
                     or any(span[:2] not in numbers for span in before)
                 )
-                found.append(_Order(symbol, None, spans[int(match.group(1))][2], of_result))
+                given: float | None = spans[int(match.group(1))][2]
+                earlier_first = symbol not in _RESULT_SECOND  # "then subtract 12"; not "subtract it from 100"
+                found.append(
+                    _Order(
+                        symbol.strip("_"),
+                        None if earlier_first else given,
+                        given if earlier_first else None,
+                        of_result,
+                    )
+                )
     return found
 
 
@@ -372,23 +397,30 @@ def the_wrong_way_round(expression: str, order: _Order, stated: Sequence[float] 
     for found in nodes(expression):
         if not isinstance(found.op.op, operators) or found.left is None or found.right is None:
             continue
+        wanted = order.right if order.right is not None else math.nan
         if (
             order.left is None and order.symbol in "+*"
         ):  # ", plus 20": 20 and the earlier result, in any order
             parts = _chain(found.op, operators[0])
             values = [worked_out(part) for part in parts]
-            for at in (i for i, v in enumerate(values) if v is not None and math.isclose(v, order.right)):
+            for at in (i for i, v in enumerate(values) if v is not None and math.isclose(v, wanted)):
                 rest = parts[:at] + parts[at + 1 :]
                 if rest and not (order.of_result and len(rest) == 1 and given(rest[0])):
                     return False
-        elif order.left is None:  # the earlier result, whatever it is, on the left
-            if math.isclose(found.right, order.right) and not (order.of_result and given(found.op.left)):
+        elif order.right is None:  # "subtract it from 100": the earlier result on the right
+            if math.isclose(found.left, order.left or 0.0) and not (
+                order.of_result and given(found.op.right)
+            ):
                 return False
-            reversed_found |= math.isclose(found.left, order.right)
-        elif math.isclose(found.left, order.left) and math.isclose(found.right, order.right):
+            reversed_found |= math.isclose(found.right, order.left or 0.0)
+        elif order.left is None:  # the earlier result, whatever it is, on the left
+            if math.isclose(found.right, wanted) and not (order.of_result and given(found.op.left)):
+                return False
+            reversed_found |= math.isclose(found.left, wanted)
+        elif math.isclose(found.left, order.left) and math.isclose(found.right, wanted):
             return False
         else:
-            reversed_found |= math.isclose(found.left, order.right) and math.isclose(found.right, order.left)
+            reversed_found |= math.isclose(found.left, wanted) and math.isclose(found.right, order.left)
     return True if reversed_found else None
 
 

@@ -84,14 +84,16 @@ _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
     (r"\breduce[sd]?\b|\bdecrease[sd]?\b|\bdiscount(?:ed)?\b", "reduce", frozenset("-*"), True),
     (r"\bsubtract(?:s|ed|ing)?\b|\bminus\b|\btak(?:e|es|ing)(?:\s+[\w-]+){0,3}?\s+away\b|\bless\b|\bdifference\b"
      r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bg(?:ive|ives|ave)(?:\s+[\w-]+){0,2}?\s+away\b"
-     r"|\bexceed(?:s|ed)?\b|\bfewer\b|\bknock(?:s|ed|ing)?\b(?:\s+[\w-]+){0,2}?\s+off\b"
+     r"|\bexceed(?:s|ed)?\b|\bfewer\b|\btaken\s+(?:away\s+)?from\b"
+     r"|\bhow\s+much\s+(?:more|bigger|larger|greater|higher|taller|older|longer)\b|\bknock(?:s|ed|ing)?\b(?:\s+[\w-]+){0,2}?\s+off\b"
      r"|\btak(?:e|es|ing)\s+(?!off\b)[\w-]+(?:\s+[\w-]+){0,2}?\s+(?:off|from)\b",
      "subtract", frozenset("-"), True),
     (r"\bmultipl(?:y|ied|ies)\b|(?<!how many )\btimes\b|\bproduct\b", "multiply", frozenset("*"), True),
     (r"\bdouble[sd]?\b|\btwice\b|\btriple[sd]?\b", "double or triple", frozenset("*+"), True),
     (r"\bdivide[sd]?\b|\bdivided\b|\bquotient\b|\b(?:go|goes|fit|fits)\s+into\b|\baverage\b|\bmean\b"
      r"|\bsplit\b|\bratio\b|\bshar(?:e|es|ed|ing)\b(?:\s+[\w-]+){0,3}?\s+(?:between|among)\b"
-     rf"|(?:\d|\b{_A_NUMBER})\s+over\s+(?:\d|{_A_NUMBER}\b)|\bhow\s+many\s+\d+s?\s+(?:are\s+)?(?:there\s+)?in\b",
+     rf"|(?:\d|\b{_A_NUMBER})\s+over\s+(?:\d|{_A_NUMBER}\b)|\bhow\s+many\s+\d+s?\s+(?:are\s+)?(?:there\s+)?in\b"
+     r"|\bhow\s+many\s+times\s+(?:more|bigger|larger|greater)\b",
      "divide", frozenset("/"), True),
     (r"\bhalve[sd]?\b", "halve", frozenset("/*"), True),
     (r"\bsquared?\b|\bcubed?\b|\bpower\b", "raise to a power", frozenset("^"), True),
@@ -493,11 +495,17 @@ def _unordered(request: str, expressions: Sequence[str]) -> list[str]:
     "squared": ^ 2, "hours": / 60). A subtraction or division no wording orders ("she gave 8 of her 40 away") is
     taken the way round that does not make the result smaller than 0 (than 1 for a division); a power, never."""
     stated = request_numbers(request)
-    implied = [n for n in _implied_times(request, len(stated)) if n != 1]
+    # a number the words imply that the request states too ("60 km in 1.5 hours") is no evidence of order
+    implied = [
+        n for n in _implied_times(request, len(stated)) if n != 1 and not is_in(n, [v for _, v, _ in stated])
+    ]
     right_sides: dict[str, list[float]] = {"-": [], "/": [*implied], "^": [*implied]}
+    left_sides: dict[str, list[float]] = {"-": [], "/": [], "^": []}  # "subtract it from 100": 100 - anything
     for order in orders(request):
-        if order.symbol in right_sides:
+        if order.symbol in right_sides and order.right is not None:
             right_sides[order.symbol].append(order.right)
+        elif order.symbol in left_sides and order.left is not None:
+            left_sides[order.symbol].append(order.left)
     for binding in bindings(request, stated):
         if binding.operator in (ast.Sub, ast.Div):
             right_sides["-" if binding.operator is ast.Sub else "/"] += binding.operands
@@ -511,6 +519,8 @@ def _unordered(request: str, expressions: Sequence[str]) -> list[str]:
         for found in nodes(expression):
             symbol, left, right = _ORDERED.get(type(found.op.op), ""), found.left, found.right
             if not symbol or left is None or right is None or is_in(right, right_sides[symbol]):
+                continue
+            if is_in(left, left_sides[symbol]):
                 continue
             if symbol == "^" or left < right:
                 unordered.append(f"{written(left)} {symbol} {written(right)}")

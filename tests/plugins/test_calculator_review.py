@@ -190,6 +190,12 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("What's 8 squared minus 5 squared?", ["5 ^ 2 - 8 ^ 2"], "the other way round"),
         ("What's 300 minus 20 percent of 300?", ["(300 - 20) * 0.2"], "asks for 300 - 60; no calculation"),
         ("Twenty percent of 150, then minus 6", ["150 * (20 - 6) / 100"], "the result - 6; no calculation"),
+        # the earlier result second: "subtract it from 100"
+        ("Take 20 percent of 60 and subtract it from 50.", ["(50 - 60) * 0.2"], "50 - the result; no"),
+        ("Take 20 percent of 60 and subtract it from 50.", ["60 * 0.2 - 50"], "the other way round"),
+        ("How much more is 70 than 45?", ["45 - 70"], "the other way round"),
+        ("How many times bigger is 56 than 8?", ["8 / 56"], "the other way round"),
+        ("What is 9 taken from 40?", ["9 - 40"], "the other way round"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -338,6 +344,11 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("Twenty percent of 150, then minus 6", ["150 * 20 / 100 - 6"]),
         ("What is the average of 14, 16 and 24, plus 2?", ["(14 + 16 + 24) / 3 + 2"]),
         ("Take 3 from 10, then multiply by 7.", ["(10 - 3) * 7"]),  # 10 - 3 is 7 too
+        ("Take 20 percent of 60 and subtract it from 50.", ["50 - 60 * 0.2"]),
+        ("Take 9 and subtract it from 20.", ["20 - 9"]),  # "it" is 9 itself: no calculation before
+        ("How much more is 70 than 45?", ["70 - 45"]),
+        ("How many times bigger is 56 than 8?", ["56 / 8"]),
+        ("What is 9 taken from 40?", ["40 - 9"]),
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
@@ -476,3 +487,6 @@ def test_a_division_no_wording_orders_is_approved_only_the_way_round_that_keeps_
     request_text = "What is the ratio of 45 to 5?"
     assert review_calls(request_text, [{"arguments": {"expression": "45 / 5"}}]).approved
     assert review_calls(request_text, [{"arguments": {"expression": "5 / 45"}}]) is None
+    # 60 is stated, and implied by "hours" too: that is no evidence that 60 is the divisor
+    speed = "A 60 km trip takes 1.5 hours. What is the average speed?"
+    assert review_calls(speed, [{"arguments": {"expression": "1.5 / 60"}}]) is None
