@@ -31,6 +31,10 @@ def review(request: str, *expressions: str, results: tuple[float, ...] = ()) -> 
         ("add 1,250 and 3.5", [1250, 3.5]),
         ("ninety nine bottles", [99]),
         ("which one of them is bigger, 4 or 9?", [4, 9]),  # "one of them" is no number
+        ("give each one 3 more", [3]),  # nor "each one"
+        ("one fifth of 45", [45]),  # "one fifth" is a share, read with its word
+        ("2 raised to the 8th power", [2, 8]),  # an ordinal before "power" is the exponent
+        ("on the 5th of May I bought 3", [3]),  # elsewhere an ordinal is no operand
     ],
 )
 def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float]) -> None:
