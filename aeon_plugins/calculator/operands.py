@@ -124,9 +124,9 @@ def combines(expression: str, binding: _Binding) -> bool:
     (``5 + 10 + 15``) whose parts are those numbers, any order for a sum or a product; a quotient in the order
     named, a difference the larger first ("the difference of 4 and 9" is 5, not -5)."""
     ordered = binding.operator in (ast.Div, ast.Sub)
-    wanted = list(binding.operands) if binding.operator is ast.Div else sorted(binding.operands)
-    if binding.operator is ast.Sub and binding.exact:
-        wanted.reverse()
+    wanted = list(binding.operands) if ordered else sorted(binding.operands)
+    if binding.name == "difference":
+        wanted = sorted(binding.operands, reverse=True)
     for found in nodes(expression):
         if isinstance(found.op.op, binding.operator):
             parts = _chain(found.op, binding.operator)
@@ -210,31 +210,29 @@ _EARLIER: Final = (
     r"|what\s+(?:remains|(?:you|we|I)\s+(?:get|got|have)))"
 )
 #: wordings that apply an operation to an earlier result, with its other operand: "then subtract 12", "divide it
-#: by 5", "take 11 off", ", plus 20" (the earlier result is the left operand)
-_RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
-    (re.compile(pattern.replace("B", r"#(\d+)#").replace("R", _EARLIER), re.IGNORECASE), symbol)
-    for pattern, symbol in (
-        (r"\b(?:subtract|deduct)(?:s|ed|ing)?\s+B(?!\s*(?:from|,|and|#))", "-"),
-        (r"\b(?:subtract|deduct|take)(?:s|ed|ing)?\s+(?:away\s+)?B\s+(?:away\s+)?from\s+R\b", "-"),
-        (r"\btake\s+away\s+B(?!\s*(?:from|,|and|#))", "-"),
-        (r"\btake\s+B\s+away(?!\s+from)", "-"),
-        (r"\b(?:take|knock)\s+B\s+off(?!\s+(?:of\s+)?#)", "-"),
-        (r"\bknock\s+off\s+B", "-"),
-        (r"\bspen(?:d|ds|t|ding)\s+B(?:\s+[a-z]+){0,2}?\s+of\s+(?:it|that|them)\b", "-"),
-        (r"(?:,|\bthen|\band)\s+minus\s+B", "-"),
-        (r"(?:,|\bthen|\band)\s+plus\s+B", "+"),
-        (r"(?:,|\bthen|\band)\s+(?:[a-z]+\s+){0,4}?B\s+more\b(?!\s+than)", "+"),
-        (r"(?:,|\bthen|\band)\s+divided\s+by\s+B", "/"),
-        (r"(?:,|\bthen|\band)\s+add\s+B(?!\s*(?:to|and|,|#))", "+"),
-        (r"(?:,|\bthen|\band)\s+(?:multiply\s+(?:R\s+)?by|times)\s+B", "*"),
-        (r"\bdivid(?:e|es|ing)\s+(?:R\s+)?by\s+B", "/"),
-        (r"\bsplit\s+(?:R\s+)?(?:into|among|between)\s+B", "/"),
-        (r"\braise\s+R\s+to\s+the\s+power\s+of\s+B", "^"),
-        # the earlier result second: "subtract it from 100"
-        (r"\b(?:subtract|deduct|take)(?:s|ed|ing)?\s+R\s+(?:away\s+)?from\s+B", "_-"),
+#: by 5", "take 11 off", ", plus 20" (the earlier result is the left operand), "subtract it from 100" (the right)
+_RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
+    (re.compile(pattern.replace("B", r"#(\d+)#").replace("R", _EARLIER), re.IGNORECASE), symbol, left)
+    for pattern, symbol, left in (
+        (r"\b(?:subtract|deduct)(?:s|ed|ing)?\s+B(?!\s*(?:from|,|and|#))", "-", True),
+        (r"\b(?:subtract|deduct|take)(?:s|ed|ing)?\s+(?:away\s+)?B\s+(?:away\s+)?from\s+R\b", "-", True),
+        (r"\btake\s+away\s+B(?!\s*(?:from|,|and|#))", "-", True),
+        (r"\btake\s+B\s+away(?!\s+from)", "-", True),
+        (r"\b(?:take|knock)\s+B\s+off(?!\s+(?:of\s+)?#)", "-", True),
+        (r"\bknock\s+off\s+B", "-", True),
+        (r"\bspen(?:d|ds|t|ding)\s+B(?:\s+[a-z]+){0,2}?\s+of\s+(?:it|that|them)\b", "-", True),
+        (r"(?:,|\bthen|\band)\s+minus\s+B", "-", True),
+        (r"(?:,|\bthen|\band)\s+plus\s+B", "+", True),
+        (r"(?:,|\bthen|\band)\s+(?:[a-z]+\s+){0,4}?B\s+more\b(?!\s+than)", "+", True),
+        (r"(?:,|\bthen|\band)\s+divided\s+by\s+B", "/", True),
+        (r"(?:,|\bthen|\band)\s+add\s+B(?!\s*(?:to|and|,|#))", "+", True),
+        (r"(?:,|\bthen|\band)\s+(?:multiply\s+(?:R\s+)?by|times)\s+B", "*", True),
+        (r"\bdivid(?:e|es|ing)\s+(?:R\s+)?by\s+B", "/", True),
+        (r"\bsplit\s+(?:R\s+)?(?:into|among|between)\s+B", "/", True),
+        (r"\braise\s+R\s+to\s+the\s+power\s+of\s+B", "^", True),
+        (r"\b(?:subtract|deduct|take)(?:s|ed|ing)?\s+R\s+(?:away\s+)?from\s+B", "-", False),
     )
 )
-_RESULT_SECOND: Final = ("_-",)
 #: a word for an operation, before a wording that applies another one to its result
 _OPERATION: Final = re.compile(
     r"\b(?:add|plus|sum|subtract|minus|multipl\w*|times|divid\w*|double|twice|halve|square|cube|increase|reduce"
@@ -345,7 +343,7 @@ def orders(request: str) -> list[_Order]:
                     continue
                 left = chain
             found.append(_Order(symbol, left, right))
-    for pattern, symbol in _RESULT_FIRST:
+    for pattern, symbol, earlier_first in _RESULT_FIRST:
         for match in pattern.finditer(text):
             if not spans[int(match.group(1))][3]:
                 # the earlier result is a calculation when an operation, two numbers or a phrase come before
@@ -355,16 +353,11 @@ def orders(request: str) -> list[_Order]:
                     or len(before) >= 2
                     or any(span[:2] not in numbers for span in before)
                 )
-                given: float | None = spans[int(match.group(1))][2]
-                earlier_first = symbol not in _RESULT_SECOND  # "then subtract 12"; not "subtract it from 100"
-                found.append(
-                    _Order(
-                        symbol.strip("_"),
-                        None if earlier_first else given,
-                        given if earlier_first else None,
-                        of_result,
-                    )
-                )
+                given = spans[int(match.group(1))][2]
+                if earlier_first:
+                    found.append(_Order(symbol, None, given, of_result))
+                else:
+                    found.append(_Order(symbol, given, None, of_result))
     return found
 
 
@@ -398,9 +391,8 @@ def the_wrong_way_round(expression: str, order: _Order, stated: Sequence[float] 
         if not isinstance(found.op.op, operators) or found.left is None or found.right is None:
             continue
         wanted = order.right if order.right is not None else math.nan
-        if (
-            order.left is None and order.symbol in "+*"
-        ):  # ", plus 20": 20 and the earlier result, in any order
+        # ", plus 20": 20 and the earlier result, in any order
+        if order.left is None and order.symbol in "+*":
             parts = _chain(found.op, operators[0])
             values = [worked_out(part) for part in parts]
             for at in (i for i, v in enumerate(values) if v is not None and math.isclose(v, wanted)):
@@ -447,12 +439,7 @@ def worked_out(node: ast.expr) -> float | None:
     return evaluated(ast.unparse(node))
 
 
-def share_taken(fraction: float, denominator: float) -> Callable[[_Node], bool]:
-    """An operation that takes a share: multiplies by ``fraction`` or divides by ``denominator``."""
-    return _scaled_by(fraction, denominator)
-
-
-def _scaled_by(factor: float, divisor: float | None = None) -> Callable[[_Node], bool]:
+def scaled_by(factor: float, divisor: float | None = None) -> Callable[[_Node], bool]:
     """An operation that multiplies by ``factor`` (either side), or divides by ``divisor``."""
 
     def scales(found: _Node) -> bool:
@@ -466,7 +453,7 @@ def _scaled_by(factor: float, divisor: float | None = None) -> Callable[[_Node],
 def _doubles(found: _Node) -> bool:
     """A multiplication by 2, or a sum that adds something twice (``6 + 6``, ``1 + 6 + 6``)."""
     if not isinstance(found.op.op, ast.Add):
-        return _scaled_by(2)(found)
+        return scaled_by(2)(found)
     parts = [ast.dump(part) for part in _chain(found.op, ast.Add)]
     return len(set(parts)) < len(parts)
 
@@ -478,9 +465,9 @@ def _square_root(found: _Node) -> bool:
 #: words that name a scaling, and what an expression must do for them: "halve" is a division by 2 (or a
 #: multiplication by 0.5), not any multiplication; "the square root" is a power of 0.5, not any power
 SCALINGS: Final[tuple[tuple[re.Pattern[str], str, Callable[[_Node], bool]], ...]] = (
-    (re.compile(r"\bhalve[sd]?\b|\bhalf\s+of\b", re.IGNORECASE), "halve", _scaled_by(0.5, 2)),
+    (re.compile(r"\bhalve[sd]?\b|\bhalf\s+of\b", re.IGNORECASE), "halve", scaled_by(0.5, 2)),
     (re.compile(r"\bdouble[sd]?\b|\btwice\b", re.IGNORECASE), "double", _doubles),
-    (re.compile(r"\btriple[sd]?\b", re.IGNORECASE), "triple", _scaled_by(3)),
+    (re.compile(r"\btriple[sd]?\b", re.IGNORECASE), "triple", scaled_by(3)),
     (re.compile(r"\bsquare\s+root\b", re.IGNORECASE), "take the square root", _square_root),
 )
 

@@ -64,8 +64,8 @@ from aeon_plugins.calculator.operands import (
     powers,
     raises,
     scaled,
+    scaled_by,
     scales,
-    share_taken,
     the_wrong_way_round,
     worked_out,
 )
@@ -393,7 +393,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         elif percent and not any(is_in(n, used) for n in (*forms, 100, 0.01)):  # "by 15%" as "200 * 15"
             findings.append(f"The request's {written(value)}% is never taken as a percentage.")
     for pattern, (denominator, *fractions) in _SHARES:
-        takes = [share_taken(fraction, denominator) for fraction in fractions]
+        takes = [scaled_by(fraction, denominator) for fraction in fractions]
         if (worded_share := pattern.search(request)) and not any(
             does(expression, taken) for expression in expressions for taken in takes
         ):

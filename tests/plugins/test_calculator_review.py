@@ -329,6 +329,7 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("What's 3 times 4, plus 2?", ["2 + 3 * 4"]),
         ("Multiply the sum of 3 and 7 by the difference of 8 and 2.", ["(3 + 7) * (8 - 2)"]),
         ("What is the difference between 37 and 100?", ["100 - 37"]),
+        ("Reduce 10 by 15", ["10 - 15"]),  # "reduce A by B" is A - B, whichever is larger
         ("What is three quarters of 60?", ["60 * 3 / 4"]),
         ("Start from 1000. Divide it by 8, then add 25.", ["1000 / 8", "125 + 25"]),
         ("Find 18 times 3 and then take 20 from it.", ["18 * 3", "54 - 20"]),
