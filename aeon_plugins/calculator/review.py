@@ -123,6 +123,7 @@ _IMPLIED: Final[tuple[tuple[str, tuple[float, ...]], ...]] = (
     (r"\bsquare root\b", (0.5, 2)),
     (r"%|\bper\s?cent\b", (100, 0.01)),
     (r"\bhours?\b|\bminutes?\b|\bseconds?\b", (60, 3600)),
+    (r"\bhours?\b", (24,)),  # "how many hours are in 2 weeks": 2 * 7 * 24
     (r"\bdays?\b", (24, 7)),
     (r"\bweeks?\b", (7, 52)),
     (r"\byears?\b", (12, 365, 52)),
