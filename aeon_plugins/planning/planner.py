@@ -24,7 +24,7 @@ worked examples (:mod:`~aeon_plugins.planning.agreement`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from aeon_kernel import Plan, Planner, PlanStep, Supervisor, SupervisorAction, ToolRegistry, Validator
@@ -151,17 +151,21 @@ class ModelPlanner(ModelBacked, Planner):
             name for name, review in found.items() if isinstance(review, Review) and review.unrelated
         }
         if unrelated:
-            steps = tuple(
+            steps = _once(
                 s.model_copy(update={"tool": None, "arguments": None, "agent": "llm"})
                 if s.tool in unrelated
                 else s
                 for s in plan.steps
             )
+            repeated = len(plan.steps) - len(steps)
             plan = plan.model_copy(update={"steps": steps})
             left = self._problems(plan, request, tool_registry)
             if not left:
                 names = ", ".join(sorted(unrelated))
-                emit(_plan_check("resolved", f"{' '.join(problems)} The calls to {names} were left out."))
+                also = f", and {repeated} steps that only repeated the one before" if repeated else ""
+                emit(
+                    _plan_check("resolved", f"{' '.join(problems)} The calls to {names} were left out{also}.")
+                )
                 return plan
             problems = left
         # The plan check reads numbers and words, so a finding may be a false alarm ("3 ^ 3" for "3 cubed" uses 3
@@ -259,6 +263,18 @@ def _proposed(plan: Plan) -> dict[str, list[dict[str, Any]]]:
         if step.tool is not None and step.arguments is not None:
             proposed.setdefault(step.tool, []).append({"arguments": step.arguments})
     return proposed
+
+
+def _once(steps: Iterable[PlanStep]) -> tuple[PlanStep, ...]:
+    """``steps`` without a model step that only repeats the one before it (same description; a small model writes
+    "Write a haiku about autumn" ten times once its calculator calls are taken out): its answer would be the same."""
+    kept: list[PlanStep] = []
+    for step in steps:
+        if not (
+            kept and step.tool is None and kept[-1].tool is None and step.description == kept[-1].description
+        ):
+            kept.append(step)
+    return tuple(kept)
 
 
 def _plan_check(verdict: CheckVerdict, detail: str | None = None) -> Check:

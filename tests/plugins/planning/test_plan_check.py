@@ -353,3 +353,19 @@ def test_a_plan_that_calls_no_tool_for_a_request_no_tool_fits_is_asked_for_once(
     _, actions, checks = generate(model, request_text)
     assert len(script.prompts) == 1 and not actions
     assert checks == [("plan_fits_request", "passed", None)]
+
+
+def test_unrelated_calls_are_left_out_and_the_steps_that_then_repeat_with_them() -> None:
+    """Gemma 3 270M planned "Write a haiku about autumn" as ten calculator steps of that description; with the calls
+    left out, ten model steps would ask the same thing ten times (22 model calls in the frozen set's run)."""
+    request_text = "Write a haiku about autumn"
+    haiku = [{**calc("6 * 7", request_text), "step_id": str(n)} for n in range(1, 4)]
+    written = plan(*haiku, llm_step("4"), goal=request_text)
+    model, _ = planner([written, written])
+    result, _, checks = generate(model, request_text)
+    assert [(s.step_id, s.tool, s.agent) for s in result.steps] == [("1", None, "llm"), ("4", None, "llm")]
+    ((name, verdict, detail),) = checks
+    assert (name, verdict) == ("plan_fits_request", "resolved")
+    assert detail is not None and detail.endswith(
+        "The calls to calculator were left out, and 2 steps that only repeated the one before."
+    )
