@@ -95,10 +95,14 @@ def _leaves(values: Iterable[Any], limit: int = 10_000) -> Iterator[Any]:
             yield item
 
 
+_WORDS: Final = re.compile(r"[^\W_]+")
+
+
 def grounding_problem(answer: str, request: str, steps: Sequence[PlanStep], *, final: bool) -> str | None:
     """What makes ``answer`` contradict the tools, or None when nothing does.
 
-    An answer may not be the prompt's worked example copied for another request. Once a tool step has ended,
+    An answer may not be the prompt's worked example copied for another request, nor the request said again
+    (before any tool step has ended: after, the rules below find it). Once a tool step has ended,
     every number the answer states must be one of the request's, of a finished tool step's arguments or of a
     completed one's result. The ``final`` answer (the plan's last step) must also report what the last tool
     found, when it completed: one of the numbers its result holds beyond its arguments, if it holds any (a
@@ -107,8 +111,9 @@ def grounding_problem(answer: str, request: str, steps: Sequence[PlanStep], *, f
     if answer.strip() == EXAMPLE_ANSWER and request.strip() != EXAMPLE_REQUEST:
         return "It copies the example's answer, which is about another request."
     finished = _tool_steps(steps)
-    if not finished:
-        return None
+    if not finished:  # no tool to hold it to; but a reply that only says the request again answers nothing
+        echoed = _WORDS.findall(answer.lower()) == _WORDS.findall(request.lower())
+        return "It repeats the request instead of answering it." if echoed else None
     done = [s for s in finished if s.status is StepStatus.COMPLETE]
     facts = facts_in([request, *(s.arguments for s in finished), *(s.result for s in done)])
     unsupported = unsupported_numbers(answer, facts)

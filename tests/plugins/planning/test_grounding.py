@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from aeon_kernel import AeonConfig, Engine, StepStatus
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
-from aeon_plugins.planning.grounding import facts_in, numbers_in, unsupported_numbers
+from aeon_plugins.planning.grounding import facts_in, grounding_problem, numbers_in, unsupported_numbers
 from tests.conftest import MakeHarness
 from tests.support.builders import answer, llm_step, plan, tool_step
 
@@ -183,3 +183,17 @@ def test_the_prompt_lists_every_step_in_plan_order_with_status_and_result(make_h
     assert lines[0] == 'Step 1 [complete] use echo. Result: {"message": "m1"}'
     assert lines[9] == 'Step 10 [complete] use echo. Result: {"message": "m10"}'
     assert lines[10] == "Step 11 [running] report the result"
+
+
+@pytest.mark.parametrize(
+    ("reply", "found"),
+    [
+        ("Write a haiku about autumn.", True),  # Gemma 3 270M's answer to it, under the answer schema
+        ("write a haiku about   AUTUMN", True),
+        ("Leaves fall, the air cools, the year turns.", False),
+        ("autumn", False),  # a short answer is an answer: it is not the request said again
+    ],
+)
+def test_an_answer_that_only_says_the_request_again_is_no_answer(reply: str, found: bool) -> None:
+    problem = grounding_problem(reply, "Write a haiku about autumn", [], final=True)
+    assert (problem == "It repeats the request instead of answering it.") is found
