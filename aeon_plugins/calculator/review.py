@@ -85,7 +85,8 @@ _WORD_CUES: Final[tuple[tuple[str, str, frozenset[str], bool], ...]] = (
     (r"\bsubtract(?:s|ed|ing)?\b|\bminus\b|\btak(?:e|es|ing)(?:\s+[\w-]+){0,3}?\s+away\b|\bless\b|\bdifference\b"
      r"|\bspend(?:s|ing)?\b|\bspent\b|\bremov(?:e|es|ed)\b|\bg(?:ive|ives|ave)(?:\s+[\w-]+){0,2}?\s+away\b"
      r"|\bexceed(?:s|ed)?\b|\bfewer\b|\btaken\s+(?:away\s+)?from\b"
-     r"|\bhow\s+much\s+(?:more|bigger|larger|greater|higher|taller|older|longer)\b|\bknock(?:s|ed|ing)?\b(?:\s+[\w-]+){0,2}?\s+off\b"
+     r"|\bhow\s+much\s+(?:more|bigger|larger|greater|higher|taller|older|longer)\b"
+     r"|\bknock(?:s|ed|ing)?\b(?:\s+[\w-]+){0,2}?\s+off\b"
      r"|\btak(?:e|es|ing)\s+(?!off\b)[\w-]+(?:\s+[\w-]+){0,2}?\s+(?:off|from)\b",
      "subtract", frozenset("-"), True),
     (r"\bmultipl(?:y|ied|ies)\b|(?<!how many )\btimes\b|\bproduct\b", "multiply", frozenset("*"), True),
@@ -519,9 +520,9 @@ def _unordered(request: str, expressions: Sequence[str]) -> list[str]:
     for expression in expressions:
         for found in nodes(expression):
             symbol, left, right = _ORDERED.get(type(found.op.op), ""), found.left, found.right
-            if not symbol or left is None or right is None or is_in(right, right_sides[symbol]):
+            if not symbol or left is None or right is None:
                 continue
-            if is_in(left, left_sides[symbol]):
+            if is_in(right, right_sides[symbol]) or is_in(left, left_sides[symbol]):
                 continue
             if symbol == "^" or left < right:
                 unordered.append(f"{written(left)} {symbol} {written(right)}")
