@@ -95,9 +95,6 @@ def _leaves(values: Iterable[Any], limit: int = 10_000) -> Iterator[Any]:
             yield item
 
 
-_WORDS: Final = re.compile(r"[^\W_]+")
-
-
 def grounding_problem(answer: str, request: str, steps: Sequence[PlanStep], *, final: bool) -> str | None:
     """What makes ``answer`` contradict the tools, or None when nothing does.
 
@@ -112,7 +109,7 @@ def grounding_problem(answer: str, request: str, steps: Sequence[PlanStep], *, f
         return "It copies the example's answer, which is about another request."
     finished = _tool_steps(steps)
     if not finished:  # no tool to hold it to; but a reply that only says the request again answers nothing
-        echoed = _WORDS.findall(answer.lower()) == _WORDS.findall(request.lower())
+        echoed = _TOKEN.findall(answer.lower()) == _TOKEN.findall(request.lower())
         return "It repeats the request instead of answering it." if echoed else None
     done = [s for s in finished if s.status is StepStatus.COMPLETE]
     facts = facts_in([request, *(s.arguments for s in finished), *(s.result for s in done)])
