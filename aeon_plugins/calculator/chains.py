@@ -17,17 +17,12 @@ from typing import Final, NamedTuple
 
 from aeon_plugins.calculator.arithmetic import parse
 from aeon_plugins.calculator.numbers import evaluated, is_in, request_numbers, shares, written
-from aeon_plugins.calculator.operands import masked, nodes, worked_out
+from aeon_plugins.calculator.operands import INFIX, INFIX_LINK, masked, nodes, worked_out
 
-#: words between two numbers and what they do ("10 more than 3 times 4" adds 10 to 3 * 4)
-_INFIX: Final = {
-    "plus": "+", "more than": "+", "minus": "-", "times": "*", "multiplied by": "*", "divided by": "/",
-}  # fmt: skip
-_LINK: Final = r"\s+(plus|more\s+than|minus|times|multiplied\s+by|divided\s+by)\s+"
 #: three or more numbers joined by infix words, the request's numbers written as ``#i#``; not the tail of a
 #: longer wording ("the sum of 3 and 4 minus 2 minus 1") nor followed by words that bind tighter ("squared")
 _CHAIN: Final = re.compile(
-    rf"(?<!\bof )(?<!\band )(?<!\bby )(?<!\bthan )(?<!, )#\d+#(?:{_LINK}#\d+#){{2,}}+"
+    rf"(?<!\bof )(?<!\band )(?<!\bby )(?<!\bthan )(?<!, )#\d+#(?:{INFIX_LINK}#\d+#){{2,}}+"
     r"(?!\s*(?:squared|cubed|%|per\s?cent|to\b))",
     re.IGNORECASE,
 )
@@ -46,11 +41,11 @@ def chains(request: str) -> list[Chain]:
     text, spans = masked(request)
     found = []
     for match in _CHAIN.finditer(text):
-        pieces = re.split(_LINK, match.group(), flags=re.IGNORECASE)
+        pieces = re.split(INFIX_LINK, match.group(), flags=re.IGNORECASE)
         numbers = [spans[int(piece.strip("#"))] for piece in pieces[::2]]
         if any(percent for *_, percent in numbers):
             continue
-        symbols = [_INFIX[" ".join(word.lower().split())] for word in pieces[1::2]]
+        symbols = [INFIX[" ".join(word.lower().split())] for word in pieces[1::2]]
         said = written(numbers[0][2]) + "".join(
             f" {symbol} {written(number[2])}" for symbol, number in zip(symbols, numbers[1:], strict=True)
         )

@@ -363,15 +363,18 @@ def orders(request: str) -> list[_Order]:
 
 _MASKED: Final = re.compile(r"#(\d+)#")
 #: infix words and the numbers they join, after a number: " times #3# minus #4#"
-_SPOKEN: Final = {"plus": "+", "minus": "-", "times": "*", "multiplied by": "*", "divided by": "/"}
-_INFIX_WORD: Final = r"\s+(plus|minus|times|multiplied\s+by|divided\s+by)\s+"
-_TAIL: Final = re.compile(rf"(?:{_INFIX_WORD}#\d+#)*", re.IGNORECASE)
+#: words between two numbers and what they do ("10 more than 3 times 4" adds 10 to 3 * 4); the chains' too
+INFIX: Final = {
+    "plus": "+", "more than": "+", "minus": "-", "times": "*", "multiplied by": "*", "divided by": "/",
+}  # fmt: skip
+INFIX_LINK: Final = r"\s+(plus|more\s+than|minus|times|multiplied\s+by|divided\s+by)\s+"
+_TAIL: Final = re.compile(r"(?:\s+(?:plus|minus|times|multiplied\s+by|divided\s+by)\s+#\d+#)*", re.IGNORECASE)
 
 
 def _spoken(said: str, spans: Sequence[_Span]) -> float | None:
     """The value of a spoken chain (its numbers written as ``#i#``, the first in digits), as it is said."""
     said = re.sub(
-        _INFIX_WORD, lambda word: f" {_SPOKEN[' '.join(word.group(1).lower().split())]} ", said, flags=re.I
+        INFIX_LINK, lambda word: f" {INFIX[' '.join(word.group(1).lower().split())]} ", said, flags=re.I
     )
     return evaluated(_MASKED.sub(lambda found: written(spans[int(found.group(1))][2]), said))
 
