@@ -390,10 +390,10 @@ def the_wrong_way_round(expression: str, order: _Order, stated: Sequence[float] 
         number = worked_out(side) if isinstance(side, ast.Constant) else None
         return number is not None and any(math.isclose(number, s) for s in stated)
 
+    wanted = order.right if order.right is not None else math.nan
     for found in nodes(expression):
         if not isinstance(found.op.op, operators) or found.left is None or found.right is None:
             continue
-        wanted = order.right if order.right is not None else math.nan
         # ", plus 20": 20 and the earlier result, in any order
         if order.left is None and order.symbol in "+*":
             parts = _chain(found.op, operators[0])

@@ -39,7 +39,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from aeon_kernel.kit import Review, given_results, request_parts
 from aeon_plugins.calculator.arithmetic import parse
@@ -69,6 +69,9 @@ from aeon_plugins.calculator.operands import (
     the_wrong_way_round,
     worked_out,
 )
+
+if TYPE_CHECKING:
+    from aeon_plugins.calculator.operands import _Binding, _Order
 
 # --- what the request's words ask ---------------------------------------------------------------------------------
 
@@ -408,7 +411,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         [n for n in given_numbers if not is_in(n, [v for v in values[:i] if v is not None])]
         for i in range(len(expressions))
     ]
-    for order in orders(request):
+    ordered = orders(request)
+    for order in ordered:
         ways = [the_wrong_way_round(e, order, given_by_call[i]) for i, e in enumerate(expressions)]
         if True in ways and False not in ways:
             findings.append(
@@ -429,7 +433,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
     findings += grouped_otherwise(expressions, values, request)
     if len(read_calls) > 1:
         findings += unreached(read_calls, answered_by, stated, expressions[-1])
-    for binding in bindings(request, stated):
+    bound = bindings(request, stated)
+    for binding in bound:
         if not any(combines(expression, binding) for expression in expressions):
             those = "exactly those" if binding.exact else "them"
             findings.append(f"The request asks {binding.said}; no calculation combines {those}.")
@@ -437,7 +442,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         if not any(raises(expression, base, exponent) for expression in expressions):
             power = "squared" if exponent == 2 else "cubed"
             findings.append(f"The request asks for {written(base)} {power}; no calculation does that.")
-    for share, direction in percent_changes(request):
+    changes = percent_changes(request)
+    for share, direction in changes:
         if not any(changes_by(expression, share, direction) for expression in expressions):
             verb, side, how = (
                 ("take", "off", "a subtraction") if direction < 0 else ("add", "on", "an addition")
@@ -449,7 +455,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
     for pattern, verb, scaling in SCALINGS:
         if pattern.search(request) and not any(does(expression, scaling) for expression in expressions):
             findings.append(f"The request asks to {verb}, which no calculation does.")
-    taken_away = "-" in _allowed(request) or any("-" in operators for *_, operators, _ in named)
+    allowed = _allowed(request)
+    taken_away = "-" in allowed or any("-" in operators for *_, operators, _ in named)
     for word, number, factor in scaled(request):
         # "lose a quarter of 48; how many are left": 48 * 0.75 takes the quarter away
         factors = (factor, 1 - factor) if factor < 0.5 and taken_away else (factor,)
@@ -474,12 +481,12 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         )
     # not checked, so not approved: an operation no word accounts for ("spent 12 and then 8" as 50 - 12 + 8); an
     # earlier question's words account for working its result out again
-    accounted = _allowed(request)
-    accounted |= {op for *_, operators, _ in (*named, *_operations(given)) for op in operators}
+    accounted = allowed | {op for *_, operators, _ in (*named, *_operations(given)) for op in operators}
     if not findings and applied and not (named and all(_counts(op) & accounted for op in applied)):
         return None
-    # nor is a subtraction, division or power whose operands no wording names: which way round is unchecked
-    if not findings and _unordered(request, [expressions[i] for i in answered_by]):
+    # nor is a subtraction, division or power whose operands no wording names (a percentage change: checked above)
+    answering = [expressions[i] for i in answered_by]
+    if not findings and not changes and _unordered(request, answering, ordered, bound):
         return None
     return Review(approved=not findings, findings=tuple(dict.fromkeys(findings)))
 
@@ -489,7 +496,9 @@ _ORDERED: Final[dict[type[ast.operator], str]] = {
 }  # fmt: skip
 
 
-def _unordered(request: str, expressions: Sequence[str]) -> list[str]:
+def _unordered(
+    request: str, expressions: Sequence[str], ordered: Sequence[_Order], bound: Sequence[_Binding]
+) -> list[str]:
     """The subtractions, divisions and powers of ``expressions`` done in an order nothing in ``request`` names.
 
     Named: an order ("subtract 4 from 10", "then divide it by 5"), a named difference or quotient, a spoken chain,
@@ -503,19 +512,17 @@ def _unordered(request: str, expressions: Sequence[str]) -> list[str]:
     ]
     right_sides: dict[str, list[float]] = {"-": [], "/": [*implied], "^": [*implied]}
     left_sides: dict[str, list[float]] = {"-": [], "/": [], "^": []}  # "subtract it from 100": 100 - anything
-    for order in orders(request):
+    for order in ordered:
         if order.symbol in right_sides and order.right is not None:
             right_sides[order.symbol].append(order.right)
         elif order.symbol in left_sides and order.left is not None:
             left_sides[order.symbol].append(order.left)
-    for binding in bindings(request, stated):
+    for binding in bound:
         if binding.operator in (ast.Sub, ast.Div):
             right_sides["-" if binding.operator is ast.Sub else "/"] += binding.operands
     for said in [chain.said for chain in chains(request)] + list(_literal_expressions(request)):
         for symbol in right_sides:
             right_sides[symbol] += [value for _, value, _ in request_numbers(said)] if symbol in said else []
-    if percent_changes(request):  # "25% off": 80 - 80 * 0.25
-        return []
     unordered = []
     for expression in expressions:
         for found in nodes(expression):
