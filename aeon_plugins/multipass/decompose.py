@@ -26,12 +26,17 @@ answers the part from the results so far. Decomposition is tried once per run.
   *if* in the same part is a condition, not a sequence, and is not cut;
 * a comma followed by an operation on what came before — *plus*, *minus*, *times*, *multiplied by*,
   *divided by* — which stays in the part it starts: "what is 20 percent of 150, plus 7" → "what is 20 percent
-  of 150" | "plus 7".
+  of 150" | "plus 7";
+* *and* or a comma followed by an operation verb (*add*, *subtract*, *multiply*, *divide*, *double*, *halve*,
+  *square*, *take* ...), once the text before it names an operation on a number: "multiply 8 by 9 and subtract
+  12 from the product" → "multiply 8 by 9" | "subtract 12 from the product". "take 50, add 25" is not cut
+  there ("take 50" names no operation).
 
 Parts are stripped of spaces and end punctuation; empty ones are dropped; a request with more than
 :data:`MAX_PARTS` parts keeps the rest in its last part (the refinement limit is 10 per run: each part costs an
 ADD and a REPLACE). A request of one part is not decomposed. Commas before a number ("the average of 3, 9 and
-12") and plain *and* never cut: they list operands rather than sequence operations. The heuristic reads
+12") and *and* before anything but an operation verb never cut: they list operands rather than sequence
+operations. The heuristic reads
 English connectives only. For any other request the planner is asked (``RecursivePlanner.propose_parts``: the
 model proposes parts under a schema), and its parts are kept only when :func:`proposed_parts` finds them to be
 the request's: that check reads numbers, in digits or words, not connectives.
@@ -58,7 +63,22 @@ _CONNECTIVE: Final = r"(?:and\s+)?(?:then|after\s+that|afterwards|finally)\b\s*,
 _SEQUENCE: Final = re.compile(rf"\s*;\s*(?:{_CONNECTIVE})?|(?:\s*,\s*|\s+){_CONNECTIVE}", re.IGNORECASE)
 #: cut before the operation word, which stays in the new part
 _CHAINED: Final = re.compile(r"\s*,\s*(?=(?:plus|minus|times|multiplied\s+by|divided\s+by)\b)", re.IGNORECASE)
-_IF: Final = re.compile(r"\bif\b", re.IGNORECASE)
+#: cut before an operation verb after "and" or a comma, which stays in the new part, where the text before names
+#: an operation on a number (:data:`_OPERATION`)
+_VERB: Final = re.compile(
+    r"(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?=(?:add|subtract|multiply|divide|double|halve|triple|square|cube"
+    r"|take|raise|reduce|increase|decrease|split|knock)\b)",
+    re.IGNORECASE,
+)
+#: what names an operation (and so may be followed by another): a verb of :data:`_VERB`, or a word or symbol
+_OPERATION: Final = re.compile(
+    r"\b(?:add|subtract|multiply|divide|double|halve|triple|square|cube|raise|reduce|increase|decrease|split"
+    r"|plus|minus|times|squared|cubed|percent|half|product|sum|difference|quotient|average|root|power|together)"
+    r"|[-+*/^%]",
+    re.IGNORECASE,
+)
+#: a condition's "if" ("if it is over 10 then halve it"), not the one of "what do you get if you ..."
+_IF: Final = re.compile(r"(?<!\bget\s)(?<!\bhave\s)\bif\b", re.IGNORECASE)
 #: a context that is numbers only (what :func:`part_context` gives after a tool)
 _NUMBERS: Final = re.compile(r"[-+0-9.eE, ]+")
 _TRIM: Final = " \t\n,.;:!?"
@@ -67,7 +87,7 @@ _TRIM: Final = " \t\n,.;:!?"
 def sequenced_parts(request: str) -> list[str]:
     """The parts ``request`` sequences, in order (see the module docstring); ``[request]`` when it has one."""
     parts = [request]
-    for pattern, conditional in ((_SEQUENCE, True), (_CHAINED, False)):
+    for pattern, conditional in ((_SEQUENCE, True), (_CHAINED, False), (_VERB, False)):
         parts = [piece for part in parts for piece in _cut(part, pattern, conditional)]
     parts = [p.strip(_TRIM) for p in parts]
     parts = [p for p in parts if re.search(r"\w", p)]
@@ -110,6 +130,8 @@ def _cut(text: str, pattern: re.Pattern[str], conditional: bool) -> list[str]:
         if conditional and "then" in match.group().lower() and len(_IF.findall(before)) > conditions:
             conditions += 1  # "if it rains then ...": a condition (each "if" takes one "then")
             continue
+        if pattern is _VERB and not (_OPERATION.search(before) and request_numbers(before)):
+            continue  # "take 50, add 25": nothing done yet to hand on
         pieces.append(before)
         start, conditions = match.end(), 0
     pieces.append(text[start:])

@@ -117,6 +117,89 @@ PLAN_EXAMPLES: Final = (
     _calculation(
         "what is sixty minus twenty-two?", "Subtract 22 from 60", "60 - 22", "Report the difference"
     ),
+    # wordings a small model gets wrong without an example of its own (issue 26): shares, "over", "go into",
+    # "exceed", "less", averages, roots, units, percent changes, and operations chained without "then"
+    _calculation("how much is 56 over 7?", "Divide 56 by 7", "56 / 7", "Report the quotient"),
+    _calculation("how many times does 6 go into 42?", "Divide 42 by 6", "42 / 6", "Report the quotient"),
+    _calculation("by how much does 80 exceed 35?", "Subtract 35 from 80", "80 - 35", "Report the difference"),
+    _calculation("what is 90 less 25?", "Subtract 25 from 90", "90 - 25", "Report the difference"),
+    _calculation(
+        "what is the difference between 50 and 18?", "Subtract 18 from 50", "50 - 18", "Report the difference"
+    ),
+    _calculation("what is the sum of 14 and 27?", "Add 14 and 27", "14 + 27", "Report the sum"),
+    _calculation("what is the product of 8 and 12?", "Multiply 8 by 12", "8 * 12", "Report the product"),
+    _calculation("what is half of 48?", "Halve 48", "48 / 2"),
+    _calculation("what is a quarter of 36?", "Take a quarter of 36", "36 / 4"),
+    _calculation("what is two thirds of 90?", "Take two thirds of 90", "90 * 2 / 3"),
+    _calculation("what is the square root of 81?", "Take the square root of 81", "81 ^ 0.5"),
+    _calculation("double 35", "Double 35", "35 * 2"),
+    _calculation("triple 14", "Triple 14", "14 * 3"),
+    _calculation("what is the remainder when 17 is divided by 5?", "17 modulo 5", "17 % 5"),
+    _calculation(
+        "find the average of 10, 20 and 60",
+        "Average 10, 20 and 60",
+        "(10 + 20 + 60) / 3",
+        "Report the average",
+    ),
+    _calculation(
+        "split 120 dollars evenly between 6 people", "Divide 120 by 6", "120 / 6", "Report each share"
+    ),
+    _calculation("how many seconds are in 5 minutes?", "Multiply 5 minutes by 60", "5 * 60"),
+    _calculation("increase 60 by 15%", "Add 15 percent of 60 to 60", "60 + 60 * 15 / 100"),
+    _calculation("decrease 250 by 40 percent", "Take 40 percent of 250 off 250", "250 - 250 * 40 / 100"),
+    _calculation(
+        "a jacket costs 80 dollars and is 25% off. What is the price?",
+        "Take 25 percent off 80",
+        "80 - 80 * 25 / 100",
+        "Report the price",
+    ),
+    _calculation(
+        "multiply 7 by 8 and subtract 6 from the product", "Multiply 7 by 8, then subtract 6", "7 * 8 - 6"
+    ),
+    _calculation(
+        "take the square root of 64 and add 5 to it", "Square root of 64, then add 5", "64 ^ 0.5 + 5"
+    ),
+    _calculation("square 5, then subtract 4", "Square 5, then subtract 4", "5 ^ 2 - 4"),
+    _calculation("double 15 and then add 9", "Double 15, then add 9", "15 * 2 + 9"),
+    _calculation("add 12 and 14, then halve the result", "Add 12 and 14, then halve", "(12 + 14) / 2"),
+    _calculation(
+        "what is 20 percent of 40, plus 3?", "Take 20 percent of 40, then add 3", "40 * 20 / 100 + 3"
+    ),
+    _calculation(
+        "start with 100, subtract 20, then divide by 4",
+        "Subtract 20 from 100, then divide by 4",
+        "(100 - 20) / 4",
+    ),
+    _calculation(
+        "subtract 8 from 40, then multiply by 3, then add 2",
+        "Subtract 8 from 40, multiply by 3, add 2",
+        "(40 - 8) * 3 + 2",
+    ),
+    _calculation("what is 9 more than the product of 4 and 5?", "Multiply 4 by 5, then add 9", "4 * 5 + 9"),
+    _calculation("what is 3 less than 6 times 7?", "Multiply 6 by 7, then subtract 3", "6 * 7 - 3"),
+    _calculation(
+        "multiply the sum of 3 and 5 by the difference of 10 and 4",
+        "Multiply 3 + 5 by 10 - 4",
+        "(3 + 5) * (10 - 4)",
+    ),
+    _calculation(
+        "there are 4 bags with 15 apples each, and 7 apples are eaten. How many are left?",
+        "Multiply 4 by 15, then subtract 7",
+        "4 * 15 - 7",
+        "Report how many are left",
+    ),
+    _calculation(
+        "a pen costs 3 dollars. What do 8 pens cost with a 5 dollar discount?",
+        "Multiply 8 by 3, then subtract 5",
+        "8 * 3 - 5",
+        "Report the cost",
+    ),
+    _calculation(
+        "a car drives 50 km an hour for 4 hours. How far does it go?",
+        "Multiply 50 by 4",
+        "50 * 4",
+        "Report the distance",
+    ),
     _echo("say good morning", "Say good morning", "good morning"),
     _echo(
         "repeat back exactly: the sky is blue", "Repeat the sky is blue", "the sky is blue", "Repeat the text"

@@ -33,7 +33,23 @@ from aeon_plugins.multipass.decompose import (
         # an operation on what came before starts a part, and stays in it
         ("what is 20 percent of 150, plus 7?", ["what is 20 percent of 150", "plus 7"]),
         ("take 8 squared, divided by 4", ["take 8 squared", "divided by 4"]),
-        # not sequences: operands, a condition, a single operation
+        # "and" or a comma before an operation verb, once an operation on a number came before
+        (
+            "multiply eight by nine and subtract twelve from the product",
+            ["multiply eight by nine", "subtract twelve from the product"],
+        ),
+        ("take 7 cubed and subtract 43", ["take 7 cubed", "subtract 43"]),
+        ("double 45, subtract 30, and then divide by 6", ["double 45", "subtract 30", "divide by 6"]),
+        ("put 45 and 55 together and split it in 4", ["put 45 and 55 together", "split it in 4"]),
+        # "what do you get if ..." asks; it is no condition
+        (
+            "what do you get if you add 2 and 3, then double it?",
+            ["what do you get if you add 2 and 3", "double it"],
+        ),
+        # not sequences: operands, a condition, a single operation, a verb with nothing done before it
+        ("what do you get if you take 50, add 25?", ["what do you get if you take 50, add 25?"]),
+        ("add 5 and 10 and 15", ["add 5 and 10 and 15"]),
+        ("add eleven to the product of four and nine", ["add eleven to the product of four and nine"]),
         ("what is the average of 3, 9 and 12?", ["what is the average of 3, 9 and 12?"]),
         ("add 2 and 3 and 4", ["add 2 and 3 and 4"]),
         ("if it is over 10 then halve it", ["if it is over 10 then halve it"]),
@@ -99,7 +115,22 @@ def test_a_part_without_a_tool_hands_on_its_answer() -> None:
 
 @given(
     st.lists(
-        st.sampled_from(["add 2", "then", "and then", ";", ",", "plus 7", "if", "x", "after that"]),
+        st.sampled_from(
+            [
+                "add 2",
+                "then",
+                "and then",
+                ";",
+                ",",
+                "plus 7",
+                "if",
+                "x",
+                "after that",
+                "and",
+                "double 3",
+                "get",
+            ]
+        ),
         max_size=12,
     )
 )

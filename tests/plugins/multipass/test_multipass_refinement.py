@@ -610,7 +610,7 @@ def test_each_step_records_its_clarity() -> None:
     script = [profile(), two_calls, answer("It is 99."), answer("It is 99."), {"actions": []}]
     built, _, _ = engine(script)
     with built:
-        result = built.run("add 5 and 10, and divide 1 by 0")
+        result = built.run("add 5 and 10 with a division of 1 by 0")
     clarity = {s["step_id"]: s.get("clarity_state") for s in result["plan"]["steps"]}
     assert clarity == {"1": "CLEAR", "2": "PARTIALLY_CLEAR", "3": "BLOCKED"}
     # blocked, then failed: the refinement changed nothing
