@@ -179,6 +179,12 @@ _Cue = tuple[int, str, frozenset[str], bool]
 #: an operation done once more ("double 7, then double it again"), and a number combined with itself
 _AGAIN: Final = re.compile(r"\bagain\b|\bonce\s+more\b", re.IGNORECASE)
 _ITSELF: Final = re.compile(r"\bby\s+itself\b", re.IGNORECASE)
+_DOUBLE: Final = re.compile(r"\bdouble[sd]?\b|\btwice\b", re.IGNORECASE)
+_TRIPLE: Final = re.compile(r"\btriple[sd]?\b|\bthrice\b", re.IGNORECASE)
+#: a percentage or a share, which a calculation may take of a number and then add to it or take off it again
+_PERCENT_OR_SHARE: Final = re.compile(
+    r"%|\bper\s?cent\b|\bhal(?:f|ve[sd]?)\b|\bquarters?\b|\bthirds?\b|\bfifths?\b|\btenths?\b", re.IGNORECASE
+)
 
 #: "the total" (not "the total of ..."): a name for an earlier result, not an operation ("divide the total by 4")
 _NAMED_RESULT: Final = re.compile(
@@ -235,14 +241,57 @@ def _implied_too_often(
             if allowed.get(n) and not is_in(n, given) and not is_in(n, results):
                 used[n] = used.get(n, 0) + 1
 
-    def said(times: int) -> str:
-        return {1: "once", 2: "twice"}.get(times, f"{times} times")
-
     return [
-        f"The calculation uses {written(n)} {said(times)}; the request's words imply it {said(allowed[n])}."
+        f"The calculation uses {written(n)} {_said(times)}; the request's words imply it {_said(allowed[n])}."
         for n, times in used.items()
         if times > allowed[n]
     ]
+
+
+def _stated_too_often(
+    request: str,
+    stated: Sequence[tuple[int, float, bool]],
+    numbers: Sequence[Sequence[float]],
+    values: Sequence[float | None],
+) -> list[str]:
+    """A number the request states, used more often than it states it (and its words imply it) by the calls that
+    reach the answer: ``(7 + 5) * 3 + 3`` for "add seven and five, then multiply the result by three". A power's
+    base ("6 squared": ``6 * 6``), a number doubled or tripled by addition ("double 21": ``21 + 21``), taken "by
+    itself" or "again", and any number of a request that takes a percentage or a share ("take 15% off 60": ``60 -
+    60 * 15 / 100``) may come back; an earlier call's result is no such use."""
+    allowed: dict[float, int] = {}
+    for _, value, _ in stated:
+        allowed[value] = allowed.get(value, 0) + 1
+    implied = _implied_times(request, len(stated))
+    reused = (
+        any(percent for *_, percent in stated)
+        or _ITSELF.search(request)
+        or _AGAIN.search(request)
+        or _PERCENT_OR_SHARE.search(request)
+    )
+    # "double 21" may be 21 + 21, "triple 7" 7 + 7 + 7
+    added = 2 if _TRIPLE.search(request) else 1 if reused or _DOUBLE.search(request) else 0
+    for value in allowed:
+        allowed[value] += implied.get(value, 0) + added
+    for base, exponent in powers(request):
+        if base in allowed:
+            allowed[base] += max(0, int(exponent) - 1)
+    used: dict[float, int] = {}
+    for i, call in enumerate(numbers):
+        results = [v for v in values[:i] if v is not None]
+        for n in call:
+            if n in allowed and not is_in(n, results):
+                used[n] = used.get(n, 0) + 1
+    stated_times = {value: sum(v == value for _, v, _ in stated) for value in allowed}
+    return [
+        f"The calculation uses {written(n)} {_said(times)}; the request states it {_said(stated_times[n])}."
+        for n, times in used.items()
+        if times > allowed[n]
+    ]
+
+
+def _said(times: int) -> str:
+    return {1: "once", 2: "twice"}.get(times, f"{times} times")
 
 
 # --- what the calls do ---------------------------------------------------------------------------------------------
@@ -429,6 +478,11 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
     # an earlier question's words imply numbers too: a follow-up may work its result out again
     findings += _implied_too_often(
         f"{given}\n{request}", [*stated, *request_numbers(given)], [n for n, _ in read_calls], values
+    )
+    # the same calculation done again (a later pass, a part) uses its numbers once
+    once = list({expressions[i]: i for i in answered_by}.values())
+    findings += _stated_too_often(
+        request, stated, [read_calls[i][0] for i in once], [values[i] for i in once]
     )
     findings += grouped_otherwise(expressions, values, request)
     if len(read_calls) > 1:

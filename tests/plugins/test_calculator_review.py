@@ -200,6 +200,18 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("How much more is 70 than 45?", ["45 - 70"], "the other way round"),
         ("How many times bigger is 56 than 8?", ["8 / 56"], "the other way round"),
         ("What is 9 taken from 40?", ["9 - 40"], "the other way round"),
+        # a stated number used again, with an operation copied from a worked example's longer chain
+        (
+            "add four and nine, then double the result",
+            ["(4 + 9) * 2 + 2"],
+            "uses 2 twice; the request's words",
+        ),
+        (
+            "Sum 6 and 8, then multiply the total by four",
+            ["(6 + 8) * 4 + 4"],
+            "uses 4 twice; the request states",
+        ),
+        ("Take 10 from 25 and divide what is left by 5", ["(25 - 10) / 5 - 5"], "uses 5 twice"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -354,6 +366,13 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("How much more is 70 than 45?", ["70 - 45"]),
         ("How many times bigger is 56 than 8?", ["56 / 8"]),
         ("What is 9 taken from 40?", ["40 - 9"]),
+        # a number may come back where the words take it again: a power's base, "by itself", a percentage change
+        ("Cube 4, then add 1.", ["4 * 4 * 4 + 1"]),
+        ("Square 6 and take 11 off.", ["6 * 6 - 11"]),
+        ("Multiply 3 by itself and add 1.", ["3 * 3 + 1"]),
+        ("Increase 60 by 15%.", ["60 + 60 * 15 / 100"]),
+        ("What is 5 plus 5?", ["5 + 5"]),  # stated twice
+        ("Add 2 and 3, then multiply by 5.", ["2 + 3", "5 * 5"]),  # the second 5 is the first call's result
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(

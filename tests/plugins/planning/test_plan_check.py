@@ -226,8 +226,8 @@ def test_when_the_second_plan_fails_too_the_first_is_kept_and_the_attempt_record
     assert action.error["message"] == (
         "The plan asked for again fails too: The plan does not use 3 from the request. The plan uses 4 more "
         "often than the request states it. The request writes '(10 - 4) * 3', which is 18; no calculation gives "
-        "that. The request states 3, which no calculation uses. The request asks to multiply, which no "
-        "calculation does. The first plan is kept."
+        "that. The request states 3, which no calculation uses. The calculation uses 4 twice; the request states "
+        "it once. The request asks to multiply, which no calculation does. The first plan is kept."
     )
     # the first plan's findings stay: an inconclusive check (the plan check can raise a false alarm)
     assert checks == [("plan_fits_request", "inconclusive", " ".join(DROPPED_FINDINGS))]
