@@ -225,6 +225,7 @@ PLAN_EXAMPLES: Final = (
     _echo(
         "repeat back exactly: the sky is blue", "Repeat the sky is blue", "the sky is blue", "Repeat the text"
     ),
+    _echo("echo the words see you soon", "Echo see you soon", "see you soon", "Echo the words"),
     _thought("who wrote Hamlet?", "Name the author of Hamlet", "Answer who wrote Hamlet"),
     _thought("what time is it in Tokyo?", "Tell the time in Tokyo", "Explain that no tool can tell the time"),
     _thought(
