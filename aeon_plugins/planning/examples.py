@@ -229,11 +229,10 @@ PLAN_EXAMPLES: Final = (
     _thought("who wrote Hamlet?", "Name the author of Hamlet", "Answer who wrote Hamlet"),
     _thought("what time is it in Tokyo?", "Tell the time in Tokyo", "Explain that no tool can tell the time"),
     _thought(
-        "what is the share price of Acme today?",
-        "Give the share price of Acme",
-        "Explain that no tool can look up share prices",
+        "what is the weather like in Oslo today?",
+        "Tell the weather in Oslo",
+        "Explain that no tool can tell the weather",
     ),
-    _thought("book me a train to Rome", "Book a train to Rome", "Explain that no tool can book trains"),
 )
 
 
