@@ -47,6 +47,11 @@ def test_constrained_plans_are_schema_valid_at_the_first_attempt(name: str) -> N
     outputs = result["final_state"]["llm_outputs"]
     tools = engine.tools.export_tools_for_llm()
     assert outputs[0]["constrained"] is True
+    if outputs[0]["usage"]["completion_tokens"] >= AeonConfig().max_tokens:
+        # a grammar cannot make the model finish within the token limit (missing_email: an echo message that
+        # repeats itself): the plan is cut, so no plan runs from it and the run does not end completed
+        assert result["status"] != "completed" and not result["final_state"]["tool_history"]
+        return
     written = json.loads(outputs[0]["text"])
     assert schema_errors(plan_schema(tools), written) == []
     # no repair touched the plan that ran (a later answer may still need one): it is the model's first plan, or,
@@ -73,9 +78,9 @@ def test_constrained_plans_are_schema_valid_at_the_first_attempt(name: str) -> N
 @pytest.mark.parametrize(
     ("name", "first", "second"),
     [
-        ("repeat", {"message": "the sky is blue"}, {"message": "Aeon is small"}),  # the example's text
-        ("chain_divide", {"expression": "20 - 5"}, {"expression": "(20 - 5) / 3"}),  # 3 left out
-        ("square", {"expression": "12 ^ 12"}, {"expression": "12^2"}),  # 12 used twice
+        ("repeat", {"message": "the text is small"}, {"message": "Aeon is small"}),  # not the request's text
+        ("words_minus", {"expression": "133 - 100"}, {"expression": "100 - 33"}),  # 133 is no number it states
+        ("decimals", {"expression": "1.5 * 2 + 2.25"}, {"expression": "1.5 + 2.25"}),  # 2 is no number it states
     ],
 )
 def test_the_plan_check_replaces_a_plan_the_model_did_not_write_for_the_request(
