@@ -79,8 +79,16 @@ def test_constrained_plans_are_schema_valid_at_the_first_attempt(name: str) -> N
     ("name", "first", "second"),
     [
         ("repeat", {"message": "the text is small"}, {"message": "Aeon is small"}),  # not the request's text
-        ("words_minus", {"expression": "133 - 100"}, {"expression": "100 - 33"}),  # 133 is no number it states
-        ("decimals", {"expression": "1.5 * 2 + 2.25"}, {"expression": "1.5 + 2.25"}),  # 2 is no number it states
+        (
+            "words_minus",
+            {"expression": "133 - 100"},
+            {"expression": "100 - 33"},
+        ),  # 133 is no number it states
+        (
+            "decimals",
+            {"expression": "1.5 * 2 + 2.25"},
+            {"expression": "1.5 + 2.25"},
+        ),  # 2 is no number it states
     ],
 )
 def test_the_plan_check_replaces_a_plan_the_model_did_not_write_for_the_request(
