@@ -263,12 +263,7 @@ def _stated_too_often(
     for _, value, _ in stated:
         allowed[value] = allowed.get(value, 0) + 1
     implied = _implied_times(request, len(stated))
-    reused = (
-        any(percent for *_, percent in stated)
-        or _ITSELF.search(request)
-        or _AGAIN.search(request)
-        or _PERCENT_OR_SHARE.search(request)
-    )
+    reused = _ITSELF.search(request) or _AGAIN.search(request) or _PERCENT_OR_SHARE.search(request)
     # "double 21" may be 21 + 21, "triple 7" 7 + 7 + 7
     added = 2 if _TRIPLE.search(request) else 1 if reused or _DOUBLE.search(request) else 0
     for value in allowed:

@@ -36,10 +36,10 @@ Parts are stripped of spaces and end punctuation; empty ones are dropped; a requ
 :data:`MAX_PARTS` parts keeps the rest in its last part (the refinement limit is 10 per run: each part costs an
 ADD and a REPLACE). A request of one part is not decomposed. Commas before a number ("the average of 3, 9 and
 12") and *and* before anything but an operation verb never cut: they list operands rather than sequence
-operations. The heuristic reads
-English connectives only. For any other request the planner is asked (``RecursivePlanner.propose_parts``: the
-model proposes parts under a schema), and its parts are kept only when :func:`proposed_parts` finds them to be
-the request's: that check reads numbers, in digits or words, not connectives.
+operations. The heuristic reads English connectives only. For any other request the planner is asked
+(``RecursivePlanner.propose_parts``: the model proposes parts under a schema), and its parts are kept only when
+:func:`proposed_parts` finds them to be the request's: that check reads numbers, in digits or words, not
+connectives.
 """
 
 from __future__ import annotations
@@ -65,16 +65,16 @@ _SEQUENCE: Final = re.compile(rf"\s*;\s*(?:{_CONNECTIVE})?|(?:\s*,\s*|\s+){_CONN
 _CHAINED: Final = re.compile(r"\s*,\s*(?=(?:plus|minus|times|multiplied\s+by|divided\s+by)\b)", re.IGNORECASE)
 #: cut before an operation verb after "and" or a comma, which stays in the new part, where the text before names
 #: an operation on a number (:data:`_OPERATION`)
-_VERB: Final = re.compile(
-    r"(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?=(?:add|subtract|multiply|divide|double|halve|triple|square|cube"
-    r"|take|raise|reduce|increase|decrease|split|knock)\b)",
-    re.IGNORECASE,
+_OPERATION_VERBS: Final = (
+    r"add|subtract|multiply|divide|double|halve|triple|square|cube|raise|reduce|increase|decrease|split"
 )
-#: what names an operation (and so may be followed by another): a verb of :data:`_VERB`, or a word or symbol
+_VERB: Final = re.compile(
+    rf"(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?=(?:{_OPERATION_VERBS}|take|knock)\b)", re.IGNORECASE
+)
+#: what names an operation (and so may be followed by another): an operation verb, or a word or symbol
 _OPERATION: Final = re.compile(
-    r"\b(?:add|subtract|multiply|divide|double|halve|triple|square|cube|raise|reduce|increase|decrease|split"
-    r"|plus|minus|times|squared|cubed|percent|half|product|sum|difference|quotient|average|root|power|together)"
-    r"|[-+*/^%]",
+    rf"\b(?:{_OPERATION_VERBS}|plus|minus|times|squared|cubed|percent|half|product|sum|difference|quotient"
+    r"|average|root|power|together)|[-+*/^%]",
     re.IGNORECASE,
 )
 #: a condition's "if" ("if it is over 10 then halve it"), not the one of "what do you get if you ..."
