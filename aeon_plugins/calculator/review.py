@@ -183,7 +183,8 @@ _DOUBLE: Final = re.compile(r"\bdouble[sd]?\b|\btwice\b", re.IGNORECASE)
 _TRIPLE: Final = re.compile(r"\btriple[sd]?\b|\bthrice\b", re.IGNORECASE)
 #: a percentage or a share, which a calculation may take of a number and then add to it or take off it again
 _PERCENT_OR_SHARE: Final = re.compile(
-    r"%|\bper\s?cent\b|\bhal(?:f|ve[sd]?)\b|\bquarters?\b|\bthirds?\b|\bfifths?\b|\btenths?\b", re.IGNORECASE
+    r"%|\bper\s?cent(?:age)?\b|\bhal(?:f|ve[sd]?)\b|\bquarters?\b|\bthirds?\b|\bfifths?\b|\btenths?\b",
+    re.IGNORECASE,
 )
 
 #: "the total" (not "the total of ..."): a name for an earlier result, not an operation ("divide the total by 4")
