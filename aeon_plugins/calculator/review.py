@@ -37,7 +37,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
@@ -235,13 +235,7 @@ def _implied_too_often(
     64, plus 10" (one "half", two 2s). A number the request states, or an earlier call's result, is no such use."""
     allowed = _implied_times(request, len(stated))
     given = [value for _, value, _ in stated]
-    used: dict[float, int] = {}
-    for i, call in enumerate(numbers):
-        results = [v for v in values[:i] if v is not None]
-        for n in call:
-            if allowed.get(n) and not is_in(n, given) and not is_in(n, results):
-                used[n] = used.get(n, 0) + 1
-
+    used = _uses(numbers, values, lambda n: bool(allowed.get(n)) and not is_in(n, given))
     return [
         f"The calculation uses {written(n)} {_said(times)}; the request's words imply it {_said(allowed[n])}."
         for n, times in used.items()
@@ -272,18 +266,26 @@ def _stated_too_often(
     for base, exponent in powers(request):
         if base in allowed:
             allowed[base] += max(0, int(exponent) - 1)
-    used: dict[float, int] = {}
-    for i, call in enumerate(numbers):
-        results = [v for v in values[:i] if v is not None]
-        for n in call:
-            if n in allowed and not is_in(n, results):
-                used[n] = used.get(n, 0) + 1
+    used = _uses(numbers, values, lambda n: n in allowed)
     stated_times = {value: sum(v == value for _, v, _ in stated) for value in allowed}
     return [
         f"The calculation uses {written(n)} {_said(times)}; the request states it {_said(stated_times[n])}."
         for n, times in used.items()
         if times > allowed[n]
     ]
+
+
+def _uses(
+    numbers: Sequence[Sequence[float]], values: Sequence[float | None], counted: Callable[[float], bool]
+) -> dict[float, int]:
+    """How often the calls use each number ``counted`` accepts, an earlier call's result left out."""
+    used: dict[float, int] = {}
+    for i, call in enumerate(numbers):
+        results = [v for v in values[:i] if v is not None]
+        for n in call:
+            if counted(n) and not is_in(n, results):
+                used[n] = used.get(n, 0) + 1
+    return used
 
 
 def _said(times: int) -> str:
