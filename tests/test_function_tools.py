@@ -198,7 +198,7 @@ def test_the_derived_schema_accepts_exactly_what_the_function_accepts(
     derived = tool(function)
     kernel_accepts = schema_errors(derived.input_schema, arguments) == []
     accepts, expected = pydantic_accepts(function, arguments)
-    assert kernel_accepts == accepts, (derived.input_schema, arguments)
+    assert kernel_accepts == accepts, (function.__annotations__, arguments, derived.input_schema)
     if kernel_accepts:  # the tool calls the function with what pydantic would have made of the arguments
         assert derived.invoke(**arguments) == {"ok": True}
         assert function.received[-1] == expected  # type: ignore[attr-defined]
