@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -254,20 +255,16 @@ def _stated_too_often(
     base ("6 squared": ``6 * 6``), a number doubled or tripled by addition ("double 21": ``21 + 21``), taken "by
     itself" or "again", and any number of a request that takes a percentage or a share ("take 15% off 60": ``60 -
     60 * 15 / 100``) may come back; an earlier call's result is no such use."""
-    allowed: dict[float, int] = {}
-    for _, value, _ in stated:
-        allowed[value] = allowed.get(value, 0) + 1
+    stated_times = Counter(value for _, value, _ in stated)
     implied = _implied_times(request, len(stated))
     reused = _ITSELF.search(request) or _AGAIN.search(request) or _PERCENT_OR_SHARE.search(request)
     # "double 21" may be 21 + 21, "triple 7" 7 + 7 + 7
     added = 2 if _TRIPLE.search(request) else 1 if reused or _DOUBLE.search(request) else 0
-    for value in allowed:
-        allowed[value] += implied.get(value, 0) + added
+    allowed = {value: times + implied.get(value, 0) + added for value, times in stated_times.items()}
     for base, exponent in powers(request):
         if base in allowed:
             allowed[base] += max(0, int(exponent) - 1)
     used = _uses(numbers, values, lambda n: n in allowed)
-    stated_times = {value: sum(v == value for _, v, _ in stated) for value in allowed}
     return [
         f"The calculation uses {written(n)} {_said(times)}; the request states it {_said(stated_times[n])}."
         for n, times in used.items()

@@ -134,7 +134,7 @@ PLAN_EXAMPLES: Final = (
         "what is sixty minus twenty-two?", "Subtract 22 from 60", "60 - 22", "Report the difference"
     ),
     # wordings a small model gets wrong without an example of its own (issue 26): shares, "over", "go into",
-    # "exceed", "less", averages, roots, units, percent changes, and operations chained without "then"
+    # "exceed", "less", averages, roots, units, percent changes, and chains (joined by "and" as well as "then")
     _calculation("how much is 56 over 7?", "Divide 56 by 7", "56 / 7", "Report the quotient"),
     _calculation("how many times does 6 go into 42?", "Divide 42 by 6", "42 / 6", "Report the quotient"),
     _calculation("by how much does 80 exceed 35?", "Subtract 35 from 80", "80 - 35", "Report the difference"),
