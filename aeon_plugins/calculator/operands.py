@@ -209,6 +209,8 @@ _EARLIER: Final = (
     r"(?:it|that|this|them|the\s+[a-z]+|what(?:'s|\s+is)\s+left"
     r"|what\s+(?:remains|(?:you|we|I)\s+(?:get|got|have)))"
 )
+#: a unit of money after an amount ("a 10 dollar discount")
+_MONEY: Final = r"(?:dollars?|euros?|pounds?|cents?|bucks?|yen)"
 #: wordings that apply an operation to an earlier result, with its other operand: "then subtract 12", "divide it
 #: by 5", "take 11 off", ", plus 20" (the earlier result is the left operand), "subtract it from 100" (the right)
 _RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
@@ -231,6 +233,10 @@ _RESULT_FIRST: Final[tuple[tuple[re.Pattern[str], str, bool], ...]] = tuple(
         (r"\bsplit\s+(?:R\s+)?(?:into|among|between)\s+B", "/", True),
         (r"\braise\s+R\s+to\s+the\s+power\s+of\s+B", "^", True),
         (r"\b(?:subtract|deduct|take)(?:s|ed|ing)?\s+R\s+(?:away\s+)?from\s+B", "-", False),
+        # an amount taken off a price: "a 10 dollar discount", "a $7 coupon", "a discount of 5", "12 euros off"
+        (rf"B\s+(?:{_MONEY}\s+)?(?:discount|coupon|voucher|rebate)\b", "-", True),
+        (r"\b(?:discount|coupon|voucher|rebate)\s+(?:of|for|worth)\s+\$?B", "-", True),
+        (rf"B\s+{_MONEY}\s+off\b", "-", True),
     )
 )
 #: a word for an operation, before a wording that applies another one to its result

@@ -152,7 +152,7 @@ _ALLOWS: Final[tuple[tuple[re.Pattern[str], frozenset[str]], ...]] = tuple(
     for pattern, operators in (
         (r"\b(?:each|per|every|apiece|a piece|hours?|minutes?|seconds?|days?|weeks?|months?|years?|dozens?)\b",
          "*/"),
-        (r"\b(?:left|remain\w*|leftover|change|off|discount\w*|sale)\b", "-"),
+        (r"\b(?:left|remain\w*|leftover|change|off|discount\w*|coupons?|vouchers?|rebates?|sale)\b", "-"),
         (r"\b(?:average|mean|altogether|in all|combined|together|earn\w*|gets?|got|more)\b", "+"),
         (r"\b(?:squared?|cubed?)\b", "*"),
     )
@@ -253,14 +253,20 @@ def _stated_too_often(
     """A number the request states, used more often than it states it (and its words imply it) by the calls that
     reach the answer: ``(7 + 5) * 3 + 3`` for "add seven and five, then multiply the result by three". A power's
     base ("6 squared": ``6 * 6``), a number doubled or tripled by addition ("double 21": ``21 + 21``), taken "by
-    itself" or "again", and any number of a request that takes a percentage or a share ("take 15% off 60": ``60 -
-    60 * 15 / 100``) may come back; an earlier call's result is no such use."""
+    itself" or "again", and a number a request takes a percentage or a share of ("take 15% off 60": ``60 - 60 * 15
+    / 100``; not the percentage: ``80 * 10 / 100 + 10`` for "10 percent of 80 added to 80") may come back; an
+    earlier call's result is no such use."""
     stated_times = Counter(value for _, value, _ in stated)
+    percentages = {value for _, value, percent in stated if percent}
     implied = _implied_times(request, len(stated))
-    reused = _ITSELF.search(request) or _AGAIN.search(request) or _PERCENT_OR_SHARE.search(request)
-    # "double 21" may be 21 + 21, "triple 7" 7 + 7 + 7
-    added = 2 if _TRIPLE.search(request) else 1 if reused or _DOUBLE.search(request) else 0
-    allowed = {value: times + implied.get(value, 0) + added for value, times in stated_times.items()}
+    reused = _ITSELF.search(request) or _AGAIN.search(request) or _DOUBLE.search(request)
+    shared = _PERCENT_OR_SHARE.search(request)
+
+    def added(value: float) -> int:  # "double 21" may be 21 + 21, "triple 7" 7 + 7 + 7
+        again = reused or (shared and value not in percentages)
+        return 2 if _TRIPLE.search(request) else 1 if again else 0
+
+    allowed = {value: times + implied.get(value, 0) + added(value) for value, times in stated_times.items()}
     for base, exponent in powers(request):
         if base in allowed:
             allowed[base] += max(0, int(exponent) - 1)

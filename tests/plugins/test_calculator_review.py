@@ -212,6 +212,20 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
             "uses 4 twice; the request states",
         ),
         ("Take 10 from 25 and divide what is left by 5", ["(25 - 10) / 5 - 5"], "uses 5 twice"),
+        # a percentage is taken once; only what it is taken of may come back
+        ("What is 10 percent of 80 added to 80?", ["80 * 10 / 100 + 10"], "uses 10 twice"),
+        # an amount taken off a price is subtracted from what the rest comes to
+        (
+            "A ticket costs 15 dollars. What do 4 tickets cost with a 10 dollar discount?",
+            ["4 * 10 - 15"],
+            "asks for the result - 10; no calculation",
+        ),
+        (
+            "What do 3 shirts at 20 euros cost with a discount of 12 euros?",
+            ["3 * 12 - 20"],
+            "asks for the result - 12; no calculation",
+        ),
+        ("Shoes cost $80 and I have a $15 coupon. What do I pay?", ["15 - 80"], "the other way round"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -373,6 +387,8 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("Increase 60 by 15%.", ["60 + 60 * 15 / 100"]),
         ("What is 5 plus 5?", ["5 + 5"]),  # stated twice
         ("Add 2 and 3, then multiply by 5.", ["2 + 3", "5 * 5"]),  # the second 5 is the first call's result
+        ("What is 10 percent of 80 added to 80?", ["80 * 10 / 100 + 80"]),
+        ("A ticket costs 15 dollars. What do 4 tickets cost with a 10 dollar discount?", ["15 * 4 - 10"]),
     ],
 )
 def test_a_call_that_does_what_the_request_says_is_approved(
