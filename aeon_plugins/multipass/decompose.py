@@ -82,6 +82,7 @@ _IF: Final = re.compile(r"(?<!\bget\s)(?<!\bhave\s)\bif\b", re.IGNORECASE)
 #: a context that is numbers only (what :func:`part_context` gives after a tool)
 _NUMBERS: Final = re.compile(r"[-+0-9.eE, ]+")
 _TRIM: Final = " \t\n,.;:!?"
+_NOT_GIVEN: Final = object()
 
 
 def sequenced_parts(request: str) -> list[str]:
@@ -176,8 +177,9 @@ def part_context(steps: Sequence[PlanStep], previous_part: str | None) -> str | 
 
     The previous part's steps are the part step itself or its subplan (ids under it). When one of them called a
     tool, the context is the numbers that tool's result holds beyond its arguments (``{"expression": "2 + 3",
-    "value": 5}`` → ``5``): what a small model needs, without the operands it would reuse. Otherwise it is the
-    last result, as compact text.
+    "value": 5}`` → ``5``; ``{"expression": "144 / 12", "value": 12}`` → ``12``, although 12 is an operand too):
+    what a small model needs, without the operands it would reuse. Otherwise it is the last result, as compact
+    text.
     """
     if previous_part is None:
         return None
@@ -192,7 +194,11 @@ def part_context(steps: Sequence[PlanStep], previous_part: str | None) -> str | 
     tools = [s for s in own if s.tool is not None]
     if tools:
         last = tools[-1]
-        found = facts_in([last.result]) - facts_in([last.arguments or {}])
+        arguments = last.arguments or {}
+        if isinstance(last.result, Mapping):  # the entries that do not repeat an argument
+            found = facts_in([{k: v for k, v in last.result.items() if arguments.get(k, _NOT_GIVEN) != v}])
+        else:
+            found = facts_in([last.result]) - facts_in([arguments])
         if found:
             return ", ".join(_number(v) for v in sorted(found))
         return compact(last.result, MAX_CONTEXT_CHARS)

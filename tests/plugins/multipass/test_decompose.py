@@ -96,6 +96,15 @@ def test_the_context_is_what_the_previous_parts_tool_found() -> None:
         PlanStep(step_id="part2", description="multiply the result by 4", agent="llm"),
     ]
     assert part_context(steps, "part1") == "5"  # the tool's new number, not its operands nor step 1's
+    divided = [
+        _done(
+            "part1.1",
+            {"expression": "144 / 12", "value": 12},
+            tool="calculator",
+            arguments={"expression": "144 / 12"},
+        )
+    ]
+    assert part_context(divided, "part1") == "12"  # the value, although 12 is an operand too
     assert part_context(steps, None) is None  # the first part has none
     assert part_context(steps, "part9") is None  # nothing of that part completed
     assert with_context("multiply the result by 4", "5") == "multiply the result by 4, where the result is 5"
