@@ -26,7 +26,7 @@ answers the part from the results so far. Decomposition is tried once per run.
   *if* in the same part is a condition, not a sequence, and is not cut;
 * a comma followed by an operation on what came before — *plus*, *minus*, *times*, *multiplied by*,
   *divided by* — which stays in the part it starts: "what is 20 percent of 150, plus 7" → "what is 20 percent
-  of 150" | "plus 7";
+  of 150" | "plus 7" ("7 plus 8, all times 4" → "7 plus 8" | "times 4");
 * *and* or a comma followed by an operation verb (*add*, *subtract*, *multiply*, *divide*, *double*, *halve*,
   *square*, *take* ...), once the text before it names an operation on a number: "multiply 8 by 9 and subtract
   12 from the product" → "multiply 8 by 9" | "subtract 12 from the product". "take 50, add 25" is not cut
@@ -62,7 +62,9 @@ _CONNECTIVE: Final = r"(?:and\s+)?(?:then|after\s+that|afterwards|finally)\b\s*,
 #: cut here, and drop the marker
 _SEQUENCE: Final = re.compile(rf"\s*;\s*(?:{_CONNECTIVE})?|(?:\s*,\s*|\s+){_CONNECTIVE}", re.IGNORECASE)
 #: cut before the operation word, which stays in the new part
-_CHAINED: Final = re.compile(r"\s*,\s*(?=(?:plus|minus|times|multiplied\s+by|divided\s+by)\b)", re.IGNORECASE)
+_CHAINED: Final = re.compile(
+    r"\s*,\s*(?:all\s+)?(?=(?:plus|minus|times|multiplied\s+by|divided\s+by)\b)", re.IGNORECASE
+)
 #: cut before an operation verb after "and" or a comma, which stays in the new part, where the text before names
 #: an operation on a number (:data:`_OPERATION`)
 _OPERATION_VERBS: Final = (

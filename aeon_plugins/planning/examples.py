@@ -33,7 +33,9 @@ EXAMPLES_SHOWN: Final = 5
 #: it write ``9 * 6 - 9``)
 _SHAPE_WEIGHT: Final = 0.25
 
-_WORD: Final = re.compile(r"[a-z]+|\d+(?:\.\d+)?|[-+*/%^()]")
+#: the words and symbols compared; not the numbers, which a request shares with an example by chance (how many it
+#: states is compared apart: :data:`_SHAPE_WEIGHT`)
+_WORD: Final = re.compile(r"[a-z]+|[-+*/%^()]")
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,21 @@ def example_arguments() -> frozenset[str]:
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(_WORD.findall(text.lower()))
+    return frozenset(_stem(word) for word in _WORD.findall(text.lower()))
+
+
+#: endings a word is compared without, longest first, so that "cube", "cubed" and "cubes" (or "divide" and
+#: "divided", "multiply" and "multiplied") count as one word; "half" is "halve"'s
+_ENDINGS: Final = ("ing", "ed", "es", "e", "s")
+_STEMS: Final = {"half": "halv"}
+
+
+def _stem(word: str) -> str:
+    if len(word) < 4 or not word.isalpha():
+        return word
+    stem = next((word[: -len(end)] for end in _ENDINGS if word.endswith(end)), word)
+    stem = f"{stem[:-1]}y" if stem.endswith("i") else stem
+    return _STEMS.get(stem, stem)
 
 
 def _numbers(text: str) -> int:

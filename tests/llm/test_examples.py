@@ -44,6 +44,18 @@ def test_an_example_using_a_tool_the_run_lacks_is_never_shown(tools: list[str], 
         assert not any(f'"tool": "{name}"' in text for name in never)
 
 
+@pytest.mark.parametrize(
+    ("request_text", "nearest"),
+    [
+        # a word's forms are one word ("cube", "cubed"; "halve", "half"), and a shared number is no likeness
+        ("Cube 4.", "what is 5 cubed?"),
+        ("Halve 300", "what is half of 48?"),
+    ],
+)
+def test_examples_are_chosen_by_words_in_any_form_not_by_numbers(request_text: str, nearest: str) -> None:
+    assert requests_shown(plan_examples(request_text, ["calculator", "echo"]))[-1] == nearest
+
+
 def test_choice_is_deterministic() -> None:
     assert plan_examples("add 2 and 3", ["calculator"]) == plan_examples("add 2 and 3", ["calculator"])
 

@@ -32,6 +32,7 @@ from aeon_plugins.multipass.decompose import (
         ("add 1 and 2 then double it, finally echo it", ["add 1 and 2", "double it", "echo it"]),
         # an operation on what came before starts a part, and stays in it
         ("what is 20 percent of 150, plus 7?", ["what is 20 percent of 150", "plus 7"]),
+        ("What is 7 plus 8, all times 4?", ["What is 7 plus 8", "times 4"]),
         ("take 8 squared, divided by 4", ["take 8 squared", "divided by 4"]),
         # "and" or a comma before an operation verb, once an operation on a number came before
         (
