@@ -37,6 +37,10 @@ _TOKEN: Final = re.compile(r"[^\W_]+")
 
 def numbers_in(text: str) -> list[tuple[str, float]]:
     """Each number ``text`` states, as written and as a value."""
+    return [(written, value) for written, value, _ in _numbers_at(text)]
+
+
+def _numbers_at(text: str) -> list[tuple[str, float, int]]:
     found = []
     for match in _NUMBER.finditer(text):
         written = match.group()
@@ -45,7 +49,7 @@ def numbers_in(text: str) -> list[tuple[str, float]]:
         except ValueError:  # pragma: no cover - the pattern only matches what float() reads
             continue
         if math.isfinite(value):
-            found.append((written, value))
+            found.append((written, value, match.start()))
     return found
 
 
@@ -66,17 +70,31 @@ def facts_in(values: Iterable[Any]) -> set[float]:
 
 def unsupported_numbers(answer: str, facts: set[float]) -> list[str]:
     """The numbers ``answer`` states that match no fact, as written (empty: the answer is grounded)."""
-    return [written for written, value in numbers_in(answer) if not _supported(written, value, facts)]
+    return [written for written, value in signed_numbers(answer) if not _supported(written, value, facts)]
+
+
+def signed_numbers(text: str) -> list[tuple[str, float]]:
+    """:func:`numbers_in`, with a minus sign written on a number read as its sign ("30 - 90 is -60": 30, 90, -60);
+    a minus between two numbers ("30 - 90", "30 -90") is a subtraction."""
+    found = []
+    for written, value, start in _numbers_at(text):
+        before = text[:start]
+        if before.endswith("-") and not re.search(r"[\d.)\]]\s*-$|[^\s(=:\[]-$", before):
+            written, value = f"-{written}", -value
+        found.append((written, value))
+    return found
 
 
 def _supported(written: str, value: float, facts: set[float]) -> bool:
     """``value`` is a fact, or a fact rounded to the precision ``written`` shows (12.5 → "13" or "12", 1/3 →
-    "0.33"), sign aside ("the difference is 3" for -3)."""
+    "0.33"), sign aside ("the difference is 3" for -3) unless a sign is written ("-60" is not 60)."""
     if "e" in written.lower():
         tolerance = abs(value) * 1e-3  # 6.02e23: three significant figures at least
     else:
         decimals = len(written.split(".")[1]) if "." in written else 0
         tolerance = 0.5 * 10.0**-decimals + 1e-9
+    if written.startswith("-"):
+        return any(abs(value - fact) <= tolerance for fact in facts)
     return any(abs(abs(value) - abs(fact)) <= tolerance for fact in facts)
 
 

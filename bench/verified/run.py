@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from aeon_kernel import AeonError, Engine  # noqa: E402
 from aeon_kernel.config import AeonConfig  # noqa: E402
-from aeon_plugins.planning.grounding import facts_in, numbers_in, unsupported_numbers  # noqa: E402
+from aeon_plugins.planning.grounding import facts_in, signed_numbers, unsupported_numbers  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -64,7 +64,7 @@ def right(case: dict[str, Any], result: dict[str, Any]) -> bool:
     answer = answer_text(result)
     if isinstance(expect, str):
         return expect.casefold() in answer.casefold()
-    numbers = numbers_in(answer)
+    numbers = signed_numbers(answer)  # "-60" is not 60 (stop 46)
     return (
         bool(numbers)
         and abs(numbers[-1][1] - expect) < 1e-9

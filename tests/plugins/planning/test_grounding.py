@@ -45,6 +45,11 @@ def test_numbers_are_read_as_an_answer_writes_them(text: str, numbers: list[floa
         ("one third is 0.33", [{"value": 1 / 3}], []),
         ("one third is 0.34", [{"value": 1 / 3}], ["0.34"]),
         ("the difference is 3", [{"value": -3}], []),
+        # a sign written on a number is read: "-60" is not the 60 the tool gave; a subtraction's minus is no sign
+        ("30 - 90 is -60.", ["90 minus 30", {"expression": "90 - 30", "value": 60}], ["-60"]),
+        ("4 - 7 is -3", [{"expression": "4 - 7", "value": -3}], []),
+        ("x = -7", [{"value": 7}], ["-7"]),
+        ("90-30 is 60", [{"expression": "90 - 30", "value": 60}], []),
         ("2 to the 10th is 1,024", ["2 to the power of 10", {"value": 1024}], []),
         ("there is no number here", [{"value": 7}], []),
     ],
