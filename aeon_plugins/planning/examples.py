@@ -3,8 +3,8 @@
 Gemma 3 270M writes a plan by imitating the examples in its prompt far more than by reading the request: shown
 "what is 6 times 7?" → ``6 * 7`` only, it writes ``2 * 10`` for "2 to the power of 10". Shown the example whose
 wording is nearest the request ("what is 3 to the power of 4?" → ``3 ^ 4``), it writes ``2 ^ 10``. So the plan
-prompt shows the :data:`PLAN_EXAMPLES` most like the request, by shared words and symbols, the closest last
-(nearest the request). Examples that use a tool the run does not have are never shown.
+prompt shows the :data:`PLAN_EXAMPLES` most like the request, by shared words (in any of their forms) and symbols,
+the closest last (nearest the request). Examples that use a tool the run does not have are never shown.
 
 Measured on twenty requests written after the pool, none of them in it (bench/README.md, issue 14): 14/20
 calculator plans right with the chosen examples, against 10/20 with the fixed five. The pool then grew (issue 26,

@@ -226,6 +226,8 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
             "asks for the result - 12; no calculation",
         ),
         ("Shoes cost $80 and I have a $15 coupon. What do I pay?", ["15 - 80"], "the other way round"),
+        # a calculation written in brackets is worked out as written
+        ("what is 10 divided by (5 - 5)?", ["(10 - 5) / 5"], "writes '(5 - 5)'; no calculation works"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -388,6 +390,7 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("What is 5 plus 5?", ["5 + 5"]),  # stated twice
         ("Add 2 and 3, then multiply by 5.", ["2 + 3", "5 * 5"]),  # the second 5 is the first call's result
         ("What is 10 percent of 80 added to 80?", ["80 * 10 / 100 + 80"]),
+        ("Divide 12 by (2 + 4)", ["12 / (4 + 2)"]),
         ("A ticket costs 15 dollars. What do 4 tickets cost with a 10 dollar discount?", ["15 * 4 - 10"]),
     ],
 )
