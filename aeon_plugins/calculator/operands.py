@@ -314,9 +314,16 @@ _POWER_AFTER: Final = re.compile(r"\s+(squared|cubed)\b", re.IGNORECASE)
 _SHARE_OF: Final = re.compile(r"\s*(?:%|per\s?cent)\s+of\s+(?:the\s+)?", re.IGNORECASE)
 
 
+#: one operation on two numbers, written in brackets: "(5 - 5)"
+BRACKETED: Final = re.compile(r"\(\s*\d+(?:\.\d+)?\s*[-+*/^]\s*\d+(?:\.\d+)?\s*\)")
+
+
 def _valued(request: str, spans: Sequence[_Span]) -> list[tuple[int, int, float | None]]:
-    """Numbers named with what is done to them, each one number: "9 squared" (81), "15 percent of 200" (30)."""
-    found: list[tuple[int, int, float | None]] = []
+    """Numbers named with what is done to them, each one number: "9 squared" (81), "15 percent of 200" (30), "(5 -
+    5)" (0)."""
+    found: list[tuple[int, int, float | None]] = [
+        (group.start(), group.end(), evaluated(group.group())) for group in BRACKETED.finditer(request)
+    ]
     for i, (start, end, value, percent) in enumerate(spans):
         if not percent and (power := _POWER_AFTER.match(request, end)):
             found.append((start, power.end(), value ** (2 if power.group(1).lower() == "squared" else 3)))

@@ -54,6 +54,7 @@ from aeon_plugins.calculator.numbers import (
     written,
 )
 from aeon_plugins.calculator.operands import (
+    BRACKETED,
     SCALINGS,
     bindings,
     changes_by,
@@ -441,7 +442,9 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             findings.append(
                 f"The request writes {literal.strip()!r}, which is {written(wanted)}; no calculation gives that."
             )
-    for group in _BRACKETED.findall(request):  # "10 divided by (5 - 5)": that part as written, not (10 - 5) / 5
+    for group in BRACKETED.findall(
+        request
+    ):  # "10 divided by (5 - 5)": that part as written, not (10 - 5) / 5
         if not any(_works_out(expression, group) for expression in expressions):
             findings.append(f"The request writes {group!r}; no calculation works that out.")
     for _, value, percent in stated:
@@ -613,10 +616,6 @@ def _allowed(request: str) -> set[str]:
     return {op for pattern, operators in _ALLOWS if pattern.search(request) for op in operators}
 
 
-#: one operation on two numbers, written in brackets: "(5 - 5)"
-_BRACKETED: Final = re.compile(r"\(\s*\d+(?:\.\d+)?\s*[-+*/^]\s*\d+(?:\.\d+)?\s*\)")
-
-
 def _works_out(expression: str, group: str) -> bool:
     """Whether ``expression`` applies the operation of ``group`` ("(5 - 5)") to its two numbers, in its order (any
     order for a sum or a product)."""
@@ -625,7 +624,9 @@ def _works_out(expression: str, group: str) -> bool:
     for found in nodes(expression):
         if type(found.op.op) is type(wanted.op.op) and found.left is not None and found.right is not None:
             pairs = [(found.left, found.right), (found.right, found.left)][: 2 if symmetric else 1]
-            if any(math.isclose(a, wanted.left or 0) and math.isclose(b, wanted.right or 0) for a, b in pairs):
+            if any(
+                math.isclose(a, wanted.left or 0) and math.isclose(b, wanted.right or 0) for a, b in pairs
+            ):
                 return True
     return False
 

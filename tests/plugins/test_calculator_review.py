@@ -228,6 +228,11 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
         ("Shoes cost $80 and I have a $15 coupon. What do I pay?", ["15 - 80"], "the other way round"),
         # a calculation written in brackets is worked out as written
         ("what is 10 divided by (5 - 5)?", ["(10 - 5) / 5"], "writes '(5 - 5)'; no calculation works"),
+        (
+            "what is 10 divided by (5 - 5)?",
+            ["(5 - 5) / 10"],
+            "asks for 10 / 0; the calculation does it the other",
+        ),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
