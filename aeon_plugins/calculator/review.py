@@ -191,7 +191,7 @@ _PERCENT_OR_SHARE: Final = re.compile(
 
 #: "the total" (not "the total of ..."): a name for an earlier result, not an operation ("divide the total by 4")
 _NAMED_RESULT: Final = re.compile(
-    r"\bthe\s+(total|sum|product|difference)\b(?!\s+(?:of|between)\b)", re.IGNORECASE
+    r"\bthe\s+(total|sum|product|difference|quotient)\b(?!\s+(?:of|between)\b)", re.IGNORECASE
 )
 
 

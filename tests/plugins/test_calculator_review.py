@@ -396,6 +396,7 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("Add 2 and 3, then multiply by 5.", ["2 + 3", "5 * 5"]),  # the second 5 is the first call's result
         ("What is 10 percent of 80 added to 80?", ["80 * 10 / 100 + 80"]),
         ("Divide 12 by (2 + 4)", ["12 / (4 + 2)"]),
+        ("Divide 81 by 9 and multiply the quotient by 7.", ["81 / 9 * 7"]),  # "the quotient": a result's name
         ("A ticket costs 15 dollars. What do 4 tickets cost with a 10 dollar discount?", ["15 * 4 - 10"]),
     ],
 )
