@@ -9,7 +9,10 @@ A valid plan is then checked against the request (:func:`~aeon_plugins.planning.
 leaves out a number the request states, uses one of them more often than the request does, or gives a tool a
 worked example's text was not written for this request. The planner then asks once more, the same prompt with
 the plan's ``goal`` fixed to the request itself by the schema, and keeps the second plan only if it passes the
-check; the attempt is recorded as a ``plan_repair`` whose original carries the check's findings as ``errors``.
+check. Greedy decoding often writes the same plan again, so when it does not pass, the planner asks with the
+worked examples varied (the nearest left out, then the second nearest: :data:`OTHER_EXAMPLES`) and keeps the
+first plan that passes; the attempts are recorded as one ``plan_repair`` whose original carries the check's
+findings as ``errors``.
 Only a model whose decoding the schema constrains is asked again (to any other the second request would be the
 first one over again), and only for a request short enough to be a goal. (Sending the plan to the supervisor's
 repair prompt, or adding the findings to the plan prompt, was measured first: the 270M model wrote the same plan
@@ -47,6 +50,11 @@ from aeon_plugins.planning.prompts import MAX_PLAN_STEPS, SYSTEM_PROMPT, plan_pr
 
 #: A longer request is not asked for again: the model would have to write it out as the goal.
 MAX_GOAL_CHARS: Final = 200
+#: When the plan asked for again fails the check too, the ranks of the worked examples left out for each further
+#: attempt (the nearest, then the second nearest): the 270M model copies the nearest one, so another set of
+#: examples is what changes its plan (stop 46: "7 * 9" for "multiply the quotient by 7, where the result is 9",
+#: after "7 * 7" twice)
+OTHER_EXAMPLES: Final = (0, 1)
 
 
 class ModelPlanner(ModelBacked, Planner):
@@ -207,19 +215,20 @@ class ModelPlanner(ModelBacked, Planner):
         tool_registry: ToolRegistry,
         record: RecordAction | None,
     ) -> tuple[Plan, list[str]]:
-        """The plan asked for once more, its goal fixed to the request, when it passes (with no problems left);
-        else the first ``plan`` and its ``problems``. A model that is unavailable (LLMError) fails the run as
-        always (FR-049)."""
+        """The plan asked for once more, its goal fixed to the request, then with other worked examples
+        (:data:`OTHER_EXAMPLES`): the first that passes (with no problems left); else the first ``plan`` and its
+        ``problems``. A model that is unavailable (LLMError) fails the run as always (FR-049)."""
         original = {**plan.model_dump(mode="json", exclude_defaults=True), "errors": problems}
         emit = record or ignore_action
+        schema = plan_schema(tools, self.max_steps, goal=request)
+        prompts = [prompt, *(plan_prompt(request, tools, leave_out=rank) for rank in OTHER_EXAMPLES)]
         error: dict[str, Any] = {}
-        try:
-            again = self._plan(
-                prompt, plan_schema(tools, self.max_steps, goal=request), tool_registry, record
-            )
-        except (SupervisorError, ValidationError) as exc:  # no valid plan came back, not even by repair
-            error["message"] = f"The plan asked for again is not valid: {exc}"
-        else:
+        for attempt in dict.fromkeys(prompts):  # a pool too small to vary gives the same prompt: asked once
+            try:
+                again = self._plan(attempt, schema, tool_registry, record)
+            except (SupervisorError, ValidationError) as exc:  # no valid plan came back, not even by repair
+                error = {"message": f"The plan asked for again is not valid: {exc}"}
+                continue
             written = again.model_dump(mode="json", exclude_defaults=True)
             left = self._problems(again, request, tool_registry)
             if not left:

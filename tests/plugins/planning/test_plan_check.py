@@ -21,7 +21,8 @@ from aeon_plugins.in_memory import InMemoryKVStore
 from aeon_plugins.plan_finished import PlanFinished
 from aeon_plugins.planning import ModelPlanner
 from aeon_plugins.planning.grounding import plan_problems
-from aeon_plugins.planning.prompts import plan_schema
+from aeon_plugins.planning.planner import OTHER_EXAMPLES
+from aeon_plugins.planning.prompts import plan_prompt, plan_schema
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
 from aeon_plugins.supervisor import DefaultSupervisor
@@ -218,9 +219,25 @@ def test_a_plan_that_drops_a_number_is_asked_for_again_with_the_goal_fixed_to_th
     assert checks == [("plan_fits_request", "resolved", "asked for again: " + " ".join(DROPPED_FINDINGS))]
 
 
-def test_when_the_second_plan_fails_too_the_first_is_kept_and_the_attempt_recorded() -> None:
-    model, _ = planner([DROPPED, plan(calc("10 - 4 - 4"), llm_step("2"), goal=REQUEST)])
+def test_when_the_second_plan_fails_the_planner_asks_with_the_nearest_examples_left_out_in_turn() -> None:
+    again = plan(calc("10 - 4 - 4"), llm_step("2"), goal=REQUEST)
+    model, script = planner([DROPPED, again, WHOLE])
     result, (action,), checks = generate(model)
+    assert result.steps[0].arguments == {"expression": "(10 - 4) * 3"}
+    first, second, third = (p["prompt"] for p in script.prompts)
+    tools = TOOLS.export_tools_for_llm()
+    assert second == first and third == plan_prompt(REQUEST, tools, leave_out=0) != first
+    assert action.repaired_output is not None and action.error is None
+    assert checks == [("plan_fits_request", "resolved", "asked for again: " + " ".join(DROPPED_FINDINGS))]
+
+
+def test_when_every_plan_asked_for_again_fails_too_the_first_is_kept_and_the_attempt_recorded() -> None:
+    again = plan(calc("10 - 4 - 4"), llm_step("2"), goal=REQUEST)
+    model, script = planner([DROPPED, again, again, again])
+    result, (action,), checks = generate(model)
+    assert [p["prompt"] for p in script.prompts[2:]] == [
+        plan_prompt(REQUEST, TOOLS.export_tools_for_llm(), leave_out=rank) for rank in OTHER_EXAMPLES
+    ]
     assert result.steps[0].arguments == {"expression": "10 - 4"}
     assert action.repaired_output is None and action.error is not None
     assert action.error["message"] == (
@@ -238,11 +255,11 @@ def test_when_the_second_plan_fails_too_the_first_is_kept_and_the_attempt_record
 
 
 def test_a_second_reply_that_is_no_plan_keeps_the_first() -> None:
-    # not JSON; the supervisor's two repair attempts get no plan either
-    model, script = planner([DROPPED, "no plan here", "still none", "none"])
+    # not JSON; the supervisor's two repair attempts get no plan either (each time it is asked again)
+    model, script = planner([DROPPED, *["no plan here", "still none", "none"] * (1 + len(OTHER_EXAMPLES))])
     result, actions, checks = generate(model)
     assert result.steps[0].arguments == {"expression": "10 - 4"}
-    assert len(script.prompts) == 4
+    assert len(script.prompts) == 1 + 3 * (1 + len(OTHER_EXAMPLES))
     assert checks == [("plan_fits_request", "inconclusive", " ".join(DROPPED_FINDINGS))]
     check = actions[-1]
     assert check.action_type == "plan_repair" and check.original_output["errors"]
