@@ -355,7 +355,7 @@ def test_a_calculation_in_words_that_no_tool_does_is_found_by_the_calculators_re
 
 
 def test_a_plan_that_calls_no_tool_stays_unverified_when_asked_again_in_vain() -> None:
-    model, _ = planner([NO_TOOL, NO_TOOL])
+    model, _ = planner([NO_TOOL] * (2 + len(OTHER_EXAMPLES)))
     result, _, checks = generate(model, "A train goes 60 km per hour for 3 hours. How far does it go?")
     assert result.steps[0].tool is None
     assert [(name, verdict) for name, verdict, _ in checks] == [("plan_fits_request", "inconclusive")]
@@ -378,7 +378,7 @@ def test_unrelated_calls_are_left_out_and_the_steps_that_then_repeat_with_them()
     request_text = "Write a haiku about autumn"
     haiku = [{**calc("6 * 7", request_text), "step_id": str(n)} for n in range(1, 4)]
     written = plan(*haiku, llm_step("4"), goal=request_text)
-    model, _ = planner([written, written])
+    model, _ = planner([written] * (2 + len(OTHER_EXAMPLES)))
     result, _, checks = generate(model, request_text)
     assert [(s.step_id, s.tool, s.agent) for s in result.steps] == [("1", None, "llm"), ("4", None, "llm")]
     ((name, verdict, detail),) = checks
