@@ -7,7 +7,7 @@ name: ``[planner] use = "..."``.
 
 A valid plan is then checked against the request (:func:`~aeon_plugins.planning.grounding.plan_problems`): a plan that
 leaves out a number the request states, uses one of them more often than the request does, or gives a tool a
-worked example's text was not written for this request. The planner then asks once more, the same prompt with
+worked example's text was not written for this request. The planner then asks again, the same prompt with
 the plan's ``goal`` fixed to the request itself by the schema, and keeps the second plan only if it passes the
 check. Greedy decoding often writes the same plan again, so when it does not pass, the planner asks with the
 worked examples varied (the nearest left out, then the second nearest: :data:`OTHER_EXAMPLES`) and keeps the
@@ -58,7 +58,7 @@ OTHER_EXAMPLES: Final = (0, 1)
 
 
 class ModelPlanner(ModelBacked, Planner):
-    """Plans with the run's model, constrained to the plan schema; repairs through the supervisor; asks once more
+    """Plans with the run's model, constrained to the plan schema; repairs through the supervisor; asks again
     when the plan does not fit the request (``check``)."""
 
     def __init__(
