@@ -41,6 +41,18 @@ def test_replay_reproduces_the_recorded_run(name: str) -> None:
     assert {"status": result["status"], "answer": result["answer"], "tools": tools} == EXPECTED[name]
 
 
+def parsed(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:  # a reply cut at the token limit
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def calls(plan: dict[str, Any]) -> list[tuple[Any, Any]]:
+    return [(s.get("tool"), s.get("arguments")) for s in plan.get("steps", [])]
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_constrained_plans_are_schema_valid_at_the_first_attempt(name: str) -> None:
     result, engine = replay(name)
@@ -58,9 +70,10 @@ def test_constrained_plans_are_schema_valid_at_the_first_attempt(name: str) -> N
     # when the plan check asked again (its findings recorded as the original's errors), the model's second one
     checks = [a for a in result["final_state"]["supervisor_actions"] if a["action_type"] == "plan_repair"]
     assert all(a["original_output"].get("errors") for a in checks)
-    if checks and checks[0]["repaired_output"] is not None:
-        assert outputs[1]["constrained"] is True
-        written = json.loads(outputs[1]["text"])
+    if checks and (repaired := checks[0]["repaired_output"]) is not None:
+        # the plan asked for again that passed: the second output, or a later one written from other examples
+        (written,) = [w for o in outputs[1:4] if calls(w := parsed(o["text"])) == calls(repaired)][:1]
+        assert all(o["constrained"] for o in outputs[1:4])
         assert schema_errors(plan_schema(tools, goal=BY_NAME[name].request), written) == []
     ran = [(s["step_id"], s.get("tool"), s.get("arguments")) for s in result["final_state"]["plan"]["steps"]]
     wrote = [(s["step_id"], s.get("tool"), s.get("arguments")) for s in written["steps"]]
