@@ -442,9 +442,8 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             findings.append(
                 f"The request writes {literal.strip()!r}, which is {written(wanted)}; no calculation gives that."
             )
-    for group in BRACKETED.findall(
-        request
-    ):  # "10 divided by (5 - 5)": that part as written, not (10 - 5) / 5
+    # "10 divided by (5 - 5)": the part in brackets as written, not (10 - 5) / 5
+    for group in BRACKETED.findall(request):
         if not any(_works_out(expression, group) for expression in expressions):
             findings.append(f"The request writes {group!r}; no calculation works that out.")
     for _, value, percent in stated:
