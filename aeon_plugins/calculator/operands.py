@@ -559,6 +559,33 @@ def percent_changes(request: str) -> list[tuple[float, int]]:
     ]
 
 
+def as_percentage(expression: str, percent: float) -> bool:
+    """Whether ``expression`` takes ``percent`` as a percentage: divides a part that holds it by 100 (``80 * 25 /
+    100``, ``25 / 100 * 80``) or multiplies one by 0.01. Using 100 otherwise (``80 + 25 * 100``) is no such use."""
+    for found in nodes(expression):
+        op = found.op
+        if isinstance(op.op, ast.Div) and found.right is not None and math.isclose(found.right, 100):
+            if _holds(op.left, percent):
+                return True
+        elif isinstance(op.op, ast.Mult):  # a product of 0.01 and a part that holds it: 200 * 0.01 * 15
+            parts = _chain(op, ast.Mult)
+            hundredth = [k for k, part in enumerate(parts) if _is(worked_out(part), 0.01)]
+            if hundredth and any(_holds(part, percent) for k, part in enumerate(parts) if k not in hundredth):
+                return True
+    return False
+
+
+def _is(value: float | None, wanted: float) -> bool:
+    return value is not None and math.isclose(value, wanted)
+
+
+def _holds(node: ast.expr, value: float) -> bool:
+    return any(
+        isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and math.isclose(n.value, value)
+        for n in ast.walk(node)
+    )
+
+
 def changes_by(expression: str, percent: float, direction: int) -> bool:
     """Whether ``expression`` takes ``percent`` off (``80 * 0.75``, ``80 - 80 * 0.25``) or adds it on (``40 *
     1.1``, ``40 + 40 * 0.1``): a multiplication by what is left, or a subtraction (an addition)."""

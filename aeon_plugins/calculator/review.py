@@ -56,6 +56,7 @@ from aeon_plugins.calculator.numbers import (
 from aeon_plugins.calculator.operands import (
     BRACKETED,
     SCALINGS,
+    as_percentage,
     bindings,
     changes_by,
     combines,
@@ -450,7 +451,10 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
         forms = shares(value) if percent else ()
         if not (is_in(value, used) or any(is_in(share, used) for share in forms)):
             findings.append(f"The request states {written(value)}, which no calculation uses.")
-        elif percent and not any(is_in(n, used) for n in (*forms, 100, 0.01)):  # "by 15%" as "200 * 15"
+        # "by 15%" as "200 * 15", "by 25 percent" as "80 + 25 * 100"
+        elif percent and not (
+            any(is_in(n, used) for n in forms) or any(as_percentage(e, value) for e in expressions)
+        ):
             findings.append(f"The request's {written(value)}% is never taken as a percentage.")
     for pattern, (denominator, *fractions) in _SHARES:
         takes = [scaled_by(fraction, denominator) for fraction in fractions]

@@ -233,6 +233,8 @@ def test_numbers_are_read_in_digits_and_in_words(text: str, values: list[float])
             ["(5 - 5) / 10"],
             "asks for 10 / 0; the calculation does it the other",
         ),
+        # a percentage is taken as one: divided by 100 or multiplied by 0.01, not any use of 100
+        ("Increase 60 by 20 percent", ["60 + 20 * 100"], "20% is never taken as a percentage"),
     ],
 )
 def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
@@ -396,6 +398,8 @@ def test_a_call_that_does_not_do_what_the_request_says_is_found_out(
         ("Add 2 and 3, then multiply by 5.", ["2 + 3", "5 * 5"]),  # the second 5 is the first call's result
         ("What is 10 percent of 80 added to 80?", ["80 * 10 / 100 + 80"]),
         ("Divide 12 by (2 + 4)", ["12 / (4 + 2)"]),
+        ("what is 15% of 200?", ["200 * 0.01 * 15"]),
+        ("Increase 60 by 20 percent", ["60 + 60 * 20 / 100"]),
         ("Divide 81 by 9 and multiply the quotient by 7.", ["81 / 9 * 7"]),  # "the quotient": a result's name
         ("A ticket costs 15 dollars. What do 4 tickets cost with a 10 dollar discount?", ["15 * 4 - 10"]),
     ],
