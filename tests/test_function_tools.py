@@ -190,7 +190,9 @@ def pydantic_accepts(function: Callable[..., Any], arguments: dict[str, Any]) ->
     except PydanticValidationError:
         return False, None
     received = function.received[-1]  # type: ignore[attr-defined]
-    if any(_bool_became_enum(arguments[name], value) for name, value in received.items() if name in arguments):
+    if any(
+        _bool_became_enum(arguments[name], value) for name, value in received.items() if name in arguments
+    ):
         return False, None
     return True, received
 
