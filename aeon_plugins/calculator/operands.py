@@ -122,8 +122,8 @@ def bindings(request: str, stated: Sequence[tuple[int, float, bool]]) -> list[_B
 def combines(expression: str, binding: _Binding) -> bool:
     """Whether ``expression`` applies the binding's operator to exactly its operands: one chain of that operator
     (``5 + 10 + 15``) whose parts are those numbers, any order for a sum or a product; a quotient in the order
-    named, a difference the larger first ("the difference of 4 and 9" is 5, not -5)."""
-    ordered = binding.operator in (ast.Div, ast.Sub)
+    named (a power too), a difference the larger first ("the difference of 4 and 9" is 5, not -5)."""
+    ordered = binding.operator in (ast.Div, ast.Sub, ast.Pow)
     wanted = list(binding.operands) if ordered else sorted(binding.operands)
     if binding.name == "difference":
         wanted = sorted(binding.operands, reverse=True)
@@ -316,6 +316,14 @@ _SHARE_OF: Final = re.compile(r"\s*(?:%|per\s?cent)\s+of\s+(?:the\s+)?", re.IGNO
 
 #: one operation on two numbers, written in brackets: "(5 - 5)"
 BRACKETED: Final = re.compile(r"\(\s*\d+(?:\.\d+)?\s*[-+*/^]\s*\d+(?:\.\d+)?\s*\)")
+
+
+def works_out(expression: str, group: str) -> bool:
+    """Whether ``expression`` applies the operation of a :data:`BRACKETED` ``group`` ("(5 - 5)") to its two
+    numbers, in its order (any order for a sum or a product): :func:`combines` with the group as its binding."""
+    (wanted,) = nodes(group)
+    operands = (wanted.left or 0.0, wanted.right or 0.0)
+    return combines(expression, _Binding(group, type(wanted.op.op), operands))
 
 
 def _valued(request: str, spans: Sequence[_Span]) -> list[tuple[int, int, float | None]]:

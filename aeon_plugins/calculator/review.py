@@ -71,6 +71,7 @@ from aeon_plugins.calculator.operands import (
     scales,
     the_wrong_way_round,
     worked_out,
+    works_out,
 )
 
 if TYPE_CHECKING:
@@ -263,10 +264,11 @@ def _stated_too_often(
     implied = _implied_times(request, len(stated))
     reused = _ITSELF.search(request) or _AGAIN.search(request) or _DOUBLE.search(request)
     shared = _PERCENT_OR_SHARE.search(request)
+    tripled = _TRIPLE.search(request)
 
     def added(value: float) -> int:  # "double 21" may be 21 + 21, "triple 7" 7 + 7 + 7
         again = reused or (shared and value not in percentages)
-        return 2 if _TRIPLE.search(request) else 1 if again else 0
+        return 2 if tripled else 1 if again else 0
 
     allowed = {value: times + implied.get(value, 0) + added(value) for value, times in stated_times.items()}
     for base, exponent in powers(request):
@@ -445,7 +447,7 @@ def review_calls(request: str, calls: Sequence[Mapping[str, Any]]) -> Review | N
             )
     # "10 divided by (5 - 5)": the part in brackets as written, not (10 - 5) / 5
     for group in BRACKETED.findall(request):
-        if not any(_works_out(expression, group) for expression in expressions):
+        if not any(works_out(expression, group) for expression in expressions):
             findings.append(f"The request writes {group!r}; no calculation works that out.")
     for _, value, percent in stated:
         forms = shares(value) if percent else ()
@@ -617,21 +619,6 @@ _LITERAL: Final = re.compile(r"[-(]*\d[\d.,\s]*(?:\s*[-+*/^\u00d7\u00f7()]+[\s(]
 
 def _allowed(request: str) -> set[str]:
     return {op for pattern, operators in _ALLOWS if pattern.search(request) for op in operators}
-
-
-def _works_out(expression: str, group: str) -> bool:
-    """Whether ``expression`` applies the operation of ``group`` ("(5 - 5)") to its two numbers, in its order (any
-    order for a sum or a product)."""
-    (wanted,) = nodes(group)
-    symmetric = isinstance(wanted.op.op, (ast.Add, ast.Mult))
-    for found in nodes(expression):
-        if type(found.op.op) is type(wanted.op.op) and found.left is not None and found.right is not None:
-            pairs = [(found.left, found.right), (found.right, found.left)][: 2 if symmetric else 1]
-            if any(
-                math.isclose(a, wanted.left or 0) and math.isclose(b, wanted.right or 0) for a, b in pairs
-            ):
-                return True
-    return False
 
 
 @lru_cache(maxsize=512)
