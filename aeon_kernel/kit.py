@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         dumps_lenient,
         ensure_repairable,
         loads_strict,
+        named_tools,
         parse_json,
         structure,
         tool_names,
@@ -150,7 +151,7 @@ _EXPORTS: Final[dict[str, str]] = {
         ),
         "aeon_kernel.llm.output": (
             "MAX_REPAIR_CHARS", "RepairScope", "about", "admit_repair", "check_depth", "dumps_lenient",
-            "ensure_repairable", "loads_strict", "parse_json", "structure", "tool_names",
+            "ensure_repairable", "loads_strict", "named_tools", "parse_json", "structure", "tool_names",
         ),
         "aeon_kernel.llm.structured": ("ModelBacked", "SYSTEM_PROMPT", "ask_json", "ignore_action",),
         "aeon_kernel.logs": ("PLAN_CHANGES", "changed_steps", "expand_log", "read_log",),
@@ -213,12 +214,12 @@ __all__ = [
     "drive", "dumps_lenient", "encode_value", "end_capture", "end_listening", "ensure_repairable",
     "error_outcome", "error_record", "expand_log", "failure_text", "given_line", "given_results",
     "ignore_action", "increment_error", "is_utf8", "json_encoder", "json_problem", "lazy_getattr",
-    "loads_strict", "memory_key", "parse_json", "plan_progress", "plan_snapshots", "read_log", "redacted",
-    "refusal", "register_secret", "request_for", "request_parts", "reviews", "safe_text", "schema_errors",
-    "scrub_hold", "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json", "storable_json",
-    "storable_model_json", "storable_result", "storable_text", "stored_state", "structure", "tasks_for",
-    "tool_names", "tool_reviews", "use_wal", "utc_now", "validate_against", "verify", "was_checked",
-    "watching", "workspace_root",
+    "loads_strict", "memory_key", "named_tools", "parse_json", "plan_progress", "plan_snapshots", "read_log",
+    "redacted", "refusal", "register_secret", "request_for", "request_parts", "reviews", "safe_text",
+    "schema_errors", "scrub_hold", "scrub_secrets", "scrub_secrets_data", "scrub_secrets_json",
+    "storable_json", "storable_model_json", "storable_result", "storable_text", "stored_state", "structure",
+    "tasks_for", "tool_names", "tool_reviews", "use_wal", "utc_now", "validate_against", "verify",
+    "was_checked", "watching", "workspace_root",
 ]
 # fmt: on
 # --- end of exports

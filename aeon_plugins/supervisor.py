@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from aeon_kernel import (
@@ -28,6 +29,7 @@ from aeon_kernel import (
 )
 from aeon_kernel import Supervisor as SupervisorContract
 from aeon_kernel.kit import (
+    MAX_REPAIR_CHARS,
     RecordAction,
     RepairScope,
     SupervisorActionType,
@@ -37,6 +39,7 @@ from aeon_kernel.kit import (
     dumps_lenient,
     ensure_repairable,
     loads_strict,
+    named_tools,
     schema_errors,
     structure,
 )
@@ -123,7 +126,7 @@ class DefaultSupervisor(SupervisorContract):
             {"text": text},
             text,
             check,
-            expected_schema,
+            confined(expected_schema, text, scope),
             lambda: repair_json_text(text),
             max_attempts,
             record,
@@ -187,7 +190,7 @@ class DefaultSupervisor(SupervisorContract):
             _as_dict(malformed_plan),
             dumps_lenient(malformed_plan),
             check,
-            GENERIC_PLAN_SCHEMA,
+            confined(GENERIC_PLAN_SCHEMA, malformed_plan, scope),
             lambda: candidate,
             max_attempts,
             record,
@@ -308,6 +311,68 @@ class DefaultSupervisor(SupervisorContract):
             attempts=max_attempts,
             last_error=error,
         )
+
+
+# --- FR-032 in the decoding -------------------------------------------------------------------------------------
+
+#: keys that begin a step, counted in text that is not JSON (cut off, YAML)
+_STEP_KEY: Final = re.compile(r"\b(step_id|description|tool|agent)\b")
+
+
+def confined(schema: dict[str, Any] | None, original: Any, scope: RepairScope) -> dict[str, Any] | None:
+    """A plan schema as a repair of ``original`` may fill it: its steps name only the tools the original named (or
+    the repair is about), and there are no more of them than the original began.
+
+    The gate (:func:`admit_repair`) rejects any other answer anyway. Held to the schema, a small model cannot
+    spend its two attempts on such answers: asked to repair a plan cut before its tool, Gemma 3 270M wrote an
+    ``echo`` step after another until ``max_tokens`` cut it again. Schemas without ``steps`` are returned as
+    they are."""
+    steps = (schema or {}).get("properties", {}).get("steps")
+    if schema is None or not isinstance(steps, dict) or not isinstance(steps.get("items"), dict):
+        return schema
+    allowed = named_tools(structure(original)) | scope.tools
+    items = steps["items"]
+    within = (_step_within(branch, allowed) for branch in items.get("anyOf", [items]))
+    kept = [branch for branch in within if branch is not None]
+    if not kept:
+        return schema  # no step can be written: the gate says why
+    most = min(steps.get("maxItems", MAX_STEPS), _begun_steps(original))
+    confined_steps = {**steps, "items": {"anyOf": kept} if "anyOf" in items else kept[0], "maxItems": most}
+    return {**schema, "properties": {**schema["properties"], "steps": confined_steps}}
+
+
+#: no plan repair writes more steps than this (a plan's own limit is lower: planning.MAX_PLAN_STEPS)
+MAX_STEPS: Final = 64
+
+
+def _step_within(step: dict[str, Any], allowed: set[str]) -> dict[str, Any] | None:
+    """A step schema naming only ``allowed`` tools; None when it can name no other."""
+    properties = step.get("properties", {})
+    tool = properties.get("tool")
+    if not isinstance(tool, dict):
+        return step
+    if "const" in tool:
+        return step if tool["const"] in allowed else None
+    names = sorted(n for n in tool.get("enum", allowed) if n in allowed)
+    if names:
+        return {**step, "properties": {**properties, "tool": {"enum": names}}}
+    if "tool" in step.get("required", ()):
+        return None
+    thinking = {k: v for k, v in properties.items() if k not in ("tool", "arguments")}
+    required = [*step.get("required", ()), *(["agent"] if "agent" in thinking else [])]
+    return {**step, "properties": thinking, "required": list(dict.fromkeys(required))}
+
+
+def _begun_steps(original: Any) -> int:
+    """How many steps ``original`` began: its steps list, or the step keys its text writes."""
+    value = structure(original)
+    if isinstance(value, Mapping) and isinstance(value.get("steps"), list):
+        value = value["steps"]
+    if isinstance(value, list):
+        return max(len(value), 1)
+    text = value if isinstance(value, str) else dumps_lenient(value)
+    found = _STEP_KEY.findall(text[:MAX_REPAIR_CHARS])
+    return max([found.count(key) for key in set(found)] or [1])
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------

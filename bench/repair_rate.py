@@ -202,13 +202,17 @@ def model_repairs(cases: list[Case]) -> dict[str, Any]:
             outcomes[case.id] = f"no plan: {type(exc).__name__}"
         else:
             unfaithful = added_tools(case.text, plan) or changed_arguments(case.text, plan)
-            outcomes[case.id] = "unfaithful" if unfaithful else "repaired"
+            thinking = all(step.tool is None for step in plan.steps)
+            outcomes[case.id] = (
+                "unfaithful" if unfaithful else "repaired (thinking steps only)" if thinking else "repaired"
+            )
         print(f"{case.id:48} {outcomes[case.id]}", flush=True)
     llm.close()
-    repaired = sum(v == "repaired" for v in outcomes.values())
+    repaired = sum(v.startswith("repaired") for v in outcomes.values())
     return {
         "model_cases": len(outcomes),
         "repaired_by_the_model": repaired,
+        "thinking_steps_only": sum(v == "repaired (thinking steps only)" for v in outcomes.values()),
         "unfaithful": sum(v == "unfaithful" for v in outcomes.values()),
         "seconds": round(time.perf_counter() - started, 1),
         "outcomes": outcomes,
@@ -295,7 +299,8 @@ def main() -> None:
         fixed = overall["repaired"] + found["repaired_by_the_model"]
         print(
             f"With the model's repairs: {found['repaired_by_the_model']}/{found['model_cases']} model cases "
-            f"repaired ({found['unfaithful']} unfaithful); every repairable or model case: {fixed}/"
+            f"repaired ({found['thinking_steps_only']} as thinking steps only; {found['unfaithful']} unfaithful); "
+            f"every repairable or model case: {fixed}/"
             f"{overall['repairable'] + overall['model']} ({fixed / (overall['repairable'] + overall['model']):.1%})"
         )
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

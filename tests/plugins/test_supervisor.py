@@ -8,13 +8,15 @@ from typing import Any
 import pytest
 
 from aeon_kernel import SupervisorAction, SupervisorError, ToolRegistry
+from aeon_kernel.kit import RepairScope
 from aeon_kernel.llm.client import ModelClient
 from aeon_plugins.calculator import CalculatorTool
 from aeon_plugins.echo import EchoTool
 from aeon_plugins.planning import normalize_plan
+from aeon_plugins.planning.prompts import plan_schema
 from aeon_plugins.schema_validator import SchemaValidator
 from aeon_plugins.scripted import ScriptedLLM
-from aeon_plugins.supervisor import REPAIR_SYSTEM_PROMPT, DefaultSupervisor
+from aeon_plugins.supervisor import GENERIC_PLAN_SCHEMA, REPAIR_SYSTEM_PROMPT, DefaultSupervisor, confined
 
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 CALC_SCHEMA = CalculatorTool().input_schema
@@ -196,3 +198,91 @@ def test_missing_tool_step_checks_the_chosen_tools_arguments() -> None:
 def test_normalize_plan_leaves_unrecognisable_input_alone() -> None:
     assert normalize_plan([1, 2]) == [1, 2]
     assert normalize_plan({"goal": "g"}) == {"goal": "g"}
+
+
+# --- FR-032 in the decoding: what a repair's model call may write ---------------------------------------------
+
+PLAN_SCHEMA = plan_schema(ToolRegistry([EchoTool(), CalculatorTool()]).export_tools_for_llm())
+
+
+def _steps(schema: dict[str, Any]) -> dict[str, Any]:
+    steps: dict[str, Any] = schema["properties"]["steps"]
+    return steps
+
+
+def _tools_offered(schema: dict[str, Any]) -> list[Any]:
+    return [branch["properties"].get("tool") for branch in _steps(schema)["items"]["anyOf"]]
+
+
+def test_a_repair_may_write_only_the_tools_the_original_named_and_no_more_steps_than_it_began() -> None:
+    cut = '{"goal": "Add 5 and 10", "steps": [{"step_id": "1", "description": "Add", "tool": "calculator", "argu'
+    schema = confined(PLAN_SCHEMA, cut, RepairScope())
+    assert _tools_offered(schema) == [{"const": "calculator"}, None]  # echo is gone, thinking stays
+    assert _steps(schema)["maxItems"] == 1
+    assert schema["properties"]["goal"] == PLAN_SCHEMA["properties"]["goal"]
+    assert _tools_offered(PLAN_SCHEMA) == [{"const": "echo"}, {"const": "calculator"}, None]  # not changed
+
+
+def test_a_plan_cut_before_its_tool_may_be_repaired_into_thinking_steps_only() -> None:
+    schema = confined(
+        PLAN_SCHEMA, '{"goal": "What is 12 times 7?", "steps": [{"step_id": "1", "tool', RepairScope()
+    )
+    assert _tools_offered(schema) == [None]
+    assert _steps(schema)["items"]["anyOf"][0]["required"] == ["step_id", "description", "agent"]
+
+
+def test_the_tools_a_repair_is_about_stay_offered() -> None:
+    schema = confined(PLAN_SCHEMA, '{"goal": "x", "steps": []}', RepairScope(tools=frozenset({"echo"})))
+    assert _tools_offered(schema) == [{"const": "echo"}, None]
+    assert _steps(schema)["maxItems"] == 1  # a plan has at least one step
+
+
+@pytest.mark.parametrize(
+    ("original", "begun"),
+    [
+        ({"goal": "g", "steps": [{"step_id": "1"}, {"step_id": "2"}, {"step_id": "3"}]}, 3),
+        ('[{"description": "a"}, {"description": "b"}]', 2),
+        ('goal: g\nsteps:\n  - step_id: "1"\n    tool: calculator\n  - step_id: "2"\n    agent: llm\n', 2),
+        ('{"goal": "Add 5', 1),
+    ],
+)
+def test_the_steps_a_repair_may_write_are_the_ones_the_original_began(original: Any, begun: int) -> None:
+    assert _steps(confined(PLAN_SCHEMA, original, RepairScope()))["maxItems"] == begun
+
+
+def test_a_free_tool_field_becomes_the_tools_named_or_goes_with_its_arguments() -> None:
+    named = confined(
+        GENERIC_PLAN_SCHEMA, {"steps": [{"tool": "calculator", "arguments": "5+"}]}, RepairScope()
+    )
+    item = _steps(named)["items"]
+    assert item["properties"]["tool"] == {"enum": ["calculator"]}
+    unnamed = confined(GENERIC_PLAN_SCHEMA, {"goal": "g", "steps": [{"description": "d"}]}, RepairScope())
+    item = _steps(unnamed)["items"]
+    assert "tool" not in item["properties"] and "arguments" not in item["properties"]
+    assert item["required"] == ["step_id", "description", "agent"]
+
+
+def test_schemas_without_steps_are_held_to_nothing() -> None:
+    assert confined(CALC_SCHEMA, '{"expression": "5 +', RepairScope()) is CALC_SCHEMA
+    assert confined(None, "{", RepairScope()) is None
+
+
+def test_a_plan_repair_asks_the_model_with_the_confined_schema() -> None:
+    """Gemma 3 270M, asked to repair a plan without a description, wrote thinking steps until max_tokens cut
+    them; held to the one step the plan began, it wrote that step."""
+    scripted = ScriptedLLM(
+        [
+            {
+                "goal": "Name the author of Hamlet",
+                "steps": [{"step_id": "1", "description": "Name him", "agent": "llm"}],
+            }
+        ]
+    )
+    scripted.supports_json_schema = True  # as llama.cpp: the schema reaches the model
+    supervisor = DefaultSupervisor(ModelClient(scripted), SchemaValidator())
+    broken = {"goal": "Name the author of Hamlet", "steps": [{"step_id": "1", "agent": "llm"}]}
+    repaired = supervisor.repair_plan(broken)
+    assert repaired["steps"][0]["description"] == "Name him"
+    asked = scripted.prompts[0]["json_schema"]
+    assert _steps(asked)["maxItems"] == 1
+    assert "tool" not in _steps(asked)["items"]["properties"]
