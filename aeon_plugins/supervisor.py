@@ -6,7 +6,8 @@ Python literals, comments, YAML; never a text cut off mid-value) and ``normalize
 names, wrappers, ids). If that does not validate, the model is asked, shown the validator's exact error.
 Attempt 2 asks the model again with the error its previous answer produced. Every attempt is reported as a
 SupervisorAction. A candidate that names a tool the original did not (FR-032), or an unregistered tool
-(FR-066), is rejected in code like any other invalid answer.
+(FR-066), is rejected in code like any other invalid answer; a plan repair's decoding is held to the same rule
+(:func:`confined`), so a small model cannot spend its attempts on such answers.
 """
 
 from __future__ import annotations
@@ -336,13 +337,10 @@ def confined(schema: dict[str, Any] | None, original: Any, scope: RepairScope) -
     kept = [branch for branch in within if branch is not None]
     if not kept:
         return schema  # no step can be written: the gate says why
-    most = min(steps.get("maxItems", MAX_STEPS), _begun_steps(original))
-    confined_steps = {**steps, "items": {"anyOf": kept} if "anyOf" in items else kept[0], "maxItems": most}
-    return {**schema, "properties": {**schema["properties"], "steps": confined_steps}}
-
-
-#: no plan repair writes more steps than this (a plan's own limit is lower: planning.MAX_PLAN_STEPS)
-MAX_STEPS: Final = 64
+    begun = _begun_steps(original)
+    held = {**steps, "items": {"anyOf": kept} if "anyOf" in items else kept[0]}
+    held["maxItems"] = min(begun, steps.get("maxItems", begun))
+    return {**schema, "properties": {**schema["properties"], "steps": held}}
 
 
 def _step_within(step: dict[str, Any], allowed: set[str]) -> dict[str, Any] | None:
