@@ -11,10 +11,13 @@ knowing the result of the one before:
    is the part, with ids ``part1``, ``part2``, … (fresh variants when those are taken);
 3. before a part step runs, the planner's ``create_subplan(part id, the part with its context, depth, max
    depth)`` writes its subplan, and the kernel REPLACEs the part step with it (ids ``part1.1``, ``part1.2``, …,
-   nested one level under the part). The *context* is the previous part's result (:func:`part_context`), added
-   to the part's text: "multiply the result by 4, where the result is 5". So the subplan of part 2 is asked
-   for only once part 1's steps have run. (Of the wordings tried on Gemma 3 270M, "(the result so far: 5)"
-   made it copy a worked example's chain — ``(5 * 4) / 4`` — where this one gave ``5 * 4``; bench/README.md.)
+   nested one level under the part). The *context* is the previous part's result (:func:`part_context`),
+   written into the part where it refers to it: "multiply the result by 4" → "multiply 5 by 4" (other
+   contexts are added after it: "…, where the result is …"; :func:`with_context`). So the subplan of part 2 is
+   asked for only once part 1's steps have run. (Of the wordings tried on Gemma 3 270M, "(the result so far:
+   5)" made it copy a worked example's chain — ``(5 * 4) / 4``; the added "where the result is 81" was
+   ignored often enough — ``19 + 19`` for "add 19 to it" — that the number now goes where the part refers to
+   it; bench/README.md.)
 
 A part whose subplan cannot be had (the model fails, the nesting limit) stays what it is, an ``llm`` step that
 answers the part from the results so far. Decomposition is tried once per run.
@@ -84,6 +87,27 @@ _IF: Final = re.compile(r"(?<!\bget\s)(?<!\bhave\s)\bif\b", re.IGNORECASE)
 #: a context that is numbers only (what :func:`part_context` gives after a tool)
 _NUMBERS: Final = re.compile(r"[-+0-9.eE, ]+")
 _TRIM: Final = " \t\n,.;:!?"
+_ONE_NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+#: words that refer to the previous part's result ("add 19 to it", "multiply what is left by 2")
+_REFERENCE: Final = re.compile(
+    r"\b(?:it|that|this|everything|what(?:'s|\s+is)\s+left|what\s+remains"
+    r"|the\s+(?:result|answer|sum|product|difference|quotient|total|number|remainder))\b",
+    re.IGNORECASE,
+)
+#: an operation a part starts with, on the result before it ("divided by 5", "all times 4")
+_LEADING_OPERATION: Final = re.compile(
+    r"(?:all\s+)?(?:plus|minus|times|multiplied\s+by|divided\s+by)\b", re.IGNORECASE
+)
+#: a part that names one operand of an operation and leaves out the result it works on (X: where it goes)
+_MISSING_OPERAND: Final = tuple(
+    (re.compile(pattern, re.IGNORECASE), written)
+    for pattern, written in (
+        (r"(subtract|take\s+away|take\s+off|deduct|remove)\s+(\S+)", r"\1 \2 from X"),
+        (r"(add)\s+(\S+)", r"\1 \2 to X"),
+        (r"(divide|multiply)\s+by\s+(\S+)", r"\1 X by \2"),
+        (r"(halve|double|triple|square|cube)(\s+again)?", r"\1 X"),
+    )
+)
 _NOT_GIVEN: Final = object()
 
 
@@ -208,8 +232,23 @@ def part_context(steps: Sequence[PlanStep], previous_part: str | None) -> str | 
 
 
 def with_context(part: str, context: str | None) -> str:
-    """The text the planner decomposes: the part, and what the part before it found."""
-    return part if not context else f"{part}, where the result is {context}"
+    """The text the planner decomposes: the part, and what the part before it found.
+
+    A number found is written where the part refers to it ("add 19 to it" → "add 19 to 81"; "divided by 5" → "75
+    divided by 5"; "subtract 15" → "subtract 15 from 30"), so the part reads as a request of its own, the kind a
+    small model plans best; any other context is added after the part ("…, where the result is …")."""
+    if not context:
+        return part
+    if _ONE_NUMBER.fullmatch(context):
+        if _LEADING_OPERATION.match(part):
+            return f"{context} {part}"
+        for pattern, written in _MISSING_OPERAND:
+            if pattern.fullmatch(part):
+                return pattern.sub(written.replace("X", context), part)
+        referred, count = _REFERENCE.subn(context, part, count=1)
+        if count:
+            return referred
+    return f"{part}, where the result is {context}"
 
 
 def settle_flagged_plan(run: RunContext) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from aeon_kernel import PlanStep, StepStatus
 from aeon_kernel.kit import StepContext, request_parts
+from aeon_plugins.calculator import numbers as calculator_numbers
 from aeon_plugins.calculator import request_numbers
 from aeon_plugins.planning.examples import example_arguments
 from aeon_plugins.planning.prompts import EXAMPLE_ANSWER, EXAMPLE_REQUEST, compact
@@ -134,12 +135,49 @@ def grounding_problem(answer: str, request: str, steps: Sequence[PlanStep], *, f
     unsupported = unsupported_numbers(answer, facts)
     if unsupported:
         return f"It states {', '.join(unsupported)}, which no result above says."
+    if (false := false_claim(answer, facts)) is not None:
+        return false
     last = finished[-1]
     found = (
         facts_in([last.result]) - facts_in([last.arguments]) if last.status is StepStatus.COMPLETE else set()
     )
     if final and found and not any(_supported(w, v, found) for w, v in numbers_in(answer)):
         return "It does not state the result the tools gave."
+    return None
+
+
+#: operation words an answer states a calculation in, read as the symbols a calculator writes
+_SPOKEN: Final = (
+    (re.compile(r"\s*(?:\bmultiplied\s+by\b|\btimes\b|\u00d7)\s*", re.IGNORECASE), " * "),
+    (re.compile(r"\s*(?:\bdivided\s+by\b|\u00f7)\s*", re.IGNORECASE), " / "),
+    (re.compile(r"\s*\bplus\b\s*", re.IGNORECASE), " + "),
+    (re.compile(r"\s*\bminus\b\s*", re.IGNORECASE), " - "),
+)
+#: a calculation followed by what it is said to come to: "96 / 8 is 132", "6 * 7 = 42"
+_CLAIM: Final = re.compile(
+    r"(?<![\w.])([\d.(][\d\s.()+\-*/^]*?\d\s*\)?)\s*(?:=|\bis\b|\bequals\b)\s*(-?[\d.(][\d\s.()+\-*/^]*)"
+)
+_OPERATOR: Final = re.compile(r"[\d)]\s*[-+*/^]\s*[\d(]")
+
+
+def false_claim(answer: str, facts: set[float]) -> str | None:
+    """What is false in a calculation ``answer`` states with its value ("96 divided by 8 is 132": 96 / 8 is 12),
+    or in one that comes to a value no fact is ("8 divided by 12 is 8 / 12" for 96 / 12): each number may be
+    grounded while the sentence is not. None when every stated calculation holds (or none is stated)."""
+    text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", answer)  # 1,200 is 1200
+    for spoken, symbol in _SPOKEN:
+        text = spoken.sub(symbol, text)
+    for said, value_said in _CLAIM.findall(text):
+        said, value_said = said.strip(), value_said.strip().rstrip(".").strip()
+        if not _OPERATOR.search(said) or (worked := calculator_numbers.evaluated(said)) is None:
+            continue
+        claimed = calculator_numbers.evaluated(value_said)
+        if claimed is None:
+            continue
+        if not _OPERATOR.search(value_said) and not _supported(value_said, worked, {claimed}):
+            return f"It says {said} is {value_said}, but {said} is {calculator_numbers.written(worked)}."
+        if not _supported(value_said, worked, facts) and not _supported(value_said, claimed, facts):
+            return f"It says {said} is {value_said}, which no result above comes to."
     return None
 
 

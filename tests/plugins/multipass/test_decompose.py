@@ -108,8 +108,36 @@ def test_the_context_is_what_the_previous_parts_tool_found() -> None:
     assert part_context(divided, "part1") == "12"  # the value, although 12 is an operand too
     assert part_context(steps, None) is None  # the first part has none
     assert part_context(steps, "part9") is None  # nothing of that part completed
-    assert with_context("multiply the result by 4", "5") == "multiply the result by 4, where the result is 5"
+    assert with_context("multiply the result by 4", "5") == "multiply 5 by 4"
     assert with_context("add 2 and 3", None) == "add 2 and 3"
+
+
+@pytest.mark.parametrize(
+    ("part", "context", "text"),
+    [
+        (
+            "add 19 to it",
+            "81",
+            "add 19 to 81",
+        ),  # Gemma 3 270M wrote 19 + 19 for "add 19 to it, where the result is 81"
+        ("multiply what is left by 2", "165", "multiply 165 by 2"),
+        ("take 10 percent of that", "400", "take 10 percent of 400"),
+        ("divided by 5", "75", "75 divided by 5"),
+        ("all times 4", "15", "15 all times 4"),
+        ("take away 13", "63", "take away 13 from 63"),
+        ("subtract 15", "-2.5", "subtract 15 from -2.5"),
+        ("add eleven", "4", "add eleven to 4"),
+        ("divide by 4", "300", "divide 300 by 4"),
+        ("halve it again", "320", "halve 320 again"),
+        ("halve", "10", "halve 10"),
+        # a part that refers to nothing, or a context that is not one number: the context goes after the part
+        ("report the answer nicely", "5, 7", "report the answer nicely, where the result is 5, 7"),
+        ("translate it", "bonjour", "translate it, where the result is bonjour"),
+        ("what is 3 squared", "12", "what is 3 squared, where the result is 12"),
+    ],
+)
+def test_a_number_found_goes_where_the_part_refers_to_it(part: str, context: str, text: str) -> None:
+    assert with_context(part, context) == text
 
 
 def test_a_part_without_a_tool_hands_on_its_answer() -> None:

@@ -133,11 +133,11 @@ def test_a_chain_one_plan_lost_is_planned_part_by_part(monkeypatch: pytest.Monke
     # the kernel drove the contract: (parent id, the part with its context, depth, max depth), with the tools
     assert asked_for == [
         ("part1", "subtract 5 from 20", 1, 5, True),
-        ("part2", "divide the result by 3, where the result is 15", 1, 5, True),
+        ("part2", "divide 15 by 3", 1, 5, True),
     ]
     # part 2 was planned with part 1's result, by the kernel planner's prompt
     assert asked[3].endswith("Request: subtract 5 from 20\nPlan:")
-    assert asked[4].endswith("Request: divide the result by 3, where the result is 15\nPlan:")
+    assert asked[4].endswith("Request: divide 15 by 3\nPlan:")
     steps = result["plan"]["steps"]
     assert [s["step_id"] for s in steps] == ["1", "2", "part1.1", "part2.1", "part2.2"]
     assert steps[3]["result"] == {"expression": "15 / 3", "value": 5}
@@ -198,7 +198,7 @@ def test_a_request_without_connectives_is_split_by_the_planner_when_its_numbers_
         asked = prompts(built)
     assert result["status"] == "completed", result["message"]
     assert asked[3].endswith(f"Request: {NESTED}\nParts:")
-    assert asked[5].endswith("Request: subtract 4 from the result, where the result is 27\nPlan:")
+    assert asked[5].endswith("Request: subtract 4 from 27\nPlan:")
     (decomposition,) = events.named("decomposition")
     assert [p["text"] for p in decomposition["parts"]] == ["multiply 9 and 3", "subtract 4 from the result"]
     assert result["answer"] == "27 - 4 is 23." and model_calls(sink) == len(script)
@@ -229,9 +229,7 @@ def test_a_parts_step_that_ran_but_does_not_do_what_the_part_asks_is_blocked_and
         result = built.run(NESTED)
         asked = prompts(built)
     assert result["status"] == "completed", result["message"]
-    blocked = (
-        "part2.1: the step is blocked: its calls do not do what part2 asks: The request asks to subtract"
-    )
+    blocked = "part2.1: the step is blocked: its calls do not do what part2 asks: The request asks for 27 - 4"
     assert blocked in asked[6]
     step = next(s for s in result["plan"]["steps"] if s["step_id"] == "part2.1")
     assert step["status"] == "complete" and step["result"]["value"] == 23
@@ -381,7 +379,7 @@ def test_a_decomposed_run_resumes_between_its_parts(tmp_path: Path) -> None:
         asked = prompts(second)
     assert result["status"] == "completed", result["message"]
     assert phases(sink) == ["refine", "step:part2.1", "step:part2.2", "evaluate"]
-    assert asked[0].endswith("Request: divide the result by 3, where the result is 15\nPlan:")
+    assert asked[0].endswith("Request: divide 15 by 3\nPlan:")
 
 
 # --- the semantic check and the refinement it drives --------------------------------------------------------------
