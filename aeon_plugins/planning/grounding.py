@@ -3,7 +3,8 @@
 A small model that has just been told ``{"value": 42}`` by the calculator will still, now and then, answer "6
 times 7 is 48". Nothing downstream can tell, so the kernel checks: every number the answer states must be one
 of the numbers in the request, in a tool call's arguments or in a tool's result (allowing for the rounding the
-answer's own precision implies, and thousands separators). An answer that fails the check contradicts its tools.
+answer's own precision implies, and thousands separators), and a calculation it states with its value must come
+to that value (:func:`false_claim`). An answer that fails the check contradicts its tools.
 
 The number check runs once a tool step has ended (without one there is nothing to contradict), and it reads
 numbers only: a claim in words is beyond a deterministic check. An answer that is the prompt's worked example,
@@ -174,9 +175,10 @@ def false_claim(answer: str, facts: set[float]) -> str | None:
         claimed = calculator_numbers.evaluated(value_said)
         if claimed is None:
             continue
-        if not _OPERATOR.search(value_said) and not _supported(value_said, worked, {claimed}):
-            return f"It says {said} is {value_said}, but {said} is {calculator_numbers.written(worked)}."
-        if not _supported(value_said, worked, facts) and not _supported(value_said, claimed, facts):
+        if not _OPERATOR.search(value_said):  # the number itself is grounded (unsupported_numbers)
+            if not _supported(value_said, worked, {claimed}):
+                return f"It says {said} is {value_said}, but {said} is {calculator_numbers.written(worked)}."
+        elif not any(math.isclose(worked, fact, rel_tol=1e-9, abs_tol=1e-9) for fact in facts):
             return f"It says {said} is {value_said}, which no result above comes to."
     return None
 

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from aeon_kernel import AeonConfig, Engine, StepStatus
 from aeon_kernel.testing.pytest_plugin import BUILTIN_PLUGINS
-from aeon_plugins.planning.grounding import facts_in, grounding_problem, numbers_in, unsupported_numbers
+from aeon_plugins.planning.grounding import (
+    facts_in,
+    false_claim,
+    grounding_problem,
+    numbers_in,
+    unsupported_numbers,
+)
 from tests.conftest import MakeHarness
 from tests.support.builders import answer, llm_step, plan, tool_step
 
@@ -202,3 +208,48 @@ def test_the_prompt_lists_every_step_in_plan_order_with_status_and_result(make_h
 def test_an_answer_that_only_says_the_request_again_is_no_answer(reply: str, found: bool) -> None:
     problem = grounding_problem(reply, "Write a haiku about autumn", [], final=True)
     assert (problem == "It repeats the request instead of answering it.") is found
+
+
+# --- a calculation the answer states must come to what it says ---------------------------------------------------
+
+FACTS = {96.0, 8.0, 11.0, 12.0, 132.0, 1200.0, 4.0, 300.0, 3.0, 0.5}
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        (
+            "96 divided by 8 is 132.",
+            "It says 96 / 8 is 132, but 96 / 8 is 12.",
+        ),  # each number grounded, not the sum
+        ("13 times 3 is 132", "It says 13 * 3 is 132, but 13 * 3 is 39."),
+        ("8 divided by 12 is 8 / 12.", "It says 8 / 12 is 8 / 12, which no result above comes to."),
+        ("(96 / 8) * 11 is 132.", None),
+        ("96 / 8 = 12, and 12 * 11 = 132.", None),
+        ("1,200 / 4 is 300", None),  # a thousands separator is no operator
+        ("12 \u00d7 11 = 132", None),
+        ("96 / 8 is 12.0", None),
+        ("The answer is 132.", None),  # no calculation stated
+        ("It is 11 plus 1, which is 12.", None),  # a calculation with no value said
+    ],
+)
+def test_a_calculation_the_answer_states_must_come_to_what_it_says(reply: str, problem: str | None) -> None:
+    assert false_claim(reply, FACTS) == problem
+
+
+def test_a_rounded_value_is_what_the_calculation_comes_to() -> None:
+    assert false_claim("10 / 3 is 3.33", {10.0, 3.0, 10 / 3}) is None
+    assert false_claim("10 / 3 is 3.3", {10.0, 3.0, 10 / 3}) is None
+    assert (
+        false_claim("10 / 3 is 4", {10.0, 3.0, 10 / 3, 4.0})
+        == "It says 10 / 3 is 4, but 10 / 3 is 3.3333333333333335."
+    )
+
+
+def test_an_answer_whose_calculation_is_false_is_asked_again(make_harness: MakeHarness) -> None:
+    """Seen on Gemma 3 270M: "96 divided by 8 is 132." for (96 / 8) * 11, and "3 + 4 * 5 = 35" for (3 + 4) * 5:
+    every number grounded, the sentence false."""
+    h = make_harness([PRODUCT_PLAN, answer("7 times 7 is 42."), answer("6 times 7 is 42.")])
+    result = h.run(REQUEST)
+    assert (result["status"], result["answer"]) == ("completed", "6 times 7 is 42.")
+    assert "It says 7 * 7 is 42, but 7 * 7 is 49. Answer again" in h.llm.prompts[2]["prompt"]
