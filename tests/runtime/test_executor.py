@@ -409,7 +409,9 @@ def test_a_task_whose_run_cannot_start_is_an_error_and_the_worker_goes_on(engine
 
 words = st.lists(
     # not "step": the step ids "step-1"... would read as that task's values
-    st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=8).filter(lambda word: word != "step"),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=8).filter(
+        lambda word: word != "step"
+    ),
     min_size=2,
     max_size=12,
     unique=True,
