@@ -19,7 +19,7 @@ import aeon_kernel.kit
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("aeon_kernel", "aeon_plugins", "aeon_cli")
 #: lines of Python per package (decision 0015); the kernel's is the promise, the others keep growth visible
-LINE_BUDGET = {"aeon_kernel": 11_855, "aeon_plugins": 20_280, "aeon_cli": 8_920}
+LINE_BUDGET = {"aeon_kernel": 11_855, "aeon_plugins": 20_290, "aeon_cli": 8_920}
 #: the wiring module stays wiring (the issue asked for about 350 lines): components.py builds the components, the
 #: orchestrator runs them
 ENGINE_BUDGET = 410

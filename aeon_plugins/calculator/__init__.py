@@ -9,10 +9,17 @@ from typing import Any
 from aeon_kernel import Register, Tool, hookimpl
 from aeon_kernel.kit import Review
 from aeon_plugins.calculator.arithmetic import MAX_EXPRESSION_LENGTH, evaluate
-from aeon_plugins.calculator.numbers import request_numbers
+from aeon_plugins.calculator.numbers import evaluated, request_numbers
 from aeon_plugins.calculator.review import review_calls
 
-__all__ = ["MAX_EXPRESSION_LENGTH", "CalculatorTool", "evaluate", "request_numbers", "review_calls"]
+__all__ = [
+    "MAX_EXPRESSION_LENGTH",
+    "CalculatorTool",
+    "evaluate",
+    "evaluated",
+    "request_numbers",
+    "review_calls",
+]
 
 
 class CalculatorTool(Tool):

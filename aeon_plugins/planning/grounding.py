@@ -24,8 +24,7 @@ from typing import Any, Final
 
 from aeon_kernel import PlanStep, StepStatus
 from aeon_kernel.kit import StepContext, request_parts
-from aeon_plugins.calculator import numbers as calculator_numbers
-from aeon_plugins.calculator import request_numbers
+from aeon_plugins.calculator import evaluated, request_numbers
 from aeon_plugins.planning.examples import example_arguments
 from aeon_plugins.planning.prompts import EXAMPLE_ANSWER, EXAMPLE_REQUEST, compact
 
@@ -170,14 +169,14 @@ def false_claim(answer: str, facts: set[float]) -> str | None:
         text = spoken.sub(symbol, text)
     for said, value_said in _CLAIM.findall(text):
         said, value_said = said.strip(), value_said.strip().rstrip(".").strip()
-        if not _OPERATOR.search(said) or (worked := calculator_numbers.evaluated(said)) is None:
+        if not _OPERATOR.search(said) or (worked := evaluated(said)) is None:
             continue
-        claimed = calculator_numbers.evaluated(value_said)
+        claimed = evaluated(value_said)
         if claimed is None:
             continue
         if not _OPERATOR.search(value_said):  # the number itself is grounded (unsupported_numbers)
             if not _supported(value_said, worked, {claimed}):
-                return f"It says {said} is {value_said}, but {said} is {calculator_numbers.written(worked)}."
+                return f"It says {said} is {value_said}, but {said} is {worked:.15g}."
         elif not any(math.isclose(worked, fact, rel_tol=1e-9, abs_tol=1e-9) for fact in facts):
             return f"It says {said} is {value_said}, which no result above comes to."
     return None

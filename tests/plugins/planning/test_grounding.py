@@ -242,7 +242,7 @@ def test_a_rounded_value_is_what_the_calculation_comes_to() -> None:
     assert false_claim("10 / 3 is 3.3", {10.0, 3.0, 10 / 3}) is None
     assert (
         false_claim("10 / 3 is 4", {10.0, 3.0, 10 / 3, 4.0})
-        == "It says 10 / 3 is 4, but 10 / 3 is 3.3333333333333335."
+        == "It says 10 / 3 is 4, but 10 / 3 is 3.33333333333333."
     )
 
 
