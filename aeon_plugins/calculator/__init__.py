@@ -10,11 +10,13 @@ from aeon_kernel import Register, Tool, hookimpl
 from aeon_kernel.kit import Review
 from aeon_plugins.calculator.arithmetic import MAX_EXPRESSION_LENGTH, evaluate
 from aeon_plugins.calculator.numbers import evaluated, request_numbers
+from aeon_plugins.calculator.operands import as_symbols
 from aeon_plugins.calculator.review import review_calls
 
 __all__ = [
     "MAX_EXPRESSION_LENGTH",
     "CalculatorTool",
+    "as_symbols",
     "evaluate",
     "evaluated",
     "request_numbers",

@@ -392,12 +392,16 @@ INFIX_LINK: Final = r"\s+(plus|more\s+than|minus|times|multiplied\s+by|divided\s
 _TAIL: Final = re.compile(r"(?:\s+(?:plus|minus|times|multiplied\s+by|divided\s+by)\s+#\d+#)*", re.IGNORECASE)
 
 
+def as_symbols(text: str) -> str:
+    """``text`` with the :data:`INFIX` words between two terms written as their symbols ("6 times 7" → "6 * 7")."""
+    return re.sub(
+        INFIX_LINK, lambda word: f" {INFIX[' '.join(word.group(1).lower().split())]} ", text, flags=re.I
+    )
+
+
 def _spoken(said: str, spans: Sequence[_Span]) -> float | None:
     """The value of a spoken chain (its numbers written as ``#i#``, the first in digits), as it is said."""
-    said = re.sub(
-        INFIX_LINK, lambda word: f" {INFIX[' '.join(word.group(1).lower().split())]} ", said, flags=re.I
-    )
-    return evaluated(_MASKED.sub(lambda found: written(spans[int(found.group(1))][2]), said))
+    return evaluated(_MASKED.sub(lambda found: written(spans[int(found.group(1))][2]), as_symbols(said)))
 
 
 def the_wrong_way_round(expression: str, order: _Order, stated: Sequence[float] = ()) -> bool | None:

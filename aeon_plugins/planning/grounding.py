@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from aeon_kernel import PlanStep, StepStatus
 from aeon_kernel.kit import StepContext, request_parts
-from aeon_plugins.calculator import evaluated, request_numbers
+from aeon_plugins.calculator import as_symbols, evaluated, request_numbers
 from aeon_plugins.planning.examples import example_arguments
 from aeon_plugins.planning.prompts import EXAMPLE_ANSWER, EXAMPLE_REQUEST, compact
 
@@ -146,13 +146,6 @@ def grounding_problem(answer: str, request: str, steps: Sequence[PlanStep], *, f
     return None
 
 
-#: operation words an answer states a calculation in, read as the symbols a calculator writes
-_SPOKEN: Final = (
-    (re.compile(r"\s*(?:\bmultiplied\s+by\b|\btimes\b|\u00d7)\s*", re.IGNORECASE), " * "),
-    (re.compile(r"\s*(?:\bdivided\s+by\b|\u00f7)\s*", re.IGNORECASE), " / "),
-    (re.compile(r"\s*\bplus\b\s*", re.IGNORECASE), " + "),
-    (re.compile(r"\s*\bminus\b\s*", re.IGNORECASE), " - "),
-)
 #: a calculation followed by what it is said to come to: "96 / 8 is 132", "6 * 7 = 42"
 _CLAIM: Final = re.compile(
     r"(?<![\w.])([\d.(][\d\s.()+\-*/^]*?\d\s*\)?)\s*(?:=|\bis\b|\bequals\b)\s*(-?[\d.(][\d\s.()+\-*/^]*)"
@@ -165,8 +158,7 @@ def false_claim(answer: str, facts: set[float]) -> str | None:
     or in one that comes to a value no fact is ("8 divided by 12 is 8 / 12" for 96 / 12): each number may be
     grounded while the sentence is not. None when every stated calculation holds (or none is stated)."""
     text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", answer)  # 1,200 is 1200
-    for spoken, symbol in _SPOKEN:
-        text = spoken.sub(symbol, text)
+    text = as_symbols(text.replace("\u00d7", "*").replace("\u00f7", "/"))  # "6 times 7" is 6 * 7
     for said, value_said in _CLAIM.findall(text):
         said, value_said = said.strip(), value_said.strip().rstrip(".").strip()
         if not _OPERATOR.search(said) or (worked := evaluated(said)) is None:
