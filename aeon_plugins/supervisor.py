@@ -127,7 +127,7 @@ class DefaultSupervisor(SupervisorContract):
             {"text": text},
             text,
             check,
-            confined(expected_schema, text, scope),
+            confined(expected_schema, before, scope),
             lambda: repair_json_text(text),
             max_attempts,
             record,
@@ -331,13 +331,14 @@ def confined(schema: dict[str, Any] | None, original: Any, scope: RepairScope) -
     steps = (schema or {}).get("properties", {}).get("steps")
     if schema is None or not isinstance(steps, dict) or not isinstance(steps.get("items"), dict):
         return schema
-    allowed = named_tools(structure(original)) | scope.tools
+    value = structure(original)
+    allowed = named_tools(value) | scope.tools
     items = steps["items"]
     within = (_step_within(branch, allowed) for branch in items.get("anyOf", [items]))
     kept = [branch for branch in within if branch is not None]
     if not kept:
         return schema  # no step can be written: the gate says why
-    begun = _begun_steps(original)
+    begun = _begun_steps(value)
     held = {**steps, "items": {"anyOf": kept} if "anyOf" in items else kept[0]}
     held["maxItems"] = min(begun, steps.get("maxItems", begun))
     return {**schema, "properties": {**schema["properties"], "steps": held}}
@@ -361,9 +362,8 @@ def _step_within(step: dict[str, Any], allowed: set[str]) -> dict[str, Any] | No
     return {**step, "properties": thinking, "required": list(dict.fromkeys(required))}
 
 
-def _begun_steps(original: Any) -> int:
-    """How many steps ``original`` began: its steps list, or the step keys its text writes."""
-    value = structure(original)
+def _begun_steps(value: Any) -> int:
+    """How many steps ``value`` (parsed where it parses) began: its steps list, or the step keys its text writes."""
     if isinstance(value, Mapping) and isinstance(value.get("steps"), list):
         value = value["steps"]
     if isinstance(value, list):
